@@ -1,0 +1,69 @@
+package convlog_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// deps lists the transitive imports of pkg (go list -deps).
+func deps(t *testing.T, pkg string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
+	require.NoError(t, err, string(out))
+	return strings.Fields(string(out))
+}
+
+const mod = "github.com/convlog/convlog/"
+
+// The dependency direction of DESIGN.md: events depends on nothing of ours
+// and on no NATS package; projector only on events; client on events and
+// projector; nothing but the embedded-server package imports nats-server.
+func TestDependencyDirection(t *testing.T) {
+	cases := []struct {
+		pkg       string
+		forbidden []string
+		allowOurs []string
+	}{
+		{"events", []string{"github.com/nats-io/"}, nil},
+		{"projector", []string{"github.com/nats-io/nats-server"}, []string{"events", "internal/provision"}},
+		{"client", []string{"github.com/nats-io/nats-server"}, []string{"events", "projector", "internal/provision"}},
+	}
+	for _, c := range cases {
+		t.Run(c.pkg, func(t *testing.T) {
+			out, err := exec.Command("go", "list", "./"+c.pkg).CombinedOutput()
+			if err != nil {
+				t.Skipf("package %s does not exist yet: %s", c.pkg, out)
+			}
+			for _, d := range deps(t, "./"+c.pkg) {
+				for _, f := range c.forbidden {
+					require.False(t, strings.HasPrefix(d, f), "%s imports %s", c.pkg, d)
+				}
+				if strings.HasPrefix(d, mod) && d != mod+c.pkg {
+					ours := strings.TrimPrefix(d, mod)
+					ok := false
+					for _, a := range c.allowOurs {
+						ok = ok || ours == a || strings.HasPrefix(ours, a+"/")
+					}
+					require.True(t, ok, "%s imports %s, which the dependency direction forbids", c.pkg, d)
+				}
+			}
+		})
+	}
+}
+
+// Only internal/embedded (and test-only code) imports nats-server.
+func TestOnlyEmbeddedImportsNATSServer(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./...").CombinedOutput()
+	require.NoError(t, err, string(out))
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		for _, imp := range f[1:] {
+			if strings.HasPrefix(imp, "github.com/nats-io/nats-server") {
+				require.Equal(t, mod+"internal/embedded", f[0], "%s imports nats-server", f[0])
+			}
+		}
+	}
+}

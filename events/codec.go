@@ -1,0 +1,197 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// NATS headers convlog sets on every event message. Consumers can filter on
+// them without decoding the body.
+const (
+	// HeaderType carries the event [Type].
+	HeaderType = "Convlog-Type"
+	// HeaderSchema carries the schema version as a decimal string.
+	HeaderSchema = "Convlog-Schema"
+	// HeaderMsgID is the NATS de-duplication header; convlog sets it to the
+	// event id. Source: NATS JetStream headers (Nats-Msg-Id).
+	HeaderMsgID = "Nats-Msg-Id"
+)
+
+// wire is the msgpack and JSON shape of an event.
+type wire struct {
+	ID            string    `msgpack:"id" json:"id"`
+	Type          Type      `msgpack:"type" json:"type"`
+	Tenant        string    `msgpack:"tenant" json:"tenant"`
+	Thread        string    `msgpack:"thread" json:"thread"`
+	Time          time.Time `msgpack:"time" json:"time"`
+	Producer      string    `msgpack:"producer" json:"producer"`
+	CausationID   string    `msgpack:"causation_id,omitempty" json:"causation_id,omitempty"`
+	CorrelationID string    `msgpack:"correlation_id,omitempty" json:"correlation_id,omitempty"`
+	SchemaVersion int       `msgpack:"v" json:"v"`
+}
+
+type wireMsgpack struct {
+	wire
+	Payload msgpack.RawMessage `msgpack:"payload"`
+}
+
+type wireJSON struct {
+	wire
+	Payload json.RawMessage `json:"payload"`
+}
+
+func (e Event) wire() wire {
+	return wire{ID: e.ID, Type: e.Type, Tenant: e.Tenant, Thread: e.Thread, Time: e.Time.UTC(),
+		Producer: e.Producer, CausationID: e.CausationID, CorrelationID: e.CorrelationID,
+		SchemaVersion: e.SchemaVersion}
+}
+
+func (w wire) event() Event {
+	return Event{ID: w.ID, Type: w.Type, Tenant: w.Tenant, Thread: w.Thread, Time: w.Time.UTC(),
+		Producer: w.Producer, CausationID: w.CausationID, CorrelationID: w.CorrelationID,
+		SchemaVersion: w.SchemaVersion}
+}
+
+// encodeMsgpack encodes v deterministically (map keys sorted, struct fields
+// in declaration order).
+func encodeMsgpack(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := msgpack.NewEncoder(&b)
+	enc.SetSortMapKeys(true)
+	enc.UseCompactInts(true)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// Marshal encodes e as one msgpack map: the envelope fields and "payload",
+// a nested map. The encoding is deterministic (golden vectors in schemas/
+// pin it). Marshal does not validate; call [Event.Validate] first.
+// It returns an error only when the payload is nil or cannot be encoded.
+func Marshal(e Event) ([]byte, error) {
+	if e.Payload == nil {
+		return nil, fmt.Errorf("events: marshal event %s: nil payload", e.ID)
+	}
+	p, err := encodeMsgpack(e.Payload)
+	if err != nil {
+		return nil, fmt.Errorf("events: marshal %s payload of event %s: %w", e.Type, e.ID, err)
+	}
+	return encodeMsgpack(wireMsgpack{wire: e.wire(), Payload: p})
+}
+
+// Unmarshal decodes msgpack bytes written by [Marshal].
+//
+// Errors: [ErrDecode] (wrapped) when b is not an event; [ErrNewerSchema] or
+// [ErrUnknownType] (wrapped) when the envelope decodes but the payload cannot
+// be understood by this version, in which case the returned Event still
+// carries the envelope (with a nil Payload) so the fold can record which
+// event it rejected. Unmarshal never panics.
+func Unmarshal(b []byte) (Event, error) {
+	var w wireMsgpack
+	dec := msgpack.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&w); err != nil {
+		return Event{}, fmt.Errorf("%w: %v", ErrDecode, err)
+	}
+	e := w.wire.event()
+	if e.SchemaVersion > SchemaVersion {
+		return e, fmt.Errorf("%w: event %s has schema version %d, this convlog reads up to %d", ErrNewerSchema, e.ID, e.SchemaVersion, SchemaVersion)
+	}
+	p := newPayload(e.Type)
+	if p == nil {
+		return e, fmt.Errorf("%w: %q (event %s)", ErrUnknownType, e.Type, e.ID)
+	}
+	if len(w.Payload) == 0 {
+		return e, fmt.Errorf("%w: event %s has no payload", ErrDecode, e.ID)
+	}
+	if err := msgpack.Unmarshal(w.Payload, p); err != nil {
+		return e, fmt.Errorf("%w: %s payload of event %s: %v", ErrDecode, e.Type, e.ID, err)
+	}
+	e.Payload = deref(p)
+	return e, nil
+}
+
+// MarshalJSON encodes e in the JSON form described by schemas/envelope.json:
+// the envelope fields and "payload". Time is RFC 3339 with nanoseconds.
+func (e Event) MarshalJSON() ([]byte, error) {
+	if e.Payload == nil {
+		return nil, fmt.Errorf("events: marshal event %s: nil payload", e.ID)
+	}
+	p, err := marshalJSONNoEscape(e.Payload)
+	if err != nil {
+		return nil, err
+	}
+	return marshalJSONNoEscape(wireJSON{wire: e.wire(), Payload: p})
+}
+
+// UnmarshalJSON decodes the JSON form. Errors are as for [Unmarshal].
+func (e *Event) UnmarshalJSON(b []byte) error {
+	var w wireJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return fmt.Errorf("%w: %v", ErrDecode, err)
+	}
+	*e = w.wire.event()
+	if e.SchemaVersion > SchemaVersion {
+		return fmt.Errorf("%w: event %s has schema version %d, this convlog reads up to %d", ErrNewerSchema, e.ID, e.SchemaVersion, SchemaVersion)
+	}
+	p := newPayload(e.Type)
+	if p == nil {
+		return fmt.Errorf("%w: %q (event %s)", ErrUnknownType, e.Type, e.ID)
+	}
+	if len(w.Payload) == 0 || bytes.Equal(bytes.TrimSpace(w.Payload), []byte("null")) {
+		return fmt.Errorf("%w: event %s has no payload", ErrDecode, e.ID)
+	}
+	if err := json.Unmarshal(w.Payload, p); err != nil {
+		return fmt.Errorf("%w: %s payload of event %s: %v", ErrDecode, e.Type, e.ID, err)
+	}
+	e.Payload = deref(p)
+	return nil
+}
+
+func deref(p Payload) Payload {
+	switch v := p.(type) {
+	case *ThreadCreated:
+		return *v
+	case *ThreadUpdated:
+		return *v
+	case *UserMessage:
+		return *v
+	case *AssistantMessage:
+		return *v
+	case *ToolResult:
+		return *v
+	case *Reset:
+		return *v
+	case *Restore:
+		return *v
+	case *Compaction:
+		return *v
+	case *StateSet:
+		return *v
+	case *StateDeleted:
+		return *v
+	case *Forked:
+		return *v
+	case *Deleted:
+		return *v
+	case *Undeleted:
+		return *v
+	case *Erased:
+		return *v
+	}
+	return p
+}
+
+// Headers returns the NATS headers for e as a plain map (this package does
+// not import NATS): [HeaderType], [HeaderSchema] and [HeaderMsgID].
+func Headers(e Event) map[string]string {
+	return map[string]string{
+		HeaderType:   string(e.Type),
+		HeaderSchema: fmt.Sprint(e.SchemaVersion),
+		HeaderMsgID:  e.ID,
+	}
+}

@@ -1,0 +1,295 @@
+package events
+
+import "encoding/json"
+
+// Type names an event type. It is carried in the envelope and in the NATS
+// header [HeaderType].
+type Type string
+
+// Event types. The seed each one serves is named in its payload's doc.
+const (
+	TypeThreadCreated    Type = "thread.created"
+	TypeThreadUpdated    Type = "thread.updated"
+	TypeUserMessage      Type = "message.user"
+	TypeAssistantMessage Type = "message.assistant"
+	TypeToolResult       Type = "tool.result"
+	TypeReset            Type = "thread.reset"
+	TypeRestore          Type = "thread.restored"
+	TypeCompaction       Type = "thread.compacted"
+	TypeStateSet         Type = "state.set"
+	TypeStateDeleted     Type = "state.deleted"
+	TypeForked           Type = "thread.forked"
+	TypeDeleted          Type = "thread.deleted"
+	TypeUndeleted        Type = "thread.undeleted"
+	TypeErased           Type = "thread.erased"
+)
+
+// AllTypes lists every event type this version knows, in a stable order.
+var AllTypes = []Type{
+	TypeThreadCreated, TypeThreadUpdated, TypeUserMessage, TypeAssistantMessage,
+	TypeToolResult, TypeReset, TypeRestore, TypeCompaction, TypeStateSet,
+	TypeStateDeleted, TypeForked, TypeDeleted, TypeUndeleted, TypeErased,
+}
+
+// Payload is the typed body of an event. Every payload type of this package
+// implements it; EventType names the [Type] it is carried under.
+type Payload interface {
+	EventType() Type
+}
+
+// ReplyMode says whether agent workers answer user messages of a thread.
+type ReplyMode string
+
+// Reply modes.
+const (
+	// RepliesAuto (also the empty value when the thread has an agent): every
+	// user message is answered by the thread's agent.
+	RepliesAuto ReplyMode = "auto"
+	// RepliesOff: the thread is a record (e.g. imported history); no worker
+	// answers it.
+	RepliesOff ReplyMode = "off"
+)
+
+// PendingPolicy is what the fold does with a user or assistant message that
+// arrives while tool calls are still pending (DESIGN.md invariant 5).
+type PendingPolicy string
+
+// Pending policies.
+const (
+	// PendingReject (the default, also the empty value): the message is
+	// rejected; writers using client/ get the error synchronously.
+	PendingReject PendingPolicy = "reject"
+	// PendingCancel: each pending call is closed with a synthetic tool result
+	// (IsError true, content [CancelledContent]) placed before the message,
+	// so the history stays valid for chat APIs. A later real result for a
+	// cancelled call is rejected.
+	PendingCancel PendingPolicy = "cancel"
+)
+
+// CancelledContent is the content of the synthetic tool result that
+// [PendingCancel] inserts.
+const CancelledContent = "cancelled: the conversation moved on before this tool call was answered"
+
+// ThreadCreated is the first event of a thread. Seeds: AgentKit createThread
+// (thread id precedence), AG2B (system prompt kept apart from history),
+// Agenticore (owner/user scoping).
+type ThreadCreated struct {
+	// Owner is the user the thread belongs to (optional).
+	Owner string `msgpack:"owner,omitempty" json:"owner,omitempty"`
+	// Agent is the name of the agent that answers the thread (optional).
+	Agent string `msgpack:"agent,omitempty" json:"agent,omitempty"`
+	// SystemPrompt, when set, is kept apart from the message history.
+	SystemPrompt *string `msgpack:"system_prompt,omitempty" json:"system_prompt,omitempty"`
+	// Title is a human-readable title (optional).
+	Title string `msgpack:"title,omitempty" json:"title,omitempty"`
+	// Metadata is free string metadata; List filters on it.
+	Metadata map[string]string `msgpack:"metadata,omitempty" json:"metadata,omitempty"`
+	// Replies says whether workers answer the thread; "" means auto.
+	Replies ReplyMode `msgpack:"replies,omitempty" json:"replies,omitempty"`
+	// PendingPolicy is this thread's policy; "" means reject.
+	PendingPolicy PendingPolicy `msgpack:"pending_policy,omitempty" json:"pending_policy,omitempty"`
+}
+
+// EventType implements Payload.
+func (ThreadCreated) EventType() Type { return TypeThreadCreated }
+
+// ThreadUpdated changes thread attributes. Metadata keys with an empty value
+// are removed; a nil field leaves the attribute unchanged.
+type ThreadUpdated struct {
+	Title        *string           `msgpack:"title,omitempty" json:"title,omitempty"`
+	SystemPrompt *string           `msgpack:"system_prompt,omitempty" json:"system_prompt,omitempty"`
+	Metadata     map[string]string `msgpack:"metadata,omitempty" json:"metadata,omitempty"`
+	Replies      ReplyMode         `msgpack:"replies,omitempty" json:"replies,omitempty"`
+	Agent        *string           `msgpack:"agent,omitempty" json:"agent,omitempty"`
+}
+
+// EventType implements Payload.
+func (ThreadUpdated) EventType() Type { return TypeThreadUpdated }
+
+// UserMessage is a message from the user (or a simulated user).
+type UserMessage struct {
+	Content Content `msgpack:"content" json:"content"`
+	// Name is the optional participant name (OpenAI "name").
+	Name     string          `msgpack:"name,omitempty" json:"name,omitempty"`
+	Metadata json.RawMessage `msgpack:"metadata,omitempty" json:"metadata,omitempty"`
+}
+
+// EventType implements Payload.
+func (UserMessage) EventType() Type { return TypeUserMessage }
+
+// ToolCall is one tool invocation requested by a model. Arguments is the raw
+// JSON text the model sent, kept byte for byte.
+type ToolCall struct {
+	ID        string `msgpack:"id" json:"id"`
+	Name      string `msgpack:"name" json:"name"`
+	Arguments string `msgpack:"arguments" json:"arguments"`
+}
+
+// Usage is token accounting reported by a model provider.
+type Usage struct {
+	InputTokens  int64 `msgpack:"input_tokens,omitempty" json:"input_tokens,omitempty"`
+	OutputTokens int64 `msgpack:"output_tokens,omitempty" json:"output_tokens,omitempty"`
+	TotalTokens  int64 `msgpack:"total_tokens,omitempty" json:"total_tokens,omitempty"`
+}
+
+// AssistantMessage is one model turn. Seeds: AG2B AssistantMessage (content,
+// reasoning, calls, metadata), AgentKit InferenceResult (agent, raw).
+type AssistantMessage struct {
+	Content   Content    `msgpack:"content" json:"content"`
+	Reasoning string     `msgpack:"reasoning,omitempty" json:"reasoning,omitempty"`
+	ToolCalls []ToolCall `msgpack:"tool_calls,omitempty" json:"tool_calls,omitempty"`
+	// Agent is the name of the agent that produced the turn.
+	Agent string `msgpack:"agent,omitempty" json:"agent,omitempty"`
+	Model string `msgpack:"model,omitempty" json:"model,omitempty"`
+	Usage *Usage `msgpack:"usage,omitempty" json:"usage,omitempty"`
+	// Name is the optional participant name (OpenAI "name").
+	Name string `msgpack:"name,omitempty" json:"name,omitempty"`
+	// Metadata is free provider data (a JSON object), preserved as is.
+	Metadata json.RawMessage `msgpack:"metadata,omitempty" json:"metadata,omitempty"`
+	// ReplyTo is the event id of the user message this turn answers (set by
+	// agent workers; used for exactly-once answers).
+	ReplyTo string `msgpack:"reply_to,omitempty" json:"reply_to,omitempty"`
+}
+
+// EventType implements Payload.
+func (AssistantMessage) EventType() Type { return TypeAssistantMessage }
+
+// ToolResult answers one pending tool call (DESIGN.md invariant 5).
+type ToolResult struct {
+	ToolCallID string `msgpack:"tool_call_id" json:"tool_call_id"`
+	// Name is the tool name; "" when the source did not record it.
+	Name    string  `msgpack:"name,omitempty" json:"name,omitempty"`
+	Content Content `msgpack:"content" json:"content"`
+	IsError bool    `msgpack:"is_error,omitempty" json:"is_error,omitempty"`
+}
+
+// EventType implements Payload.
+func (ToolResult) EventType() Type { return TypeToolResult }
+
+// Reset clears the history (AG2B reset). State and metadata stay.
+type Reset struct {
+	Reason string `msgpack:"reason,omitempty" json:"reason,omitempty"`
+}
+
+// EventType implements Payload.
+func (Reset) EventType() Type { return TypeReset }
+
+// Restore replaces the whole history (AG2B restore, DeepAgents save of a
+// rewritten history). Messages must form a valid history on their own.
+type Restore struct {
+	Messages []Message `msgpack:"messages" json:"messages"`
+	Reason   string    `msgpack:"reason,omitempty" json:"reason,omitempty"`
+}
+
+// EventType implements Payload.
+func (Restore) EventType() Type { return TypeRestore }
+
+// Compaction replaces every message at stream sequence <= UpToSeq by one
+// summary message (DeepAgents SummarizationMiddleware). Role is "user"
+// (default) or "assistant". It is rejected if it would separate a tool call
+// from its result.
+type Compaction struct {
+	UpToSeq uint64  `msgpack:"up_to_seq" json:"up_to_seq"`
+	Summary Content `msgpack:"summary" json:"summary"`
+	Role    Role    `msgpack:"role,omitempty" json:"role,omitempty"`
+}
+
+// EventType implements Payload.
+func (Compaction) EventType() Type { return TypeCompaction }
+
+// StateSet sets one key of the thread's key-value state (AgentKit state.kv).
+// Value is any JSON value.
+type StateSet struct {
+	Key   string          `msgpack:"key" json:"key"`
+	Value json.RawMessage `msgpack:"value" json:"value"`
+}
+
+// EventType implements Payload.
+func (StateSet) EventType() Type { return TypeStateSet }
+
+// StateDeleted deletes one key of the thread's key-value state.
+type StateDeleted struct {
+	Key string `msgpack:"key" json:"key"`
+}
+
+// EventType implements Payload.
+func (StateDeleted) EventType() Type { return TypeStateDeleted }
+
+// Forked is the first event of a thread forked from another thread at a
+// sequence. It carries the source's projected history, state and thread
+// attributes as of that sequence, so the fork reads without the source
+// (and survives the source's erasure).
+type Forked struct {
+	SourceTenant string                     `msgpack:"source_tenant" json:"source_tenant"`
+	SourceThread string                     `msgpack:"source_thread" json:"source_thread"`
+	SourceSeq    uint64                     `msgpack:"source_seq" json:"source_seq"`
+	Created      ThreadCreated              `msgpack:"created" json:"created"`
+	Messages     []Message                  `msgpack:"messages" json:"messages"`
+	State        map[string]json.RawMessage `msgpack:"state,omitempty" json:"state,omitempty"`
+}
+
+// EventType implements Payload.
+func (Forked) EventType() Type { return TypeForked }
+
+// Deleted soft-deletes a thread: hidden from List and Get, kept for audit,
+// reversible with [Undeleted]. Appends other than Undeleted are rejected.
+type Deleted struct {
+	Reason string `msgpack:"reason,omitempty" json:"reason,omitempty"`
+}
+
+// EventType implements Payload.
+func (Deleted) EventType() Type { return TypeDeleted }
+
+// Undeleted reverses a soft delete.
+type Undeleted struct {
+	Reason string `msgpack:"reason,omitempty" json:"reason,omitempty"`
+}
+
+// EventType implements Payload.
+func (Undeleted) EventType() Type { return TypeUndeleted }
+
+// Erased is the marker left on a thread's subject after its events were
+// purged. It names what was removed; every later event is rejected.
+type Erased struct {
+	RemovedEvents uint64 `msgpack:"removed_events" json:"removed_events"`
+	LastSeq       uint64 `msgpack:"last_seq" json:"last_seq"`
+	Reason        string `msgpack:"reason,omitempty" json:"reason,omitempty"`
+}
+
+// EventType implements Payload.
+func (Erased) EventType() Type { return TypeErased }
+
+// newPayload returns a pointer to a zero payload of type t, or nil.
+func newPayload(t Type) Payload {
+	switch t {
+	case TypeThreadCreated:
+		return &ThreadCreated{}
+	case TypeThreadUpdated:
+		return &ThreadUpdated{}
+	case TypeUserMessage:
+		return &UserMessage{}
+	case TypeAssistantMessage:
+		return &AssistantMessage{}
+	case TypeToolResult:
+		return &ToolResult{}
+	case TypeReset:
+		return &Reset{}
+	case TypeRestore:
+		return &Restore{}
+	case TypeCompaction:
+		return &Compaction{}
+	case TypeStateSet:
+		return &StateSet{}
+	case TypeStateDeleted:
+		return &StateDeleted{}
+	case TypeForked:
+		return &Forked{}
+	case TypeDeleted:
+		return &Deleted{}
+	case TypeUndeleted:
+		return &Undeleted{}
+	case TypeErased:
+		return &Erased{}
+	}
+	return nil
+}

@@ -1,0 +1,327 @@
+package events
+
+import (
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// Limits bound the size of one event's fields. Size of the encoded event as
+// a whole is checked by writers against the server's max payload.
+type Limits struct {
+	// MaxToolCalls per assistant message. Default 128.
+	MaxToolCalls int
+	// MaxNameLen for tool names, agent, model, producer, state keys. Default 256.
+	MaxNameLen int
+	// MaxMessages in a Restore or Forked payload. Default 100,000.
+	MaxMessages int
+}
+
+// DefaultLimits returns the limits [Event.Validate] applies.
+func DefaultLimits() Limits {
+	return Limits{MaxToolCalls: 128, MaxNameLen: 256, MaxMessages: 100_000}
+}
+
+// Validate checks e on its own, without the thread's state: envelope fields,
+// ids, the payload's required fields, sizes and well-formed JSON. It returns
+// the first problem as a *ValidationError (wrapping [ErrInvalid]) whose Field
+// names the path, e.g. "payload.tool_calls[1].arguments", or an *IDError for
+// a bad tenant or thread. Whether the event fits the thread (a pending call
+// to answer, a live thread) is the fold's concern.
+func (e Event) Validate() error { return e.ValidateLimits(DefaultLimits()) }
+
+// ValidateLimits is [Event.Validate] with explicit limits.
+func (e Event) ValidateLimits(l Limits) error {
+	bad := func(field, format string, args ...any) error {
+		return &ValidationError{EventID: e.ID, Type: e.Type, Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	if e.ID == "" {
+		return bad("id", "is required (a UUIDv7 chosen by the writer)")
+	}
+	if u, err := uuid.Parse(e.ID); err != nil || u.String() != e.ID {
+		return bad("id", "%q is not a canonical lower-case UUID", e.ID)
+	}
+	if e.Type == "" {
+		return bad("type", "is required")
+	}
+	if newPayload(e.Type) == nil {
+		return bad("type", "%q is not a known event type", e.Type)
+	}
+	if err := ValidateTenant(e.Tenant); err != nil {
+		return err
+	}
+	if err := ValidateThreadID(e.Thread); err != nil {
+		return err
+	}
+	if e.Time.IsZero() {
+		return bad("time", "is required")
+	}
+	if e.SchemaVersion < 1 || e.SchemaVersion > SchemaVersion {
+		return bad("v", "schema version %d is not supported (1..%d)", e.SchemaVersion, SchemaVersion)
+	}
+	if len(e.Producer) > l.MaxNameLen {
+		return bad("producer", "is %d bytes, the limit is %d", len(e.Producer), l.MaxNameLen)
+	}
+	if e.Payload == nil {
+		return bad("payload", "is required")
+	}
+	if e.Payload.EventType() != e.Type {
+		return bad("type", "is %q but the payload is a %q", e.Type, e.Payload.EventType())
+	}
+	return validatePayload(e.Payload, l, func(field, format string, args ...any) error {
+		return bad("payload."+field, format, args...)
+	})
+}
+
+type badFunc func(field, format string, args ...any) error
+
+func validatePayload(p Payload, l Limits, bad badFunc) error {
+	switch v := p.(type) {
+	case ThreadCreated:
+		return validateCreated(v, l, bad)
+	case ThreadUpdated:
+		if v.Replies != "" && v.Replies != RepliesAuto && v.Replies != RepliesOff {
+			return bad("replies", "must be %q or %q, got %q", RepliesAuto, RepliesOff, v.Replies)
+		}
+		return validateMetadata(v.Metadata, l, bad, true)
+	case UserMessage:
+		if err := validateContent(v.Content, "content", bad); err != nil {
+			return err
+		}
+		if v.Content.IsNull() {
+			return bad("content", "a user message needs content")
+		}
+		return validateJSON(v.Metadata, "metadata", bad)
+	case AssistantMessage:
+		return validateAssistant(v, l, bad)
+	case ToolResult:
+		if v.ToolCallID == "" {
+			return bad("tool_call_id", "is required")
+		}
+		if len(v.ToolCallID) > l.MaxNameLen {
+			return bad("tool_call_id", "is %d bytes, the limit is %d", len(v.ToolCallID), l.MaxNameLen)
+		}
+		return validateContent(v.Content, "content", bad)
+	case Reset, Deleted, Undeleted, Erased:
+		return nil
+	case Restore:
+		return validateMessages(v.Messages, l, "messages", bad)
+	case Compaction:
+		if v.UpToSeq == 0 {
+			return bad("up_to_seq", "must be a stream sequence > 0")
+		}
+		if v.Role != "" && v.Role != RoleUser && v.Role != RoleAssistant {
+			return bad("role", "must be %q or %q, got %q", RoleUser, RoleAssistant, v.Role)
+		}
+		if v.Summary.IsNull() {
+			return bad("summary", "is required")
+		}
+		return validateContent(v.Summary, "summary", bad)
+	case StateSet:
+		if err := validateKey(v.Key, l, bad); err != nil {
+			return err
+		}
+		if len(v.Value) == 0 {
+			return bad("value", "is required (any JSON value; use null for null)")
+		}
+		return validateJSON(v.Value, "value", bad)
+	case StateDeleted:
+		return validateKey(v.Key, l, bad)
+	case Forked:
+		if err := ValidateTenant(v.SourceTenant); err != nil {
+			return bad("source_tenant", "%v", err)
+		}
+		if err := ValidateThreadID(v.SourceThread); err != nil {
+			return bad("source_thread", "%v", err)
+		}
+		if err := validateCreated(v.Created, l, func(f, format string, args ...any) error {
+			return bad("created."+f, format, args...)
+		}); err != nil {
+			return err
+		}
+		for k, val := range v.State {
+			if err := validateJSON(val, fmt.Sprintf("state[%q]", k), bad); err != nil {
+				return err
+			}
+		}
+		return validateMessages(v.Messages, l, "messages", bad)
+	}
+	return bad("", "unknown payload type %T", p)
+}
+
+func validateCreated(v ThreadCreated, l Limits, bad badFunc) error {
+	if len(v.Owner) > l.MaxNameLen {
+		return bad("owner", "is %d bytes, the limit is %d", len(v.Owner), l.MaxNameLen)
+	}
+	if len(v.Agent) > l.MaxNameLen {
+		return bad("agent", "is %d bytes, the limit is %d", len(v.Agent), l.MaxNameLen)
+	}
+	if v.Replies != "" && v.Replies != RepliesAuto && v.Replies != RepliesOff {
+		return bad("replies", "must be %q or %q, got %q", RepliesAuto, RepliesOff, v.Replies)
+	}
+	if v.PendingPolicy != "" && v.PendingPolicy != PendingReject && v.PendingPolicy != PendingCancel {
+		return bad("pending_policy", "must be %q or %q, got %q", PendingReject, PendingCancel, v.PendingPolicy)
+	}
+	if v.SystemPrompt != nil && !utf8.ValidString(*v.SystemPrompt) {
+		return bad("system_prompt", "is not valid UTF-8")
+	}
+	return validateMetadata(v.Metadata, l, bad, false)
+}
+
+func validateMetadata(md map[string]string, l Limits, bad badFunc, allowEmpty bool) error {
+	for k, v := range md {
+		if k == "" || len(k) > l.MaxNameLen {
+			return bad("metadata", "key %q must be 1..%d bytes", k, l.MaxNameLen)
+		}
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return bad(fmt.Sprintf("metadata[%q]", k), "is not valid UTF-8")
+		}
+		if v == "" && !allowEmpty {
+			return bad(fmt.Sprintf("metadata[%q]", k), "must not be empty")
+		}
+	}
+	return nil
+}
+
+func validateAssistant(v AssistantMessage, l Limits, bad badFunc) error {
+	if err := validateContent(v.Content, "content", bad); err != nil {
+		return err
+	}
+	if v.Content.IsNull() && len(v.ToolCalls) == 0 && v.Reasoning == "" {
+		return bad("content", "an assistant message needs content, reasoning or tool calls")
+	}
+	if err := validateCalls(v.ToolCalls, l, "tool_calls", bad); err != nil {
+		return err
+	}
+	if len(v.Agent) > l.MaxNameLen || len(v.Model) > l.MaxNameLen {
+		return bad("agent", "agent and model must be at most %d bytes", l.MaxNameLen)
+	}
+	return validateJSON(v.Metadata, "metadata", bad)
+}
+
+func validateCalls(calls []ToolCall, l Limits, field string, bad badFunc) error {
+	if len(calls) > l.MaxToolCalls {
+		return bad(field, "has %d tool calls, the limit is %d", len(calls), l.MaxToolCalls)
+	}
+	seen := make(map[string]bool, len(calls))
+	for i, c := range calls {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		if c.ID == "" {
+			return bad(f+".id", "is required")
+		}
+		if len(c.ID) > l.MaxNameLen {
+			return bad(f+".id", "is %d bytes, the limit is %d", len(c.ID), l.MaxNameLen)
+		}
+		if seen[c.ID] {
+			return bad(f+".id", "%q is used twice in one message", c.ID)
+		}
+		seen[c.ID] = true
+		if c.Name == "" {
+			return bad(f+".name", "is required")
+		}
+		if len(c.Name) > l.MaxNameLen {
+			return bad(f+".name", "is %d bytes, the limit is %d", len(c.Name), l.MaxNameLen)
+		}
+		if !json.Valid([]byte(c.Arguments)) {
+			return bad(f+".arguments", "is not well-formed JSON: %.60q", c.Arguments)
+		}
+	}
+	return nil
+}
+
+func validateMessages(ms []Message, l Limits, field string, bad badFunc) error {
+	if len(ms) > l.MaxMessages {
+		return bad(field, "has %d messages, the limit is %d", len(ms), l.MaxMessages)
+	}
+	for i, m := range ms {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		switch m.Role {
+		case RoleSystem, RoleUser:
+			if err := validateContent(m.Content, f+".content", bad); err != nil {
+				return err
+			}
+		case RoleAssistant:
+			if err := validateContent(m.Content, f+".content", bad); err != nil {
+				return err
+			}
+			if err := validateCalls(m.ToolCalls, l, f+".tool_calls", bad); err != nil {
+				return err
+			}
+		case RoleTool:
+			if m.ToolCallID == "" {
+				return bad(f+".tool_call_id", "is required on a tool message")
+			}
+			if err := validateContent(m.Content, f+".content", bad); err != nil {
+				return err
+			}
+		default:
+			return bad(f+".role", "must be system, user, assistant or tool, got %q", m.Role)
+		}
+		if err := validateJSON(m.Metadata, f+".metadata", bad); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateContent(c Content, field string, bad badFunc) error {
+	switch c.Kind {
+	case ContentNull:
+		return nil
+	case ContentText:
+		if !utf8.ValidString(c.Text) {
+			return bad(field, "is not valid UTF-8")
+		}
+		return nil
+	case ContentParts:
+		for i, p := range c.Parts {
+			f := fmt.Sprintf("%s[%d]", field, i)
+			switch p.Type {
+			case PartText:
+				if !utf8.ValidString(p.Text) {
+					return bad(f+".text", "is not valid UTF-8")
+				}
+			case PartImage:
+				if (p.URL == "") == (p.Data == "") {
+					return bad(f, "an image part needs exactly one of url and data")
+				}
+				if p.Data != "" && p.MediaType == "" {
+					return bad(f+".media_type", "is required with data")
+				}
+			case PartFile:
+				if p.FileID == "" && p.Data == "" && p.URL == "" {
+					return bad(f, "a file part needs file_id, url or data")
+				}
+			default:
+				return bad(f+".type", "must be text, image or file, got %q", p.Type)
+			}
+		}
+		return nil
+	}
+	return bad(field, "has unknown content kind %d", c.Kind)
+}
+
+func validateKey(k string, l Limits, bad badFunc) error {
+	if k == "" {
+		return bad("key", "is required")
+	}
+	if len(k) > l.MaxNameLen {
+		return bad("key", "is %d bytes, the limit is %d", len(k), l.MaxNameLen)
+	}
+	if !utf8.ValidString(k) {
+		return bad("key", "is not valid UTF-8")
+	}
+	return nil
+}
+
+func validateJSON(raw json.RawMessage, field string, bad badFunc) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	if !json.Valid(raw) {
+		return bad(field, "is not well-formed JSON: %.60q", string(raw))
+	}
+	return nil
+}

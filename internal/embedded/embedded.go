@@ -1,0 +1,160 @@
+// Package embedded runs an in-process nats-server with JetStream: the
+// default NATS of `agentd serve` and of `agentd import --data-dir`, and the
+// server tests run against. It is the only non-test package that imports
+// nats-server (a test in the repository root guards this).
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// Config configures an embedded server. The zero value is not usable:
+// StoreDir is required.
+type Config struct {
+	// StoreDir is the JetStream data directory (created if missing).
+	StoreDir string
+	// Host and Port to listen on. Defaults: 127.0.0.1 and -1 (a random
+	// free port). Set DontListen to accept in-process connections only.
+	Host       string
+	Port       int
+	DontListen bool
+	// ServerName, default "convlog-embedded".
+	ServerName string
+	// MaxPayload in bytes; 0 keeps the NATS default of 1 MiB.
+	MaxPayload int32
+	// Logger receives the server's log lines (nil = discard).
+	Logger *slog.Logger
+	// Cluster, when set, joins the server to a JetStream cluster.
+	Cluster *ClusterConfig
+	// ReadyTimeout bounds the wait for the server to accept connections.
+	// Default 10 s.
+	ReadyTimeout time.Duration
+}
+
+// ClusterConfig makes the server a node of a JetStream cluster.
+type ClusterConfig struct {
+	// Name of the cluster (all nodes alike).
+	Name string
+	// Host and Port of this node's route listener.
+	Host string
+	Port int
+	// Routes lists every node's route URL, e.g. "nats://127.0.0.1:6222".
+	Routes []string
+}
+
+// Server is a running embedded nats-server.
+type Server struct {
+	s *server.Server
+}
+
+// Start starts the server and waits until it accepts connections. It
+// returns an error when StoreDir is empty, the options are invalid, the
+// port is taken, or the server is not ready within ReadyTimeout.
+func Start(cfg Config) (*Server, error) {
+	if cfg.StoreDir == "" {
+		return nil, errors.New("embedded: StoreDir is required")
+	}
+	opts := &server.Options{
+		ServerName: cfg.ServerName,
+		Host:       cfg.Host,
+		Port:       cfg.Port,
+		DontListen: cfg.DontListen,
+		JetStream:  true,
+		StoreDir:   cfg.StoreDir,
+		NoSigs:     true,
+		NoLog:      cfg.Logger == nil,
+		MaxPayload: cfg.MaxPayload,
+	}
+	if opts.ServerName == "" {
+		opts.ServerName = "convlog-embedded"
+	}
+	if opts.Host == "" {
+		opts.Host = "127.0.0.1"
+	}
+	if opts.Port == 0 {
+		opts.Port = -1
+	}
+	if cfg.MaxPayload > 0 && int64(cfg.MaxPayload) > 64<<20 {
+		return nil, fmt.Errorf("embedded: MaxPayload %d exceeds the NATS hard limit of 64 MiB", cfg.MaxPayload)
+	}
+	if cfg.MaxPayload > 0 {
+		opts.MaxPending = max(int64(cfg.MaxPayload)*2, 64<<20)
+	}
+	if c := cfg.Cluster; c != nil {
+		opts.Cluster.Name, opts.Cluster.Host, opts.Cluster.Port = c.Name, c.Host, c.Port
+		if opts.Cluster.Host == "" {
+			opts.Cluster.Host = "127.0.0.1"
+		}
+		opts.Routes = server.RoutesFromStr(strings.Join(c.Routes, ","))
+	}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: %w", err)
+	}
+	if cfg.Logger != nil {
+		s.SetLoggerV2(&slogAdapter{l: cfg.Logger}, false, false, false)
+	}
+	go s.Start()
+	timeout := cfg.ReadyTimeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	if !s.ReadyForConnections(timeout) {
+		s.Shutdown()
+		return nil, fmt.Errorf("embedded: server in %s not ready after %s", cfg.StoreDir, timeout)
+	}
+	return &Server{s: s}, nil
+}
+
+// ClientURL is the URL clients connect to ("" with DontListen).
+func (s *Server) ClientURL() string {
+	if s.s.ClientURL() == "" {
+		return ""
+	}
+	return s.s.ClientURL()
+}
+
+// Connect opens a client connection to the server (in-process when the
+// server does not listen). opts are added after convlog's defaults.
+func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
+	all := append([]nats.Option{nats.InProcessServer(s.s), nats.Name("convlog")}, opts...)
+	return nats.Connect("", all...)
+}
+
+// Shutdown stops the server and waits until it has stopped. Safe to call
+// more than once.
+func (s *Server) Shutdown() {
+	s.s.Shutdown()
+	s.s.WaitForShutdown()
+}
+
+// NATS returns the underlying server, for tests that need it.
+func (s *Server) NATS() *server.Server { return s.s }
+
+type slogAdapter struct{ l *slog.Logger }
+
+func (a *slogAdapter) Noticef(format string, v ...any) {
+	a.l.Info(fmt.Sprintf(format, v...), "component", "nats")
+}
+func (a *slogAdapter) Warnf(format string, v ...any) {
+	a.l.Warn(fmt.Sprintf(format, v...), "component", "nats")
+}
+func (a *slogAdapter) Fatalf(format string, v ...any) {
+	a.l.Error(fmt.Sprintf(format, v...), "component", "nats")
+}
+func (a *slogAdapter) Errorf(format string, v ...any) {
+	a.l.Error(fmt.Sprintf(format, v...), "component", "nats")
+}
+func (a *slogAdapter) Debugf(format string, v ...any) {
+	a.l.Debug(fmt.Sprintf(format, v...), "component", "nats")
+}
+func (a *slogAdapter) Tracef(format string, v ...any) {
+	a.l.Debug(fmt.Sprintf(format, v...), "component", "nats")
+}

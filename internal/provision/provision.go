@@ -1,0 +1,160 @@
+// Package provision creates or updates, idempotently, the JetStream stream
+// and KV buckets convlog uses, with the settings DESIGN.md implies. Every
+// component that needs them (agentd, client, projector runner, tests) calls
+// [Ensure]; concurrent calls are safe.
+package provision
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Config names and sizes the resources. The zero value works; see
+// [DefaultConfig] for the values it means.
+type Config struct {
+	// Stream is the event stream's name. Default "CONVLOG".
+	Stream string
+	// SubjectPrefix is the thread subject prefix (events.Subjects.Prefix).
+	// Default "conv".
+	SubjectPrefix string
+	// SnapshotBucket holds thread snapshots (heads and chunks). Default
+	// "convlog_snapshots".
+	SnapshotBucket string
+	// IndexBucket holds one small thread summary per thread, for List.
+	// Default "convlog_threads".
+	IndexBucket string
+	// Replicas for the stream and buckets (1..5). Default 1.
+	Replicas int
+	// MaxBytes caps the stream; appends beyond it fail (discard new) rather
+	// than silently dropping history. Default -1 (no cap).
+	MaxBytes int64
+	// Duplicates is the de-duplication window. Default 2 minutes.
+	Duplicates time.Duration
+	// MaxMsgSize caps one event in bytes. Default -1 (the server's max
+	// payload, 1 MiB by default).
+	MaxMsgSize int32
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{Stream: "CONVLOG", SubjectPrefix: "conv", SnapshotBucket: "convlog_snapshots",
+		IndexBucket: "convlog_threads", Replicas: 1, MaxBytes: -1, Duplicates: 2 * time.Minute, MaxMsgSize: -1}
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	d := DefaultConfig()
+	if c.Stream == "" {
+		c.Stream = d.Stream
+	}
+	if c.SubjectPrefix == "" {
+		c.SubjectPrefix = d.SubjectPrefix
+	}
+	if c.SnapshotBucket == "" {
+		c.SnapshotBucket = d.SnapshotBucket
+	}
+	if c.IndexBucket == "" {
+		c.IndexBucket = d.IndexBucket
+	}
+	if c.Replicas == 0 {
+		c.Replicas = d.Replicas
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = d.MaxBytes
+	}
+	if c.Duplicates == 0 {
+		c.Duplicates = d.Duplicates
+	}
+	if c.MaxMsgSize == 0 {
+		c.MaxMsgSize = d.MaxMsgSize
+	}
+	return c
+}
+
+// Validate reports every problem with c at once.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	var errs []error
+	if c.Replicas < 1 || c.Replicas > 5 {
+		errs = append(errs, fmt.Errorf("provision: replicas must be 1..5, got %d", c.Replicas))
+	}
+	if c.Duplicates < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("provision: duplicate window must be at least 100ms, got %s", c.Duplicates))
+	}
+	if c.SnapshotBucket == c.IndexBucket {
+		errs = append(errs, errors.New("provision: snapshot and index buckets must differ"))
+	}
+	return errors.Join(errs...)
+}
+
+// StreamConfig is the event stream's configuration: file storage, limits
+// retention with no age or per-subject limit (the log is the record), discard
+// new at the byte cap, deletes denied (immutability; purge stays allowed for
+// explicit erasure of a whole thread), atomic batch publish and direct get
+// allowed.
+func (c Config) StreamConfig() jetstream.StreamConfig {
+	c = c.WithDefaults()
+	return jetstream.StreamConfig{
+		Name:               c.Stream,
+		Description:        "convlog conversation events, one subject per thread",
+		Subjects:           []string{c.SubjectPrefix + ".*.*"},
+		Storage:            jetstream.FileStorage,
+		Retention:          jetstream.LimitsPolicy,
+		Replicas:           c.Replicas,
+		MaxMsgs:            -1,
+		MaxBytes:           c.MaxBytes,
+		MaxMsgsPerSubject:  -1,
+		MaxMsgSize:         c.MaxMsgSize,
+		Discard:            jetstream.DiscardNew,
+		Duplicates:         c.Duplicates,
+		DenyDelete:         true,
+		DenyPurge:          false,
+		AllowRollup:        false,
+		AllowDirect:        true,
+		AllowAtomicPublish: true,
+	}
+}
+
+// Resources are the provisioned stream and buckets.
+type Resources struct {
+	Stream    jetstream.Stream
+	Snapshots jetstream.KeyValue
+	Index     jetstream.KeyValue
+}
+
+// Ensure creates the stream and buckets, or updates them to c. It is
+// idempotent and safe to call concurrently from several processes. It
+// returns an error naming the resource that could not be created.
+func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (Resources, error) {
+	if err := c.Validate(); err != nil {
+		return Resources{}, err
+	}
+	c = c.WithDefaults()
+	var r Resources
+	var err error
+	r.Stream, err = js.CreateOrUpdateStream(ctx, c.StreamConfig())
+	if err != nil {
+		return r, fmt.Errorf("provision: stream %s: %w", c.Stream, err)
+	}
+	for _, b := range []struct {
+		name, desc string
+		kv         *jetstream.KeyValue
+	}{
+		{c.SnapshotBucket, "convlog thread snapshots (heads and immutable chunks)", &r.Snapshots},
+		{c.IndexBucket, "convlog thread summaries for listing", &r.Index},
+	} {
+		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: b.name, Description: b.desc, History: 1, Storage: jetstream.FileStorage,
+			Replicas: c.Replicas,
+		})
+		if err != nil {
+			return r, fmt.Errorf("provision: KV bucket %s: %w", b.name, err)
+		}
+		*b.kv = kv
+	}
+	return r, nil
+}

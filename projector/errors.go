@@ -1,0 +1,50 @@
+package projector
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code classifies why the fold rejected an event.
+type Code string
+
+// Rejection codes.
+const (
+	CodeUndecodable     Code = "undecodable"           // bytes are not an event
+	CodeUnknownType     Code = "unknown_type"          // type this version does not know
+	CodeNewerSchema     Code = "newer_schema"          // schema version newer than this fold reads
+	CodeInvalid         Code = "invalid"               // fails events.Validate
+	CodeWrongThread     Code = "wrong_thread"          // envelope tenant/thread differ from the subject
+	CodeNoThread        Code = "no_thread"             // event before thread.created
+	CodeAlreadyExists   Code = "already_exists"        // second thread.created / thread.forked
+	CodeDeleted         Code = "deleted"               // thread is soft-deleted
+	CodeErased          Code = "erased"                // thread was erased
+	CodeNotPending      Code = "tool_call_not_pending" // result for a call that is not pending
+	CodePendingCalls    Code = "tool_calls_pending"    // message while calls are pending (policy reject)
+	CodeDuplicateCallID Code = "duplicate_call_id"     // new call reuses an id that is still pending
+	CodeInvalidHistory  Code = "invalid_history"       // restore/fork/compaction would break the history
+)
+
+// ErrRejected is wrapped by every *RejectionError.
+var ErrRejected = errors.New("projector: event rejected")
+
+// ErrNeedHistory is returned by [Apply] when the event needs messages that
+// are not in a windowed State (a compaction that cuts before the window).
+// The caller loads the full history into the State and applies again.
+var ErrNeedHistory = errors.New("projector: event needs the full history")
+
+// RejectionError is the verdict of the fold on one event. It wraps
+// [ErrRejected]; Rejection says which event and why.
+type RejectionError struct {
+	Tenant, Thread string
+	Rejection
+}
+
+// Error implements error.
+func (e *RejectionError) Error() string {
+	return fmt.Sprintf("projector: thread %s/%s: event %s (%s) at seq %d rejected: %s: %s",
+		e.Tenant, e.Thread, e.EventID, e.Type, e.Seq, e.Code, e.Reason)
+}
+
+// Unwrap returns [ErrRejected].
+func (e *RejectionError) Unwrap() error { return ErrRejected }

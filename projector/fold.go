@@ -1,0 +1,412 @@
+package projector
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/convlog/convlog/events"
+)
+
+// NewState returns the empty state of tenant/thread (version 0, not existing).
+func NewState(tenant, thread string) *State {
+	return &State{Tenant: tenant, Thread: thread}
+}
+
+// Apply folds one stored event into s in place. It is pure and
+// deterministic: it reads nothing but s and ev, and never panics.
+//
+// Results:
+//   - nil: the event was applied (or ev.Seq <= s.Version, already folded:
+//     then nothing changes, so redelivery is harmless).
+//   - *RejectionError (wraps [ErrRejected]): the event breaks an invariant;
+//     it was recorded in s.Rejections, s.Version advanced, history unchanged.
+//   - [ErrNeedHistory]: s is a window and the event needs older messages;
+//     s is unchanged.
+//
+// Apply is not safe for concurrent use on the same State.
+func Apply(s *State, ev events.Stored) error {
+	if ev.Seq != 0 && ev.Seq <= s.Version {
+		return nil
+	}
+	err := apply(s, ev)
+	if errors.Is(err, ErrNeedHistory) {
+		return err
+	}
+	s.Events++
+	if ev.Seq != 0 {
+		s.Version = ev.Seq
+	}
+	if err != nil {
+		var rej *RejectionError
+		if errors.As(err, &rej) {
+			s.reject(rej.Rejection)
+		}
+		return err
+	}
+	return nil
+}
+
+// ApplyBytes decodes data (a message stored on the thread's subject at seq)
+// and folds it like [Apply]. Bytes that do not decode, or decode to an
+// unknown type or newer schema, are recorded as rejections; ApplyBytes never
+// panics.
+func ApplyBytes(s *State, seq uint64, storedAt time.Time, data []byte) error {
+	if seq != 0 && seq <= s.Version {
+		return nil
+	}
+	ev, err := events.Unmarshal(data)
+	if err != nil {
+		code := CodeUndecodable
+		switch {
+		case errors.Is(err, events.ErrUnknownType):
+			code = CodeUnknownType
+		case errors.Is(err, events.ErrNewerSchema):
+			code = CodeNewerSchema
+		}
+		rej := &RejectionError{Tenant: s.Tenant, Thread: s.Thread,
+			Rejection: Rejection{Seq: seq, EventID: ev.ID, Type: ev.Type, Reason: err.Error(), Code: code}}
+		s.Events++
+		if seq != 0 {
+			s.Version = seq
+		}
+		s.reject(rej.Rejection)
+		return rej
+	}
+	return Apply(s, events.Stored{Event: ev, Seq: seq, StoredAt: storedAt})
+}
+
+// Check reports the verdict Apply would give ev on s, without changing s:
+// nil, a *RejectionError, or ErrNeedHistory. Writers use it to refuse an
+// append before publishing (DESIGN.md invariant 6).
+func Check(s *State, ev events.Stored) error {
+	// Most events only append: check on a small window so the cost does not
+	// grow with the history; fall back to the whole history when needed.
+	c := s.window(4)
+	err := apply(c, ev)
+	if errors.Is(err, ErrNeedHistory) {
+		err = apply(s.Clone(), ev)
+	}
+	return err
+}
+
+// window returns a copy of s holding only its last k messages.
+func (s *State) window(k int) *State {
+	c := s.Clone0()
+	if len(s.Messages) > k {
+		c.Base = s.Base + len(s.Messages) - k
+		c.Messages = append([]events.Message(nil), s.Messages[len(s.Messages)-k:]...)
+	} else {
+		c.Messages = append([]events.Message(nil), s.Messages...)
+	}
+	return c
+}
+
+func (s *State) reject(r Rejection) {
+	s.RejectedCount++
+	s.Rejections = append(s.Rejections, r)
+	if len(s.Rejections) > MaxRejectionsKept {
+		s.Rejections = append([]Rejection(nil), s.Rejections[len(s.Rejections)-MaxRejectionsKept:]...)
+	}
+}
+
+func apply(s *State, ev events.Stored) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = reject(s, ev, CodeInvalid, "fold panicked: %v", r)
+		}
+	}()
+	if ev.Tenant != s.Tenant || ev.Thread != s.Thread {
+		return reject(s, ev, CodeWrongThread, "event is for %s/%s but was stored on thread %s/%s", ev.Tenant, ev.Thread, s.Tenant, s.Thread)
+	}
+	if err := ev.Validate(); err != nil {
+		return reject(s, ev, CodeInvalid, "%v", err)
+	}
+	if s.Erased {
+		return reject(s, ev, CodeErased, "thread was erased")
+	}
+	t := ev.Time.UTC()
+	switch p := ev.Payload.(type) {
+	case events.Erased:
+		// The marker stands on an empty (purged) subject; it applies to any state.
+		*s = State{Tenant: s.Tenant, Thread: s.Thread, Version: s.Version, Events: s.Events,
+			Erased: true, CreatedAt: s.CreatedAt, UpdatedAt: t, RejectedCount: s.RejectedCount}
+		return nil
+	case events.ThreadCreated:
+		if s.Exists {
+			return reject(s, ev, CodeAlreadyExists, "thread already exists")
+		}
+		s.create(p, t)
+		return nil
+	case events.Forked:
+		if s.Exists {
+			return reject(s, ev, CodeAlreadyExists, "thread already exists")
+		}
+		msgs, pending, err := checkHistory(p.Messages, ev)
+		if err != nil {
+			return reject(s, ev, CodeInvalidHistory, "forked history: %v", err)
+		}
+		s.create(p.Created, t)
+		s.ForkedFrom = &ForkRef{Tenant: p.SourceTenant, Thread: p.SourceThread, Seq: p.SourceSeq}
+		s.replaceHistory(msgs, pending)
+		s.Generation = 0
+		for k, v := range p.State {
+			s.setKV(k, v)
+		}
+		return nil
+	}
+	if !s.Exists {
+		return reject(s, ev, CodeNoThread, "thread does not exist (its first event must be %s or %s)", events.TypeThreadCreated, events.TypeForked)
+	}
+	if s.Deleted {
+		if _, ok := ev.Payload.(events.Undeleted); !ok {
+			return reject(s, ev, CodeDeleted, "thread is deleted (undelete it first)")
+		}
+	}
+	switch p := ev.Payload.(type) {
+	case events.ThreadUpdated:
+		if p.Title != nil {
+			s.Title = *p.Title
+		}
+		if p.SystemPrompt != nil {
+			sp := *p.SystemPrompt
+			s.SystemPrompt = &sp
+		}
+		if p.Agent != nil {
+			s.Agent = *p.Agent
+		}
+		if p.Replies != "" {
+			s.Replies = p.Replies
+		}
+		for k, v := range p.Metadata {
+			if v == "" {
+				delete(s.Metadata, k)
+				continue
+			}
+			if s.Metadata == nil {
+				s.Metadata = map[string]string{}
+			}
+			s.Metadata[k] = v
+		}
+	case events.UserMessage:
+		if err := s.closePending(ev); err != nil {
+			return err
+		}
+		m, _ := events.MessageOf(p)
+		s.appendMessage(m, ev)
+		s.LastUser = &MessageRef{EventID: ev.ID, Seq: ev.Seq}
+		s.LastUserAnswered = false
+	case events.AssistantMessage:
+		if err := s.closePending(ev); err != nil {
+			return err
+		}
+		m, _ := events.MessageOf(p)
+		s.appendMessage(m, ev)
+		for _, c := range p.ToolCalls {
+			s.Pending = append(s.Pending, PendingCall{ID: c.ID, Name: c.Name, Seq: ev.Seq, EventID: ev.ID})
+		}
+		if s.AgentTurns == nil {
+			s.AgentTurns = map[string]int{}
+		}
+		s.AgentTurns[p.Agent]++
+		if s.LastUser != nil {
+			s.LastUserAnswered = true
+		}
+	case events.ToolResult:
+		i := s.pendingIndex(p.ToolCallID)
+		if i < 0 {
+			return reject(s, ev, CodeNotPending, "tool result for call %q, which is not pending (pending: %s)", p.ToolCallID, s.pendingIDs())
+		}
+		s.Pending = append(s.Pending[:i:i], s.Pending[i+1:]...)
+		m, _ := events.MessageOf(p)
+		s.appendMessage(m, ev)
+	case events.Reset:
+		s.replaceHistory(nil, nil)
+	case events.Restore:
+		msgs, pending, err := checkHistory(p.Messages, ev)
+		if err != nil {
+			return reject(s, ev, CodeInvalidHistory, "restored history: %v", err)
+		}
+		s.replaceHistory(msgs, pending)
+	case events.Compaction:
+		return s.compact(p, ev)
+	case events.StateSet:
+		s.setKV(p.Key, p.Value)
+	case events.StateDeleted:
+		delete(s.KV, p.Key)
+	case events.Deleted:
+		s.Deleted = true
+	case events.Undeleted:
+		if !s.Deleted {
+			return reject(s, ev, CodeInvalid, "thread is not deleted")
+		}
+		s.Deleted = false
+	default:
+		return reject(s, ev, CodeUnknownType, "no fold rule for %T", p)
+	}
+	s.UpdatedAt = t
+	return nil
+}
+
+func reject(s *State, ev events.Stored, code Code, format string, args ...any) error {
+	return &RejectionError{Tenant: s.Tenant, Thread: s.Thread, Rejection: Rejection{
+		Seq: ev.Seq, EventID: ev.ID, Type: ev.Type, Code: code, Reason: fmt.Sprintf(format, args...)}}
+}
+
+func (s *State) create(p events.ThreadCreated, t time.Time) {
+	s.Exists = true
+	s.Owner, s.Agent, s.Title = p.Owner, p.Agent, p.Title
+	if p.SystemPrompt != nil {
+		sp := *p.SystemPrompt
+		s.SystemPrompt = &sp
+	}
+	if len(p.Metadata) > 0 {
+		s.Metadata = make(map[string]string, len(p.Metadata))
+		for k, v := range p.Metadata {
+			s.Metadata[k] = v
+		}
+	}
+	s.Replies, s.PendingPolicy = p.Replies, p.PendingPolicy
+	s.CreatedAt, s.UpdatedAt = t, t
+}
+
+func (s *State) setKV(k string, v json.RawMessage) {
+	if s.KV == nil {
+		s.KV = map[string]json.RawMessage{}
+	}
+	s.KV[k] = append(json.RawMessage(nil), v...)
+}
+
+func (s *State) appendMessage(m events.Message, ev events.Stored) {
+	m.Seq, m.EventID, m.Time = ev.Seq, ev.ID, ev.Time.UTC()
+	s.Messages = append(s.Messages, m)
+}
+
+func (s *State) pendingIndex(id string) int {
+	for i, p := range s.Pending {
+		if p.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+func (s *State) pendingIDs() string {
+	if len(s.Pending) == 0 {
+		return "none"
+	}
+	b, _ := json.Marshal(func() []string {
+		ids := make([]string, len(s.Pending))
+		for i, p := range s.Pending {
+			ids[i] = p.ID
+		}
+		return ids
+	}())
+	return string(b)
+}
+
+// closePending applies the thread's pending policy before a user or
+// assistant message.
+func (s *State) closePending(ev events.Stored) error {
+	if len(s.Pending) == 0 {
+		return nil
+	}
+	if s.PendingPolicy != events.PendingCancel {
+		return reject(s, ev, CodePendingCalls, "%d tool call(s) are still pending (%s); answer them first, or create the thread with pending_policy %q",
+			len(s.Pending), s.pendingIDs(), events.PendingCancel)
+	}
+	for _, p := range s.Pending {
+		s.Messages = append(s.Messages, events.Message{Role: events.RoleTool, ToolCallID: p.ID, Name: p.Name,
+			Content: events.Text(events.CancelledContent), IsError: true, Seq: ev.Seq, EventID: ev.ID,
+			Time: ev.Time.UTC(), Synthetic: true})
+	}
+	s.Pending = nil
+	return nil
+}
+
+func (s *State) replaceHistory(msgs []events.Message, pending []PendingCall) {
+	s.Messages, s.Pending, s.Base = msgs, pending, 0
+	s.Generation++
+	s.LastUser, s.LastUserAnswered = nil, false
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == events.RoleUser {
+			s.LastUser = &MessageRef{EventID: msgs[i].EventID, Seq: msgs[i].Seq}
+			s.LastUserAnswered = i < len(msgs)-1
+			break
+		}
+	}
+}
+
+// checkHistory checks that ms is a valid history (each tool message answers
+// a call pending at that point) and returns it stamped with ev's sequence,
+// plus the calls left pending at its end.
+func checkHistory(ms []events.Message, ev events.Stored) ([]events.Message, []PendingCall, error) {
+	out := make([]events.Message, len(ms))
+	var pending []PendingCall
+	for i, m := range ms {
+		switch m.Role {
+		case events.RoleTool:
+			j := -1
+			for k, p := range pending {
+				if p.ID == m.ToolCallID {
+					j = k
+					break
+				}
+			}
+			if j < 0 {
+				return nil, nil, fmt.Errorf("message %d: tool result for call %q, which is not pending there", i, m.ToolCallID)
+			}
+			pending = append(pending[:j:j], pending[j+1:]...)
+		case events.RoleUser, events.RoleAssistant, events.RoleSystem:
+			if len(pending) > 0 {
+				return nil, nil, fmt.Errorf("message %d (%s): %d tool call(s) still pending before it", i, m.Role, len(pending))
+			}
+			for _, c := range m.ToolCalls {
+				pending = append(pending, PendingCall{ID: c.ID, Name: c.Name, Seq: ev.Seq, EventID: ev.ID})
+			}
+		}
+		m.Seq, m.EventID, m.Time = ev.Seq, ev.ID, ev.Time.UTC()
+		out[i] = m
+	}
+	return out, pending, nil
+}
+
+func (s *State) compact(p events.Compaction, ev events.Stored) error {
+	if p.UpToSeq >= ev.Seq && ev.Seq != 0 {
+		return reject(s, ev, CodeInvalidHistory, "compaction up_to_seq %d is not before the compaction itself (seq %d)", p.UpToSeq, ev.Seq)
+	}
+	for _, pc := range s.Pending {
+		if pc.Seq <= p.UpToSeq {
+			return reject(s, ev, CodeInvalidHistory, "compaction up to seq %d would separate pending tool call %q (seq %d) from its result", p.UpToSeq, pc.ID, pc.Seq)
+		}
+	}
+	// Index of the first message kept.
+	cut := 0
+	for cut < len(s.Messages) && s.Messages[cut].Seq <= p.UpToSeq {
+		cut++
+	}
+	if cut == 0 && s.Base > 0 {
+		// The cut falls before the window: the messages kept include some
+		// that are not in memory.
+		return ErrNeedHistory
+	}
+	// cut > 0: every message before the window is older than the window's
+	// first message, so it is cut too and need not be loaded.
+	if cut < len(s.Messages) && s.Messages[cut].Role == events.RoleTool {
+		return reject(s, ev, CodeInvalidHistory, "compaction up to seq %d would separate tool result %q (seq %d) from its call", p.UpToSeq, s.Messages[cut].ToolCallID, s.Messages[cut].Seq)
+	}
+	role := p.Role
+	if role == "" {
+		role = events.RoleUser
+	}
+	summary := events.Message{Role: role, Content: p.Summary, Seq: ev.Seq, EventID: ev.ID, Time: ev.Time.UTC(), Synthetic: true}
+	kept := append([]events.Message{summary}, s.Messages[cut:]...)
+	lastUser, answered := s.LastUser, s.LastUserAnswered
+	s.replaceHistory(kept, s.Pending)
+	if lastUser != nil && lastUser.Seq > p.UpToSeq {
+		s.LastUser, s.LastUserAnswered = lastUser, answered
+	}
+	s.UpdatedAt = ev.Time.UTC()
+	return nil
+}

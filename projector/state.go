@@ -1,0 +1,141 @@
+package projector
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/convlog/convlog/events"
+)
+
+// MaxRejectionsKept is how many of the most recent rejections a [State]
+// keeps in Rejections; RejectedCount counts all of them.
+const MaxRejectionsKept = 100
+
+// State is the projection of one thread: what readers get. It is produced
+// only by the fold ([Apply]) and is deterministic: the same events always
+// give the same State (DESIGN.md invariant 8).
+//
+// Messages may be a window: the projector keeps long histories in immutable
+// KV chunks and folds with only the newest messages in memory. Base is the
+// number of history messages before Messages[0]; MessageCount = Base +
+// len(Messages). Readers of a full snapshot get Base == 0.
+type State struct {
+	Tenant string `msgpack:"tenant" json:"tenant"`
+	Thread string `msgpack:"thread" json:"thread"`
+	// Version is the stream sequence of the last event folded (applied or
+	// rejected): the thread version writers pass for optimistic concurrency.
+	Version uint64 `msgpack:"version" json:"version"`
+	// Events is how many events were folded (applied or rejected).
+	Events uint64 `msgpack:"events" json:"events"`
+
+	// Exists is true once a thread.created or thread.forked was applied.
+	Exists  bool `msgpack:"exists" json:"exists"`
+	Deleted bool `msgpack:"deleted,omitempty" json:"deleted,omitempty"`
+	Erased  bool `msgpack:"erased,omitempty" json:"erased,omitempty"`
+
+	Owner         string               `msgpack:"owner,omitempty" json:"owner,omitempty"`
+	Agent         string               `msgpack:"agent,omitempty" json:"agent,omitempty"`
+	SystemPrompt  *string              `msgpack:"system_prompt,omitempty" json:"system_prompt,omitempty"`
+	Title         string               `msgpack:"title,omitempty" json:"title,omitempty"`
+	Metadata      map[string]string    `msgpack:"metadata,omitempty" json:"metadata,omitempty"`
+	Replies       events.ReplyMode     `msgpack:"replies,omitempty" json:"replies,omitempty"`
+	PendingPolicy events.PendingPolicy `msgpack:"pending_policy,omitempty" json:"pending_policy,omitempty"`
+	ForkedFrom    *ForkRef             `msgpack:"forked_from,omitempty" json:"forked_from,omitempty"`
+
+	CreatedAt time.Time `msgpack:"created_at" json:"created_at"`
+	UpdatedAt time.Time `msgpack:"updated_at" json:"updated_at"`
+
+	// Generation counts history replacements (reset, restore, compaction).
+	Generation uint64 `msgpack:"generation" json:"generation"`
+	// Base is the number of messages before Messages[0] (see type doc).
+	Base int `msgpack:"base" json:"base"`
+	// Messages is the history, valid input for OpenAI and Anthropic chat APIs
+	// apart from tool calls that are still pending at its end.
+	Messages []events.Message `msgpack:"messages" json:"messages"`
+	// Pending are the tool calls not yet answered, in call order.
+	Pending []PendingCall `msgpack:"pending,omitempty" json:"pending,omitempty"`
+	// KV is the thread's key-value state (AgentKit state.kv).
+	KV map[string]json.RawMessage `msgpack:"kv,omitempty" json:"kv,omitempty"`
+	// AgentTurns counts assistant messages per agent name ("" for none).
+	AgentTurns map[string]int `msgpack:"agent_turns,omitempty" json:"agent_turns,omitempty"`
+	// LastUser is the last user message that is still in the history
+	// (event id and seq), and LastUserAnswered whether an assistant message
+	// followed it. Agent workers use these for exactly-once answers.
+	LastUser         *MessageRef `msgpack:"last_user,omitempty" json:"last_user,omitempty"`
+	LastUserAnswered bool        `msgpack:"last_user_answered,omitempty" json:"last_user_answered,omitempty"`
+
+	RejectedCount uint64      `msgpack:"rejected_count,omitempty" json:"rejected_count,omitempty"`
+	Rejections    []Rejection `msgpack:"rejections,omitempty" json:"rejections,omitempty"`
+}
+
+// MessageCount is the number of messages in the whole history.
+func (s *State) MessageCount() int { return s.Base + len(s.Messages) }
+
+// PendingCall is a tool call awaiting its result.
+type PendingCall struct {
+	ID      string `msgpack:"id" json:"id"`
+	Name    string `msgpack:"name" json:"name"`
+	Seq     uint64 `msgpack:"seq" json:"seq"`
+	EventID string `msgpack:"event_id" json:"event_id"`
+}
+
+// MessageRef points at the event of a message.
+type MessageRef struct {
+	EventID string `msgpack:"event_id" json:"event_id"`
+	Seq     uint64 `msgpack:"seq" json:"seq"`
+}
+
+// ForkRef names the thread and sequence a thread was forked from.
+type ForkRef struct {
+	Tenant string `msgpack:"tenant" json:"tenant"`
+	Thread string `msgpack:"thread" json:"thread"`
+	Seq    uint64 `msgpack:"seq" json:"seq"`
+}
+
+// Rejection records one event the fold skipped (DESIGN.md invariant 6).
+type Rejection struct {
+	Seq     uint64      `msgpack:"seq" json:"seq"`
+	EventID string      `msgpack:"event_id,omitempty" json:"event_id,omitempty"`
+	Type    events.Type `msgpack:"type,omitempty" json:"type,omitempty"`
+	Reason  string      `msgpack:"reason" json:"reason"`
+	Code    Code        `msgpack:"code" json:"code"`
+}
+
+// Clone returns a deep copy of s (messages are copied shallowly: Message
+// values are never mutated in place by the fold).
+func (s *State) Clone() *State {
+	c := s.Clone0()
+	c.Messages = append([]events.Message(nil), s.Messages...)
+	return c
+}
+
+// Clone0 is [State.Clone] without the messages (Messages is nil in the copy).
+func (s *State) Clone0() *State {
+	c := *s
+	c.Messages = nil
+	c.Pending = append([]PendingCall(nil), s.Pending...)
+	c.Rejections = append([]Rejection(nil), s.Rejections...)
+	if s.Metadata != nil {
+		c.Metadata = make(map[string]string, len(s.Metadata))
+		for k, v := range s.Metadata {
+			c.Metadata[k] = v
+		}
+	}
+	if s.KV != nil {
+		c.KV = make(map[string]json.RawMessage, len(s.KV))
+		for k, v := range s.KV {
+			c.KV[k] = v
+		}
+	}
+	if s.AgentTurns != nil {
+		c.AgentTurns = make(map[string]int, len(s.AgentTurns))
+		for k, v := range s.AgentTurns {
+			c.AgentTurns[k] = v
+		}
+	}
+	if s.LastUser != nil {
+		lu := *s.LastUser
+		c.LastUser = &lu
+	}
+	return &c
+}
