@@ -1,0 +1,90 @@
+package client
+
+import (
+	"container/list"
+	"sync"
+
+	"github.com/convlog/convlog/projector"
+)
+
+// windowSize is how many newest messages a cached state keeps: enough for
+// the fold's append-only checks; anything else falls back to a full read.
+const windowSize = 8
+
+// stateCache is a small LRU of windowed thread states, keyed by
+// tenant/thread. States in the cache are never mutated: get returns a
+// private copy.
+type stateCache struct {
+	mu  sync.Mutex
+	max int
+	ll  *list.List
+	m   map[string]*list.Element
+}
+
+type cacheEntry struct {
+	key string
+	s   *projector.State
+}
+
+func newStateCache(max int) *stateCache {
+	return &stateCache{max: max, ll: list.New(), m: map[string]*list.Element{}}
+}
+
+func (c *stateCache) get(key string) *projector.State {
+	if c.max <= 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[key]; ok {
+		c.ll.MoveToFront(e)
+		return trim(e.Value.(*cacheEntry).s)
+	}
+	return nil
+}
+
+// put stores s if it is newer than what is cached.
+func (c *stateCache) put(key string, s *projector.State) {
+	if c.max <= 0 || s == nil {
+		return
+	}
+	w := trim(s)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[key]; ok {
+		ent := e.Value.(*cacheEntry)
+		if ent.s.Version <= w.Version {
+			ent.s = w
+		}
+		c.ll.MoveToFront(e)
+		return
+	}
+	c.m[key] = c.ll.PushFront(&cacheEntry{key: key, s: w})
+	for c.ll.Len() > c.max {
+		old := c.ll.Back()
+		c.ll.Remove(old)
+		delete(c.m, old.Value.(*cacheEntry).key)
+	}
+}
+
+func (c *stateCache) drop(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[key]; ok {
+		c.ll.Remove(e)
+		delete(c.m, key)
+	}
+}
+
+// trim returns a copy of s with at most windowSize newest messages.
+func trim(s *projector.State) *projector.State {
+	c := s.Clone0()
+	n := len(s.Messages)
+	if n > windowSize {
+		c.Base = s.Base + n - windowSize
+		c.Messages = append(c.Messages, s.Messages[n-windowSize:]...)
+	} else {
+		c.Messages = append(c.Messages, s.Messages...)
+	}
+	return c
+}

@@ -1,0 +1,97 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/provision"
+)
+
+// Client is what services use to append to and read threads. It is safe
+// for concurrent use by many goroutines. It does not own the connection:
+// Close does not close nc.
+type Client struct {
+	cfg       Config
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	stream    string
+	st        jetstream.Stream
+	subjects  events.Subjects
+	snapshots jetstream.KeyValue
+	index     jetstream.KeyValue
+	cache     *stateCache
+	closed    atomic.Bool
+}
+
+// New returns a client on nc. With cfg.Provision it creates or updates the
+// stream and buckets; otherwise it looks them up and returns an error naming
+// the one that is missing (run `agentd serve` or provision first).
+func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Client, error) {
+	if nc == nil {
+		return nil, errors.New("client: nil *nats.Conn")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	c := &Client{cfg: cfg, nc: nc, js: js, stream: cfg.Resources.Stream,
+		subjects: events.Subjects{Prefix: cfg.Resources.SubjectPrefix}, cache: newStateCache(cfg.CacheThreads)}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	if cfg.Provision {
+		r, err := provision.Ensure(ctx, js, cfg.Resources)
+		if err != nil {
+			return nil, err
+		}
+		c.st, c.snapshots, c.index = r.Stream, r.Snapshots, r.Index
+		return c, nil
+	}
+	if c.st, err = js.Stream(ctx, cfg.Resources.Stream); err != nil {
+		return nil, fmt.Errorf("client: stream %s: %w (provision it with `agentd serve` or Config.Provision)", cfg.Resources.Stream, err)
+	}
+	if c.snapshots, err = js.KeyValue(ctx, cfg.Resources.SnapshotBucket); err != nil {
+		return nil, fmt.Errorf("client: KV bucket %s: %w", cfg.Resources.SnapshotBucket, err)
+	}
+	if c.index, err = js.KeyValue(ctx, cfg.Resources.IndexBucket); err != nil {
+		return nil, fmt.Errorf("client: KV bucket %s: %w", cfg.Resources.IndexBucket, err)
+	}
+	return c, nil
+}
+
+// Close marks the client closed; later calls return [ErrClosed]. It does
+// not close the NATS connection.
+func (c *Client) Close() { c.closed.Store(true) }
+
+// Subjects returns the subject naming the client uses.
+func (c *Client) Subjects() events.Subjects { return c.subjects }
+
+// JetStream returns the client's JetStream context.
+func (c *Client) JetStream() jetstream.JetStream { return c.js }
+
+// Config returns the effective configuration (defaults filled in).
+func (c *Client) Config() Config { return c.cfg }
+
+// withTimeout applies cfg.Timeout when ctx has no deadline.
+func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.cfg.Timeout)
+}
+
+func (c *Client) check() error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}

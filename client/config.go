@@ -1,0 +1,102 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/provision"
+)
+
+// Config configures a [Client]. The zero value works: it uses the default
+// stream, buckets and subject prefix, tenant "default", producer
+// "convlog-client".
+type Config struct {
+	// Resources names the stream and KV buckets (provision.DefaultConfig).
+	Resources provision.Config
+	// Provision, when true, creates or updates the stream and buckets in
+	// New (needs JetStream admin permissions). When false New only looks
+	// them up.
+	Provision bool
+	// Producer is written on events that have none. Default "convlog-client".
+	Producer string
+	// Timeout applies to a call whose ctx has no deadline. Default 10 s.
+	Timeout time.Duration
+	// MaxRetries bounds retries of transient publish errors (timeouts, no
+	// responders, 10158, 10163, leader changes) per append. Default 6.
+	MaxRetries int
+	// RetryBackoff is the first backoff; it doubles up to 2 s. Default 50 ms.
+	RetryBackoff time.Duration
+	// MaxAnyVersionAttempts bounds conflict retries of an append made with
+	// [AnyVersion]. Default 100.
+	MaxAnyVersionAttempts int
+	// CacheThreads is how many thread states (a few newest messages each)
+	// the client keeps to validate appends without a read. Default 4096;
+	// negative disables the cache.
+	CacheThreads int
+	// NewThreadID generates ids for threads created without one (AgentKit's
+	// createThread hook). Default: a UUIDv7.
+	NewThreadID func() string
+	// Logger receives debug logs (nil = discard).
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults the zero Config means.
+func DefaultConfig() Config {
+	return Config{Resources: provision.DefaultConfig(), Producer: "convlog-client", Timeout: 10 * time.Second,
+		MaxRetries: 6, RetryBackoff: 50 * time.Millisecond, MaxAnyVersionAttempts: 100, CacheThreads: 4096,
+		NewThreadID: events.NewID}
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	c.Resources = c.Resources.WithDefaults()
+	if c.Producer == "" {
+		c.Producer = d.Producer
+	}
+	if c.Timeout == 0 {
+		c.Timeout = d.Timeout
+	}
+	if c.MaxRetries == 0 {
+		c.MaxRetries = d.MaxRetries
+	}
+	if c.RetryBackoff == 0 {
+		c.RetryBackoff = d.RetryBackoff
+	}
+	if c.MaxAnyVersionAttempts == 0 {
+		c.MaxAnyVersionAttempts = d.MaxAnyVersionAttempts
+	}
+	if c.CacheThreads == 0 {
+		c.CacheThreads = d.CacheThreads
+	}
+	if c.NewThreadID == nil {
+		c.NewThreadID = d.NewThreadID
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Validate reports every problem with c at once.
+func (c Config) Validate() error {
+	var errs []error
+	if err := c.Resources.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := (events.Subjects{Prefix: c.Resources.SubjectPrefix}).Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("client: Timeout must be >= 0, got %s", c.Timeout))
+	}
+	if c.MaxRetries < 0 {
+		errs = append(errs, fmt.Errorf("client: MaxRetries must be >= 0, got %d", c.MaxRetries))
+	}
+	if c.RetryBackoff < 0 {
+		errs = append(errs, errors.New("client: RetryBackoff must be >= 0"))
+	}
+	return errors.Join(errs...)
+}

