@@ -1,0 +1,182 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/projector"
+)
+
+// ForkOptions describe a fork. The new thread's attributes default to the
+// source's; ThreadID defaults to a new id (Config.NewThreadID).
+type ForkOptions struct {
+	// AtSeq is the source sequence to fork at (0 = the source's current
+	// version).
+	AtSeq uint64
+	// Tenant and ThreadID of the new thread (Tenant defaults to the source's).
+	Tenant   string
+	ThreadID string
+	// Overrides for the new thread (nil = copy from the source).
+	Created *events.ThreadCreated
+}
+
+// Fork creates a new thread whose first event is thread.forked, carrying the
+// source's history, key-value state and attributes as of opts.AtSeq
+// (replayed from the log). The source is not changed. It returns the new
+// thread's tenant, id and version.
+//
+// The history is copied into the fork event (so the fork reads on its own
+// and survives the source's erasure); a history larger than one event can
+// hold returns *TooLargeError. Errors as for Get and Append.
+func (c *Client) Fork(ctx context.Context, tenant, thread string, opts ForkOptions) (string, string, uint64, error) {
+	getOpts := []GetOption{Consistent()}
+	if opts.AtSeq != 0 {
+		getOpts = []GetOption{AtSeq(opts.AtSeq)}
+	}
+	src, err := c.Get(ctx, tenant, thread, getOpts...)
+	if err != nil {
+		return "", "", 0, err
+	}
+	created := events.ThreadCreated{Owner: src.Owner, Agent: src.Agent, SystemPrompt: src.SystemPrompt,
+		Title: src.Title, Metadata: src.Metadata, Replies: src.Replies, PendingPolicy: src.PendingPolicy}
+	if opts.Created != nil {
+		created = *opts.Created
+	}
+	msgs := make([]events.Message, len(src.Messages))
+	for i, m := range src.Messages {
+		// The fork event stamps its own sequence on the messages; the
+		// source's times are kept for audit.
+		m.Seq, m.EventID = 0, ""
+		msgs[i] = m
+	}
+	ntenant, nthread := opts.Tenant, opts.ThreadID
+	if ntenant == "" {
+		ntenant = tenant
+	}
+	if nthread == "" {
+		nthread = c.cfg.NewThreadID()
+	}
+	ev := events.Event{Payload: events.Forked{SourceTenant: tenant, SourceThread: thread, SourceSeq: src.Version,
+		Created: created, Messages: msgs, State: src.KV}}
+	res, err := c.Append(ctx, ntenant, nthread, []events.Event{ev}, ExpectVersion(0))
+	if err != nil {
+		return ntenant, nthread, 0, err
+	}
+	return ntenant, nthread, res.Version, nil
+}
+
+// Delete soft-deletes a thread: it is hidden from Get (unless
+// IncludeDeleted) and List, kept for audit, and can be undeleted. Further
+// appends are rejected until then.
+func (c *Client) Delete(ctx context.Context, tenant, thread, reason string) (uint64, error) {
+	res, err := c.Append(ctx, tenant, thread, []events.Event{{Payload: events.Deleted{Reason: reason}}}, AnyVersion())
+	return res.Version, err
+}
+
+// Undelete reverses a soft delete.
+func (c *Client) Undelete(ctx context.Context, tenant, thread, reason string) (uint64, error) {
+	res, err := c.Append(ctx, tenant, thread, []events.Event{{Payload: events.Undeleted{Reason: reason}}}, AnyVersion())
+	return res.Version, err
+}
+
+// ErasureReport names what Erase removed.
+type ErasureReport struct {
+	Tenant, Thread string
+	// RemovedEvents is the number of events purged from the stream.
+	RemovedEvents uint64
+	// LastSeq is the thread's version before erasure.
+	LastSeq uint64
+	// SnapshotKeys and IndexKeys are the KV keys purged.
+	SnapshotKeys []string
+	IndexKeys    []string
+}
+
+// Erase irreversibly removes a thread: it purges the thread's events from
+// the stream (the only physical removal convlog does, DESIGN.md invariant
+// 1), leaves a thread.erased marker naming what was removed, and purges the
+// thread's snapshot and index keys. Readers get ErrThreadNotFound after it.
+// Other threads are untouched. Erasing an erased or missing thread returns
+// *NotFoundError.
+func (c *Client) Erase(ctx context.Context, tenant, thread, reason string) (ErasureReport, error) {
+	subject, err := c.subjects.Thread(tenant, thread)
+	if err != nil {
+		return ErasureReport{}, err
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	last, err := c.lastSeq(ctx, subject)
+	if err != nil {
+		return ErasureReport{}, err
+	}
+	rep := ErasureReport{Tenant: tenant, Thread: thread, LastSeq: last}
+	if last == 0 {
+		return rep, &NotFoundError{Tenant: tenant, Thread: thread}
+	}
+	if m, err := c.st.GetMsg(ctx, last); err == nil && m.Header.Get(events.HeaderType) == string(events.TypeErased) {
+		return rep, &NotFoundError{Tenant: tenant, Thread: thread, Reason: "already erased"}
+	}
+	info, err := c.st.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err == nil {
+		rep.RemovedEvents = info.State.Subjects[subject]
+	}
+	if err := c.st.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
+		return rep, fmt.Errorf("client: erase %s/%s: purge: %w", tenant, thread, err)
+	}
+	c.cache.drop(tenant + "." + thread)
+	marker := events.Event{Payload: events.Erased{RemovedEvents: rep.RemovedEvents, LastSeq: last, Reason: reason}}
+	if _, err := c.Append(ctx, tenant, thread, []events.Event{marker}, ExpectVersion(0)); err != nil && !errors.Is(err, projector.ErrRejected) {
+		return rep, fmt.Errorf("client: erase %s/%s: events purged, marker not written: %w", tenant, thread, err)
+	}
+	keys, err := c.purgeSnapshotKeys(ctx, tenant, thread)
+	rep.SnapshotKeys = keys
+	if err != nil {
+		return rep, err
+	}
+	ik := tenant + "." + thread
+	if err := c.index.Purge(ctx, ik); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return rep, fmt.Errorf("client: erase %s/%s: index: %w", tenant, thread, err)
+	}
+	rep.IndexKeys = []string{ik}
+	c.cache.drop(tenant + "." + thread)
+	return rep, nil
+}
+
+// purgeSnapshotKeys purges every snapshot key of the thread.
+func (c *Client) purgeSnapshotKeys(ctx context.Context, tenant, thread string) ([]string, error) {
+	lister, err := c.snapshots.ListKeysFiltered(ctx, snapshotKeyFilters(tenant, thread)...)
+	if err != nil {
+		return nil, fmt.Errorf("client: erase %s/%s: list snapshot keys: %w", tenant, thread, err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		if err := c.snapshots.Purge(ctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return keys, fmt.Errorf("client: erase %s/%s: purge snapshot key %s: %w", tenant, thread, k, err)
+		}
+	}
+	return keys, nil
+}
+
+// SetState sets a key of the thread's key-value state (AgentKit state.kv)
+// with an event; value is any JSON-marshalable value.
+func (c *Client) SetState(ctx context.Context, tenant, thread, key string, value any) (uint64, error) {
+	raw, err := json.Marshal(value)
+	if err != nil {
+		return 0, fmt.Errorf("client: state %q of %s/%s: %w", key, tenant, thread, err)
+	}
+	res, err := c.Append(ctx, tenant, thread, []events.Event{{Payload: events.StateSet{Key: key, Value: raw}}}, AnyVersion())
+	return res.Version, err
+}
+
+// DeleteState deletes a key of the thread's key-value state.
+func (c *Client) DeleteState(ctx context.Context, tenant, thread, key string) (uint64, error) {
+	res, err := c.Append(ctx, tenant, thread, []events.Event{{Payload: events.StateDeleted{Key: key}}}, AnyVersion())
+	return res.Version, err
+}
