@@ -1,0 +1,416 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/convlog/convlog/agent/model"
+	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/projector"
+)
+
+// Tools is what a worker needs from a tool set: the specs offered to the
+// model and a runner. Run never fails: errors become tool results with
+// IsError set. Run may record key-value state changes through env.
+type Tools interface {
+	Specs() []model.Tool
+	Run(ctx context.Context, call events.ToolCall, env Env) events.ToolResult
+}
+
+// Env is what a tool sees of its thread: the thread id and its key-value
+// state. Set records a state change that the worker appends (as a
+// state.set event) in the same atomic turn as the tool results.
+type Env interface {
+	Tenant() string
+	Thread() string
+	Get(key string) (json.RawMessage, bool)
+	Set(key string, value json.RawMessage)
+}
+
+// Agent is one named agent a worker serves.
+type Agent struct {
+	// Name is the agent's name (the thread's agent, the OpenAI model field).
+	Name string
+	// SystemPrompt is used when the thread has none.
+	SystemPrompt string
+	// Model overrides the provider's model name ("" = provider default).
+	Model string
+	// Provider generates the turns. Required.
+	Provider model.Provider
+	// Tools offered to the model (nil = none).
+	Tools Tools
+	// MaxSteps caps model calls per user message. Default 8.
+	MaxSteps int
+}
+
+// Config configures a [Pool]. Agents is required.
+type Config struct {
+	// Agents served by this pool, by name.
+	Agents map[string]*Agent
+	// Consumer is the durable consumer shared by every worker of the pool.
+	// Default "convlog-agents".
+	Consumer string
+	// Concurrency is how many turns one process runs at once. Default 4.
+	Concurrency int
+	// AckWait before the server redelivers work to another worker; the
+	// worker sends in-progress signals while a turn runs. Default 30 s.
+	AckWait time.Duration
+	// Producer recorded on appended events. Default "agentd-worker".
+	Producer string
+	// Logger (nil = discard).
+	Logger *slog.Logger
+	// OnTurn, if set, is called after each handled work item.
+	OnTurn func(TurnResult)
+}
+
+// TurnResult reports one handled work item, for metrics.
+type TurnResult struct {
+	Tenant, Thread, Agent string
+	// Outcome: "answered", "step" (a step was appended; more follow),
+	// "superseded", "not_waiting", "skipped", "error".
+	Outcome   string
+	Steps     int
+	Conflicts int
+	Took      time.Duration
+	Err       error
+}
+
+// Pool is a set of agent workers in one process. Run it with Run; it is
+// safe to run several Pools (processes) on the same consumer.
+type Pool struct {
+	c     *client.Client
+	cfg   Config
+	js    jetstream.JetStream
+	nc    *nats.Conn
+	ready chan struct{}
+	once  sync.Once
+}
+
+// New returns a pool using c. It validates cfg.
+func New(c *client.Client, nc *nats.Conn, cfg Config) (*Pool, error) {
+	if len(cfg.Agents) == 0 {
+		return nil, errors.New("worker: no agents configured")
+	}
+	for name, a := range cfg.Agents {
+		if a == nil || a.Provider == nil {
+			return nil, fmt.Errorf("worker: agent %q has no model provider", name)
+		}
+		if a.Name == "" {
+			a.Name = name
+		}
+		if a.MaxSteps <= 0 {
+			a.MaxSteps = 8
+		}
+	}
+	if cfg.Consumer == "" {
+		cfg.Consumer = "convlog-agents"
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 4
+	}
+	if cfg.AckWait <= 0 {
+		cfg.AckWait = 30 * time.Second
+	}
+	if cfg.Producer == "" {
+		cfg.Producer = "agentd-worker"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Pool{c: c, cfg: cfg, js: c.JetStream(), nc: nc, ready: make(chan struct{})}, nil
+}
+
+// Ready is closed once the pool consumes.
+func (p *Pool) Ready() <-chan struct{} { return p.ready }
+
+// Run consumes work until ctx ends, then waits for in-flight turns (their
+// appends are atomic; an interrupted turn is redelivered elsewhere). It
+// returns nil on ctx cancellation, or the error that stopped consumption.
+func (p *Pool) Run(ctx context.Context) error {
+	rc := p.c.Config().Resources
+	cons, err := p.js.CreateOrUpdateConsumer(ctx, rc.Stream, jetstream.ConsumerConfig{
+		Durable:        p.cfg.Consumer,
+		Description:    "convlog agent workers: threads waiting for their agent",
+		FilterSubjects: []string{rc.SubjectPrefix + ".*.*"},
+		DeliverPolicy:  jetstream.DeliverNewPolicy,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        p.cfg.AckWait,
+		MaxAckPending:  max(64, p.cfg.Concurrency*16),
+		MaxDeliver:     -1,
+	})
+	if err != nil {
+		return fmt.Errorf("worker: consumer %s: %w", p.cfg.Consumer, err)
+	}
+	sem := make(chan struct{}, p.cfg.Concurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	it, err := cons.Messages(jetstream.PullMaxMessages(p.cfg.Concurrency * 4))
+	if err != nil {
+		return fmt.Errorf("worker: consume: %w", err)
+	}
+	stopped := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-stopped:
+		}
+		it.Stop()
+	}()
+	defer close(stopped)
+	p.once.Do(func() { close(p.ready) })
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil
+			}
+			return fmt.Errorf("worker: consume: %w", err)
+		}
+		switch events.Type(msg.Headers().Get(events.HeaderType)) {
+		case events.TypeUserMessage, events.TypeToolResult, events.TypeRestore:
+		default:
+			_ = msg.Ack()
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			p.handle(ctx, msg)
+		}()
+	}
+}
+
+// handle runs one work item and acks it unless the turn failed in a way
+// worth redelivering.
+func (p *Pool) handle(ctx context.Context, msg jetstream.Msg) {
+	start := time.Now()
+	tenant, thread, err := p.c.Subjects().Parse(msg.Subject())
+	if err != nil {
+		_ = msg.Term()
+		return
+	}
+	// Keep the work ours while the model runs.
+	hbCtx, stopHB := context.WithCancel(ctx)
+	defer stopHB()
+	go func() {
+		t := time.NewTicker(p.cfg.AckWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-hbCtx.Done():
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	res := p.Turn(ctx, tenant, thread)
+	res.Took = time.Since(start)
+	if res.Outcome == "error" && ctx.Err() == nil {
+		p.cfg.Logger.Warn("turn failed; will be redelivered", "tenant", tenant, "thread", thread, "err", res.Err)
+		_ = msg.NakWithDelay(time.Second)
+	} else if ctx.Err() != nil {
+		// Shutting down: let another worker take it now.
+		_ = msg.Nak()
+	} else {
+		_ = msg.Ack()
+	}
+	if p.cfg.OnTurn != nil {
+		p.cfg.OnTurn(res)
+	}
+}
+
+// waiting reports whether the thread is waiting for its agent: replies on,
+// not deleted, and the history ends on a user message or on tool results
+// with no call pending.
+func waiting(s *projector.State) bool {
+	if !s.Exists || s.Deleted || s.Erased || s.Replies == events.RepliesOff || len(s.Messages) == 0 || len(s.Pending) > 0 {
+		return false
+	}
+	last := s.Messages[len(s.Messages)-1]
+	return last.Role == events.RoleUser || last.Role == events.RoleTool
+}
+
+// Turn runs the agent on tenant/thread until it is no longer waiting for it.
+// It is exported for tests and for running a turn synchronously.
+func (p *Pool) Turn(ctx context.Context, tenant, thread string) TurnResult {
+	res := TurnResult{Tenant: tenant, Thread: thread}
+	var replyTo string
+	for {
+		th, err := p.c.Get(ctx, tenant, thread, client.Consistent())
+		if err != nil {
+			if errors.Is(err, client.ErrThreadNotFound) {
+				res.Outcome = "skipped"
+				return res
+			}
+			res.Outcome, res.Err = "error", err
+			return res
+		}
+		if th.LastUser != nil {
+			if replyTo == "" {
+				replyTo = th.LastUser.EventID
+			} else if th.LastUser.EventID != replyTo {
+				res.Outcome = "superseded"
+				p.cfg.Logger.Info("turn superseded by a newer user message", "tenant", tenant, "thread", thread, "reason", "superseded")
+				return res
+			}
+		}
+		if !waiting(th.State) {
+			if res.Steps > 0 {
+				res.Outcome = "answered"
+			} else {
+				res.Outcome = "not_waiting"
+			}
+			return res
+		}
+		agent, ok := p.cfg.Agents[th.Agent]
+		if !ok {
+			res.Outcome = "skipped"
+			return res
+		}
+		res.Agent = agent.Name
+		evs, err := p.step(ctx, agent, th, replyTo, stepsSinceUser(th.State))
+		if err != nil {
+			res.Outcome, res.Err = "error", err
+			return res
+		}
+		_, err = p.c.Append(ctx, tenant, thread, evs, client.ExpectVersion(th.Version))
+		var conflict *client.ConflictError
+		switch {
+		case errors.As(err, &conflict):
+			res.Conflicts++
+			continue // reload: someone else moved the thread
+		case errors.Is(err, projector.ErrRejected):
+			res.Conflicts++
+			continue
+		case err != nil:
+			res.Outcome, res.Err = "error", err
+			return res
+		}
+		res.Steps++
+	}
+}
+
+func stepsSinceUser(s *projector.State) int {
+	n := 0
+	for i := len(s.Messages) - 1; i >= 0; i-- {
+		switch s.Messages[i].Role {
+		case events.RoleUser:
+			return n
+		case events.RoleAssistant:
+			n++
+		}
+	}
+	return n
+}
+
+// step generates one model turn and, when it calls tools, runs them; it
+// returns the events of the step (assistant message, tool results, state
+// changes) to append atomically.
+func (p *Pool) step(ctx context.Context, a *Agent, th *client.Thread, replyTo string, steps int) ([]events.Event, error) {
+	mk := func(pl events.Payload) events.Event {
+		return events.Event{Payload: pl, Producer: p.cfg.Producer + "/" + a.Name, CorrelationID: replyTo, CausationID: replyTo}
+	}
+	if steps >= a.MaxSteps {
+		msg := events.AssistantMessage{Content: events.Text(fmt.Sprintf("I stopped after %d steps without a final answer.", steps)),
+			Agent: a.Name, ReplyTo: replyTo}
+		return []events.Event{mk(msg)}, nil
+	}
+	sys := a.SystemPrompt
+	if th.SystemPrompt != nil {
+		sys = *th.SystemPrompt
+	}
+	var specs []model.Tool
+	if a.Tools != nil {
+		specs = a.Tools.Specs()
+	}
+	req := model.Request{Tenant: th.Tenant, Thread: th.Thread, Agent: a.Name, Model: a.Model,
+		SystemPrompt: sys, Messages: th.Messages, Tools: specs}
+	dsubj, _ := p.c.Subjects().Delta(th.Tenant, th.Thread)
+	onDelta := func(d model.Delta) {
+		ed := events.Delta{ReplyTo: replyTo, Step: steps, Agent: a.Name, Content: d.Content, Reasoning: d.Reasoning}
+		if d.ToolCall != nil {
+			ed.ToolCall = &events.ToolCallDelta{Index: d.ToolCall.Index, ID: d.ToolCall.ID, Name: d.ToolCall.Name, Arguments: d.ToolCall.Arguments}
+		}
+		if b, err := json.Marshal(ed); err == nil {
+			_ = p.nc.Publish(dsubj, b)
+		}
+	}
+	resp, err := a.Provider.Generate(ctx, req, onDelta)
+	if err != nil {
+		return nil, fmt.Errorf("worker: agent %s on %s/%s: model: %w", a.Name, th.Tenant, th.Thread, err)
+	}
+	if b, err := json.Marshal(events.Delta{ReplyTo: replyTo, Step: steps, Agent: a.Name, Done: true}); err == nil {
+		_ = p.nc.Publish(dsubj, b)
+	}
+	am := resp.AssistantMessage()
+	am.Agent, am.ReplyTo = a.Name, replyTo
+	if am.Content.IsNull() && len(am.ToolCalls) == 0 && am.Reasoning == "" {
+		am.Content = events.Text("")
+	}
+	out := []events.Event{mk(am)}
+	if len(am.ToolCalls) == 0 {
+		return out, nil
+	}
+	env := &turnEnv{tenant: th.Tenant, thread: th.Thread, kv: th.KV}
+	for _, call := range am.ToolCalls {
+		var r events.ToolResult
+		if a.Tools == nil {
+			r = events.ToolResult{ToolCallID: call.ID, Name: call.Name, Content: events.Text("no tools are available"), IsError: true}
+		} else {
+			r = a.Tools.Run(ctx, call, env)
+		}
+		r.ToolCallID = call.ID
+		out = append(out, mk(r))
+	}
+	for _, k := range env.order {
+		out = append(out, mk(events.StateSet{Key: k, Value: env.sets[k]}))
+	}
+	return out, nil
+}
+
+type turnEnv struct {
+	tenant, thread string
+	kv             map[string]json.RawMessage
+	sets           map[string]json.RawMessage
+	order          []string
+	mu             sync.Mutex
+}
+
+func (e *turnEnv) Tenant() string { return e.tenant }
+func (e *turnEnv) Thread() string { return e.thread }
+func (e *turnEnv) Get(k string) (json.RawMessage, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if v, ok := e.sets[k]; ok {
+		return v, true
+	}
+	v, ok := e.kv[k]
+	return v, ok
+}
+func (e *turnEnv) Set(k string, v json.RawMessage) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.sets == nil {
+		e.sets = map[string]json.RawMessage{}
+	}
+	if _, ok := e.sets[k]; !ok {
+		e.order = append(e.order, k)
+	}
+	e.sets[k] = append(json.RawMessage(nil), v...)
+}

@@ -1,0 +1,121 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/convlog/convlog/agent/model"
+	"github.com/convlog/convlog/agentd/worker"
+	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/natstest"
+)
+
+// clockTools is a minimal tool set for worker tests: a fixed clock.
+type clockTools struct{}
+
+func (clockTools) Specs() []model.Tool {
+	return []model.Tool{{Name: "clock", Description: "current time", Parameters: json.RawMessage(`{"type":"object"}`)}}
+}
+
+func (clockTools) Run(ctx context.Context, call events.ToolCall, env worker.Env) events.ToolResult {
+	return events.ToolResult{ToolCallID: call.ID, Name: call.Name, Content: events.Text(`"2026-01-02T03:04:05Z"`)}
+}
+
+func setup(t *testing.T) (*client.Client, *natstest.Server, map[string]*worker.Agent) {
+	s := natstest.Run(t)
+	c, err := client.New(context.Background(), s.NC, client.Config{Provision: true})
+	require.NoError(t, err)
+	off, err := model.NewOffline(model.OfflineConfig{})
+	require.NoError(t, err)
+	return c, s, map[string]*worker.Agent{"demo": {Provider: off, Tools: clockTools{}}}
+}
+
+// Answered reports whether every user message of th is followed by a final
+// assistant answer, and counts final answers per user message.
+func finalAnswers(th *client.Thread) (users, finals int, ok bool) {
+	ok = true
+	pendingUser := false
+	for _, m := range th.Messages {
+		switch {
+		case m.Role == events.RoleUser:
+			if pendingUser {
+				ok = false
+			}
+			users++
+			pendingUser = true
+		case m.Role == events.RoleAssistant && len(m.ToolCalls) == 0:
+			finals++
+			if !pendingUser {
+				ok = false
+			}
+			pendingUser = false
+		}
+	}
+	return users, finals, ok && !pendingUser
+}
+
+func TestWorkersAnswerEveryUserMessageOnce(t *testing.T) {
+	c, s, agents := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		p, err := worker.New(c, s.NC, worker.Config{Agents: agents, Concurrency: 4})
+		require.NoError(t, err)
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = p.Run(ctx) }()
+		<-p.Ready()
+	}
+	const threads, msgs = 40, 3
+	var ids []string
+	for i := 0; i < threads; i++ {
+		_, th, _, err := c.CreateThread(ctx, client.CreateOptions{ThreadCreated: events.ThreadCreated{Agent: "demo"}})
+		require.NoError(t, err)
+		ids = append(ids, th)
+	}
+	var aw sync.WaitGroup
+	for _, th := range ids {
+		aw.Add(1)
+		go func() {
+			defer aw.Done()
+			for j := 0; j < msgs; j++ {
+				text := fmt.Sprintf("hello %d", j)
+				if j == 1 {
+					text = "what time is it?"
+				}
+				// Wait until the previous message is answered, then ask the next.
+				require.Eventually(t, func() bool {
+					got, err := c.Get(ctx, "default", th, client.Consistent())
+					if err != nil {
+						return false
+					}
+					u, f, ok := finalAnswers(got)
+					return ok && u == j && f == j
+				}, 30*time.Second, 20*time.Millisecond)
+				_, err := c.Append(ctx, "default", th, []events.Event{{Payload: events.UserMessage{Content: events.Text(text)}}}, client.AnyVersion())
+				require.NoError(t, err)
+			}
+		}()
+	}
+	aw.Wait()
+	for _, th := range ids {
+		require.Eventually(t, func() bool {
+			got, err := c.Get(ctx, "default", th, client.Consistent())
+			require.NoError(t, err)
+			u, f, ok := finalAnswers(got)
+			return ok && u == msgs && f == msgs
+		}, 30*time.Second, 20*time.Millisecond, "thread %s", th)
+		got, err := c.Get(ctx, "default", th, client.Consistent())
+		require.NoError(t, err)
+		require.Zero(t, got.RejectedCount)
+	}
+	cancel()
+	wg.Wait()
+}
