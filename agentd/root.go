@@ -1,17 +1,14 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
+	"strings"
 
 	"github.com/spf13/cobra"
-
-	"github.com/convlog/convlog/internal/embedded"
-	"github.com/convlog/convlog/internal/provision"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -19,6 +16,8 @@ var version = "dev"
 
 // usageError marks errors caused by bad flags or arguments (exit code 2).
 type usageError struct{ error }
+
+func (u usageError) Unwrap() error { return u.error }
 
 func exitCode(err error) int {
 	var u usageError
@@ -28,47 +27,54 @@ func exitCode(err error) int {
 	return 1
 }
 
+// logFlags choose the slog handler.
+type logFlags struct {
+	Format string
+	Level  string
+}
+
+func (l *logFlags) register(cmd *cobra.Command) {
+	cmd.PersistentFlags().StringVar(&l.Format, "log-format", envOr("CONVLOG_LOG_FORMAT", "text"), "log format: text or json (env CONVLOG_LOG_FORMAT)")
+	cmd.PersistentFlags().StringVar(&l.Level, "log-level", envOr("CONVLOG_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env CONVLOG_LOG_LEVEL)")
+}
+
+func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(l.Level)); err != nil {
+		return nil, usageError{fmt.Errorf("--log-level %q: %w", l.Level, err)}
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch strings.ToLower(l.Format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usageError{fmt.Errorf("--log-format %q: want text or json", l.Format)}
+}
+
 func newRootCmd() *cobra.Command {
+	var lf logFlags
 	root := &cobra.Command{
-		Use:           "agentd",
-		Short:         "convlog: an event-sourced conversation log for AI agents over NATS JetStream",
+		Use:   "agentd",
+		Short: "convlog: an event-sourced conversation log for AI agents over NATS JetStream",
+		Long: `agentd runs convlog (serve) and operates on its threads directly over NATS
+(thread, stream, import, verify, replay): these work with agentd stopped, on the
+embedded JetStream in --data-dir or on an existing deployment with --nats-url.
+
+Exit codes: 0 success, 1 failure, 2 bad usage.`,
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd())
+	lf.register(root)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(newServeCmd(&lf))
+	root.AddCommand(newThreadCmd(&lf))
+	root.AddCommand(newStreamCmd(&lf))
+	addImportCmds(root, &lf)
 	return root
 }
 
-func newServeCmd() *cobra.Command {
-	var dataDir string
-	cmd := &cobra.Command{
-		Use:   "serve",
-		Short: "Run convlog on an embedded JetStream in --data-dir",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			s, err := embedded.Start(embedded.Config{StoreDir: dataDir})
-			if err != nil {
-				return err
-			}
-			defer s.Shutdown()
-			nc, err := s.Connect()
-			if err != nil {
-				return err
-			}
-			defer nc.Close()
-			if err := ensure(ctx, nc); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "convlog: NATS JetStream at %s (data in %s); Ctrl-C to stop\n", s.ClientURL(), dataDir)
-			<-ctx.Done()
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&dataDir, "data-dir", "./convlog-data", "JetStream data directory of the embedded server")
-	return cmd
-}
-
-var _ = provision.DefaultConfig
-var _ context.Context
+// stderrLogger builds the logger for CLI subcommands (to stderr).
+func stderrLogger(lf *logFlags) (*slog.Logger, error) { return lf.logger(os.Stderr) }

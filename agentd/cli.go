@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/convlog/convlog/client"
+)
+
+// cliEnv is what an operator subcommand gets: a client on NATS (the
+// embedded JetStream in --data-dir, started for the command, or
+// --nats-url), a logger and the output.
+type cliEnv struct {
+	c      *client.Client
+	conn   *conn
+	logger *slog.Logger
+	out    io.Writer
+	json   bool
+	tenant string
+}
+
+// cliFlags are shared by operator subcommands.
+type cliFlags struct {
+	conn   connFlags
+	JSON   bool
+	Tenant string
+}
+
+func (f *cliFlags) register(cmd *cobra.Command) {
+	f.conn.register(cmd.PersistentFlags())
+	cmd.PersistentFlags().BoolVar(&f.JSON, "json", false, "print JSON instead of tables")
+	cmd.PersistentFlags().StringVar(&f.Tenant, "tenant", "default", "tenant of the threads")
+}
+
+// run opens NATS and a client (provisioning the stream and buckets when it
+// runs the embedded server), calls fn, and closes everything.
+func (f *cliFlags) run(cmd *cobra.Command, lf *logFlags, fn func(ctx context.Context, e *cliEnv) error) error {
+	logger, err := stderrLogger(lf)
+	if err != nil {
+		return err
+	}
+	if err := f.conn.validate(); err != nil {
+		return usageError{err}
+	}
+	cn, err := f.conn.open(logger, "agentd-cli")
+	if err != nil {
+		return err
+	}
+	defer cn.Close()
+	ctx := cmd.Context()
+	cl, err := f.conn.client(ctx, cn, true, "agentd-cli", logger)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return fn(ctx, &cliEnv{c: cl, conn: cn, logger: logger, out: cmd.OutOrStdout(), json: f.JSON, tenant: f.Tenant})
+}
+
+func (e *cliEnv) printJSON(v any) error {
+	enc := json.NewEncoder(e.out)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError{fmt.Errorf("%s takes %d argument(s), got %d", cmd.CommandPath(), n, len(args))}
+		}
+		return nil
+	}
+}
+
+var _ = os.Stdout

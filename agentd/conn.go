@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/pflag"
+
+	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/internal/embedded"
+	"github.com/convlog/convlog/internal/provision"
+)
+
+// connFlags are the NATS connection settings every subcommand shares.
+// Either --nats-url (an existing server or cluster) or the embedded
+// JetStream in --data-dir.
+type connFlags struct {
+	DataDir      string
+	NATSURL      string
+	CredsFile    string
+	NKeyFile     string
+	User         string
+	PasswordFile string
+	TokenFile    string
+	TLSCert      string
+	TLSKey       string
+	TLSCA        string
+	Replicas     int
+	Stream       string
+	Prefix       string
+	MaxPayload   int32
+	Listen       string // embedded server client address (host:port), "" = loopback random
+}
+
+func (f *connFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.DataDir, "data-dir", envOr("CONVLOG_DATA_DIR", "./convlog-data"), "JetStream data directory of the embedded NATS server (env CONVLOG_DATA_DIR); ignored with --nats-url")
+	fs.StringVar(&f.NATSURL, "nats-url", os.Getenv("CONVLOG_NATS_URL"), "comma-separated NATS URLs of an existing server or cluster (env CONVLOG_NATS_URL); empty = embedded")
+	fs.StringVar(&f.CredsFile, "creds", "", "NATS credentials file (JWT + NKey seed)")
+	fs.StringVar(&f.NKeyFile, "nkey", "", "NATS NKey seed file")
+	fs.StringVar(&f.User, "user", "", "NATS user name (password from --password-file or env CONVLOG_NATS_PASSWORD)")
+	fs.StringVar(&f.PasswordFile, "password-file", "", "file holding the NATS password")
+	fs.StringVar(&f.TokenFile, "token-file", "", "file holding a NATS token (or env CONVLOG_NATS_TOKEN)")
+	fs.StringVar(&f.TLSCert, "tls-cert", "", "client TLS certificate file")
+	fs.StringVar(&f.TLSKey, "tls-key", "", "client TLS key file")
+	fs.StringVar(&f.TLSCA, "tls-ca", "", "CA file to verify the NATS server")
+	fs.IntVar(&f.Replicas, "replicas", 1, "replicas of the stream and KV buckets (1 or 3 on a cluster)")
+	fs.StringVar(&f.Stream, "stream", "CONVLOG", "JetStream stream name")
+	fs.StringVar(&f.Prefix, "subject-prefix", "conv", "thread subject prefix")
+	fs.Int32Var(&f.MaxPayload, "max-payload", 0, "embedded server max payload in bytes (0 = NATS default, 1 MiB)")
+	fs.StringVar(&f.Listen, "nats-listen", "127.0.0.1:-1", "client address of the embedded NATS server (host:port; -1 = random port)")
+}
+
+func envOr(k, d string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return d
+}
+
+func (f *connFlags) validate() error {
+	var errs []error
+	if f.NATSURL == "" && f.DataDir == "" {
+		errs = append(errs, errors.New("--data-dir or --nats-url is required"))
+	}
+	if f.Replicas < 1 || f.Replicas > 5 {
+		errs = append(errs, fmt.Errorf("--replicas must be 1..5, got %d", f.Replicas))
+	}
+	if (f.TLSCert == "") != (f.TLSKey == "") {
+		errs = append(errs, errors.New("--tls-cert and --tls-key go together"))
+	}
+	for _, p := range []struct{ flag, path string }{{"--creds", f.CredsFile}, {"--nkey", f.NKeyFile}, {"--password-file", f.PasswordFile},
+		{"--token-file", f.TokenFile}, {"--tls-cert", f.TLSCert}, {"--tls-key", f.TLSKey}, {"--tls-ca", f.TLSCA}} {
+		if p.path != "" {
+			if _, err := os.Stat(p.path); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", p.flag, err))
+			}
+		}
+	}
+	if f.NATSURL == "" && f.Replicas > 1 {
+		errs = append(errs, errors.New("--replicas > 1 needs a cluster (--nats-url)"))
+	}
+	return errors.Join(errs...)
+}
+
+func (f *connFlags) resources() provision.Config {
+	return provision.Config{Stream: f.Stream, SubjectPrefix: f.Prefix, Replicas: f.Replicas}
+}
+
+// conn is an open NATS connection, with the embedded server if we run one.
+type conn struct {
+	NC     *nats.Conn
+	Server *embedded.Server
+	URL    string
+}
+
+// Close drains the connection and stops the embedded server (in that order).
+func (c *conn) Close() {
+	if c.NC != nil {
+		_ = c.NC.Drain()
+		deadline := time.Now().Add(5 * time.Second)
+		for c.NC.IsDraining() && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		c.NC.Close()
+	}
+	if c.Server != nil {
+		c.Server.Shutdown()
+	}
+}
+
+// open starts the embedded server or connects to --nats-url. Reconnects
+// forever with backoff (cluster node loss, rolling restarts).
+func (f *connFlags) open(logger *slog.Logger, name string) (*conn, error) {
+	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
+		nats.ReconnectJitter(100*time.Millisecond, time.Second),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				logger.Warn("NATS disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { logger.Info("NATS reconnected", "url", nc.ConnectedUrl()) }),
+	}
+	if f.NATSURL == "" {
+		host, port := "127.0.0.1", -1
+		if f.Listen != "" {
+			h, p, ok := strings.Cut(f.Listen, ":")
+			if !ok {
+				return nil, fmt.Errorf("--nats-listen %q: want host:port", f.Listen)
+			}
+			host = h
+			if _, err := fmt.Sscan(p, &port); err != nil {
+				return nil, fmt.Errorf("--nats-listen %q: bad port", f.Listen)
+			}
+		}
+		if err := os.MkdirAll(f.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("data dir: %w", err)
+		}
+		s, err := embedded.Start(embedded.Config{StoreDir: f.DataDir, Host: host, Port: port, MaxPayload: f.MaxPayload})
+		if err != nil {
+			return nil, err
+		}
+		nc, err := s.Connect(opts...)
+		if err != nil {
+			s.Shutdown()
+			return nil, err
+		}
+		return &conn{NC: nc, Server: s, URL: s.ClientURL()}, nil
+	}
+	if f.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(f.CredsFile))
+	}
+	if f.NKeyFile != "" {
+		o, err := nats.NkeyOptionFromSeed(f.NKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--nkey: %w", err)
+		}
+		opts = append(opts, o)
+	}
+	if f.User != "" {
+		pw := os.Getenv("CONVLOG_NATS_PASSWORD")
+		if f.PasswordFile != "" {
+			b, err := os.ReadFile(f.PasswordFile)
+			if err != nil {
+				return nil, err
+			}
+			pw = strings.TrimSpace(string(b))
+		}
+		opts = append(opts, nats.UserInfo(f.User, pw))
+	}
+	tok := os.Getenv("CONVLOG_NATS_TOKEN")
+	if f.TokenFile != "" {
+		b, err := os.ReadFile(f.TokenFile)
+		if err != nil {
+			return nil, err
+		}
+		tok = strings.TrimSpace(string(b))
+	}
+	if tok != "" {
+		opts = append(opts, nats.Token(tok))
+	}
+	if f.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(f.TLSCert, f.TLSKey))
+	}
+	if f.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(f.TLSCA))
+	}
+	nc, err := nats.Connect(f.NATSURL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", f.NATSURL, err)
+	}
+	return &conn{NC: nc, URL: f.NATSURL}, nil
+}
+
+// client opens a convlog client on c, provisioning resources if asked.
+func (f *connFlags) client(ctx context.Context, c *conn, provisionRes bool, producer string, logger *slog.Logger) (*client.Client, error) {
+	return client.New(ctx, c.NC, client.Config{Resources: f.resources(), Provision: provisionRes, Producer: producer, Logger: logger})
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/convlog/convlog/agentd/worker"
+)
+
+// metrics are agentd's Prometheus metrics (libraries expose hooks; agentd
+// turns them into metrics). Names carry units.
+type metrics struct {
+	turns          *prometheus.CounterVec
+	turnSeconds    *prometheus.HistogramVec
+	turnConflicts  prometheus.Counter
+	projectionLag  prometheus.Histogram
+	projected      prometheus.Counter
+	rejections     *prometheus.CounterVec
+	projectorError prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		turns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "convlog_agent_turns_total",
+			Help: "Work items handled by agent workers, by agent and outcome (answered, step, superseded, not_waiting, skipped, error)."},
+			[]string{"agent", "outcome"}),
+		turnSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "convlog_agent_turn_seconds",
+			Help: "Time to handle one work item (model calls, tools, appends).", Buckets: prometheus.ExponentialBuckets(0.001, 2, 18)},
+			[]string{"agent"}),
+		turnConflicts: prometheus.NewCounter(prometheus.CounterOpts{Name: "convlog_agent_conflicts_total",
+			Help: "Optimistic-concurrency conflicts agent workers resolved by reloading the thread."}),
+		projectionLag: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "convlog_projection_lag_seconds",
+			Help: "Time from an event's store time to its snapshot being written.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}),
+		projected: prometheus.NewCounter(prometheus.CounterOpts{Name: "convlog_projected_events_total",
+			Help: "Events folded into snapshots."}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "convlog_rejections_total",
+			Help: "Events the projection rejected, by code."}, []string{"code"}),
+		projectorError: prometheus.NewCounter(prometheus.CounterOpts{Name: "convlog_projector_errors_total",
+			Help: "Projector errors (retried)."}),
+	}
+	reg.MustRegister(m.turns, m.turnSeconds, m.turnConflicts, m.projectionLag, m.projected, m.rejections, m.projectorError)
+	return m
+}
+
+func (m *metrics) onTurn(r worker.TurnResult) {
+	m.turns.WithLabelValues(r.Agent, r.Outcome).Inc()
+	m.turnSeconds.WithLabelValues(r.Agent).Observe(r.Took.Seconds())
+	m.turnConflicts.Add(float64(r.Conflicts))
+}

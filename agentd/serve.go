@@ -1,0 +1,288 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/convlog/convlog/agentd/worker"
+)
+
+// serveFlags configure `agentd serve`.
+type serveFlags struct {
+	conn        connFlags
+	HTTPAddr    string
+	Projector   bool
+	Workers     int
+	AgentsFile  string
+	Consumer    string
+	Grace       time.Duration
+	Check       bool
+	APIKeysFile string
+	AllowOpen   bool
+	TokenDelay  time.Duration
+}
+
+func newServeCmd(lf *logFlags) *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run convlog: NATS (embedded by default), projector, agent workers and the HTTP API",
+		Long: `serve starts, in this order: NATS (an embedded JetStream in --data-dir, or a
+connection to --nats-url), stream and KV provisioning, the projector, the agent
+workers, and the HTTP server. On SIGINT/SIGTERM it stops them in reverse order
+within --grace; a second signal exits at once.
+
+Each part can be switched off (--projector=false, --workers=0, --http-addr="")
+so the parts can run as separate deployments sharing one NATS.
+
+Environment: CONVLOG_DATA_DIR, CONVLOG_NATS_URL, CONVLOG_HTTP_ADDR,
+CONVLOG_NATS_PASSWORD, CONVLOG_NATS_TOKEN, CONVLOG_API_KEYS (tenant:key,...),
+CONVLOG_OPENAI_API_KEY, CONVLOG_LOG_FORMAT, CONVLOG_LOG_LEVEL.`,
+		Example: `  agentd serve                                  # embedded JetStream in ./convlog-data, offline model
+  agentd serve --http-addr 127.0.0.1:8080 --agents-file agents.json
+  agentd serve --nats-url nats://n1:4222,nats://n2:4222 --replicas 3 --workers 0
+  agentd serve --check                          # validate the configuration and exit`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			logger, err := lf.logger(os.Stderr)
+			if err != nil {
+				return err
+			}
+			return runServe(cmd.Context(), cmd, &f, logger)
+		},
+	}
+	fs := cmd.Flags()
+	f.conn.register(fs)
+	fs.StringVar(&f.HTTPAddr, "http-addr", envOr("CONVLOG_HTTP_ADDR", "127.0.0.1:8080"), "HTTP API address (env CONVLOG_HTTP_ADDR); empty = no HTTP server")
+	fs.BoolVar(&f.Projector, "projector", true, "run the projector")
+	fs.IntVar(&f.Workers, "workers", 4, "concurrent agent turns in this process (0 = no workers)")
+	fs.StringVar(&f.AgentsFile, "agents-file", "", "JSON file of agents (default: the built-in offline agent \"demo\")")
+	fs.StringVar(&f.Consumer, "worker-consumer", "convlog-agents", "durable consumer shared by this deployment's workers")
+	fs.DurationVar(&f.Grace, "grace", 10*time.Second, "shutdown grace period")
+	fs.BoolVar(&f.Check, "check", false, "validate the configuration and exit")
+	fs.StringVar(&f.APIKeysFile, "api-keys-file", "", "file of tenant:key lines enabling bearer auth (or env CONVLOG_API_KEYS)")
+	fs.BoolVar(&f.AllowOpen, "insecure-no-auth", false, "allow a non-loopback --http-addr without API keys")
+	fs.DurationVar(&f.TokenDelay, "token-delay", 0, "offline model: pause between streamed tokens (demo pacing)")
+	return cmd
+}
+
+func (f *serveFlags) validate() error {
+	var errs []error
+	if err := f.conn.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if f.Workers < 0 {
+		errs = append(errs, fmt.Errorf("--workers must be >= 0, got %d", f.Workers))
+	}
+	if f.Grace <= 0 {
+		errs = append(errs, fmt.Errorf("--grace must be > 0"))
+	}
+	if f.HTTPAddr != "" {
+		host, _, err := net.SplitHostPort(f.HTTPAddr)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--http-addr %q: %w", f.HTTPAddr, err))
+		} else if !isLoopback(host) && !f.authConfigured() && !f.AllowOpen {
+			errs = append(errs, fmt.Errorf("--http-addr %q is not a loopback address and no API keys are set: set --api-keys-file or CONVLOG_API_KEYS, or pass --insecure-no-auth", f.HTTPAddr))
+		}
+	}
+	if f.AgentsFile != "" {
+		if _, err := loadAgentSpecs(f.AgentsFile); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (f *serveFlags) authConfigured() bool {
+	return f.APIKeysFile != "" || os.Getenv("CONVLOG_API_KEYS") != ""
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// runServe is the serve command. Start order: NATS, provisioning,
+// projector, workers, HTTP. Shutdown order (reverse):
+//  1. the HTTP server stops accepting and drains requests (SSE streams end);
+//  2. workers stop taking work and finish or abandon in-flight turns
+//     (an abandoned turn is redelivered; its appends are atomic);
+//  3. the projector stops after its current thread (it resumes from the
+//     snapshots' versions on restart);
+//  4. the NATS connection drains;
+//  5. the embedded server shuts down (JetStream flushes to disk).
+func runServe(parent context.Context, cmd *cobra.Command, f *serveFlags, logger *slog.Logger) error {
+	if err := f.validate(); err != nil {
+		return usageError{err}
+	}
+	if f.Check {
+		fmt.Fprintln(cmd.OutOrStdout(), "configuration OK")
+		return nil
+	}
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		if parent.Err() != nil {
+			return
+		}
+		// A second signal exits at once.
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, os.Interrupt, syscall.SIGTERM)
+		<-c
+		logger.Error("second signal: exiting now")
+		os.Exit(1)
+	}()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	m := newMetrics(reg)
+
+	// 1. NATS
+	cn, err := f.conn.open(logger, "agentd")
+	if err != nil {
+		return err
+	}
+	defer cn.Close()
+	if cn.Server != nil {
+		logger.Info("embedded NATS JetStream started", "url", cn.URL, "data_dir", f.conn.DataDir)
+	} else {
+		logger.Info("connected to NATS", "url", cn.NC.ConnectedUrl())
+	}
+	// 2. provisioning
+	cl, err := f.conn.client(ctx, cn, true, "agentd", logger)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+
+	runCtx, cancelRun := context.WithCancel(context.Background())
+	defer cancelRun()
+	var parts sync.WaitGroup
+	errc := make(chan error, 4)
+	start := func(name string, run func(context.Context) error) {
+		parts.Add(1)
+		go func() {
+			defer parts.Done()
+			if err := run(runCtx); err != nil && runCtx.Err() == nil {
+				errc <- fmt.Errorf("%s: %w", name, err)
+			}
+		}()
+	}
+	// 3. projector
+	var projStop func(context.Context)
+	if f.Projector {
+		p, err := newProjector(cl, cn, f, logger, m)
+		if err != nil {
+			return err
+		}
+		pctx, pcancel := context.WithCancel(context.Background())
+		var pw sync.WaitGroup
+		pw.Add(1)
+		go func() {
+			defer pw.Done()
+			if err := p.Run(pctx); err != nil && pctx.Err() == nil {
+				errc <- fmt.Errorf("projector: %w", err)
+			}
+		}()
+		projStop = func(ctx context.Context) { pcancel(); waitCtx(ctx, &pw) }
+		logger.Info("projector started")
+	}
+	// 4. workers
+	var agentNames []string
+	if f.Workers > 0 {
+		agents, err := buildAgents(f, logger)
+		if err != nil {
+			return err
+		}
+		for n := range agents {
+			agentNames = append(agentNames, n)
+		}
+		pool, err := worker.New(cl, cn.NC, worker.Config{Agents: agents, Consumer: f.Consumer, Concurrency: f.Workers,
+			Logger: logger.With("component", "worker"), OnTurn: m.onTurn})
+		if err != nil {
+			return err
+		}
+		start("workers", pool.Run)
+		logger.Info("agent workers started", "concurrency", f.Workers, "agents", agentNames)
+	} else if f.AgentsFile != "" || true {
+		agentNames, _ = agentNamesFor(f)
+	}
+	// 5. HTTP
+	var srv *http.Server
+	if f.HTTPAddr != "" {
+		h, err := newHTTPHandler(ctx, cl, cn, f, logger, agentNames)
+		if err != nil {
+			return err
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+			if !cn.NC.IsConnected() {
+				http.Error(w, "NATS disconnected", http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		})
+		mux.Handle("/", h)
+		ln, err := net.Listen("tcp", f.HTTPAddr)
+		if err != nil {
+			return fmt.Errorf("http: %w", err)
+		}
+		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		parts.Add(1)
+		go func() {
+			defer parts.Done()
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("http: %w", err)
+			}
+		}()
+		fmt.Fprintf(cmd.OutOrStdout(), "convlog is running\n  HTTP API:   http://%s/v1/threads\n  web page:   http://%s/\n  OpenAI API: http://%s/v1/chat/completions\n  NATS:       %s\n", ln.Addr(), ln.Addr(), ln.Addr(), cn.URL)
+	}
+	logger.Info("agentd ready")
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down", "grace", f.Grace)
+	case runErr = <-errc:
+		logger.Error("component failed; shutting down", "err", runErr)
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), f.Grace)
+	defer scancel()
+	if srv != nil {
+		_ = srv.Shutdown(sctx)
+	}
+	cancelRun()
+	waitCtx(sctx, &parts)
+	if projStop != nil {
+		projStop(sctx)
+	}
+	logger.Info("stopped")
+	return runErr
+}
+
+func waitCtx(ctx context.Context, wg *sync.WaitGroup) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
