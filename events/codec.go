@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -77,14 +79,23 @@ func Marshal(e Event) ([]byte, error) {
 	if e.Payload == nil {
 		return nil, fmt.Errorf("events: marshal event %s: nil payload", e.ID)
 	}
-	p, err := encodeMsgpack(e.Payload)
+	var body any = e.Payload
+	if f, ok := e.Payload.(Forked); ok {
+		body = forkedWireOf(f)
+	}
+	p, err := encodeMsgpack(body)
 	if err != nil {
 		return nil, fmt.Errorf("events: marshal %s payload of event %s: %w", e.Type, e.ID, err)
 	}
 	return encodeMsgpack(wireMsgpack{wire: e.wire(), Payload: p})
 }
 
-// Unmarshal decodes msgpack bytes written by [Marshal].
+// Unmarshal decodes msgpack bytes written by [Marshal]. b must hold exactly
+// one event (trailing bytes are an error).
+//
+// The decoded event is canonical: message times are UTC, and empty maps,
+// tool call lists and raw JSON values (which Marshal omits) are nil, so
+// Marshal of the result gives the bytes a second Unmarshal reads back equal.
 //
 // Errors: [ErrDecode] (wrapped) when b is not an event; [ErrNewerSchema] or
 // [ErrUnknownType] (wrapped) when the envelope decodes but the payload cannot
@@ -92,6 +103,9 @@ func Marshal(e Event) ([]byte, error) {
 // carries the envelope (with a nil Payload) so the fold can record which
 // event it rejected. Unmarshal never panics.
 func Unmarshal(b []byte) (Event, error) {
+	if err := checkWire(b); err != nil {
+		return Event{}, fmt.Errorf("%w: %v", ErrDecode, err)
+	}
 	var w wireMsgpack
 	dec := msgpack.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&w); err != nil {
@@ -111,7 +125,7 @@ func Unmarshal(b []byte) (Event, error) {
 	if err := msgpack.Unmarshal(w.Payload, p); err != nil {
 		return e, fmt.Errorf("%w: %s payload of event %s: %v", ErrDecode, e.Type, e.ID, err)
 	}
-	e.Payload = deref(p)
+	e.Payload = canonical(deref(p))
 	return e, nil
 }
 
@@ -128,7 +142,8 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	return marshalJSONNoEscape(wireJSON{wire: e.wire(), Payload: p})
 }
 
-// UnmarshalJSON decodes the JSON form. Errors are as for [Unmarshal].
+// UnmarshalJSON decodes the JSON form. Errors are as for [Unmarshal], and the
+// decoded event is canonical in the same way.
 func (e *Event) UnmarshalJSON(b []byte) error {
 	var w wireJSON
 	if err := json.Unmarshal(b, &w); err != nil {
@@ -148,7 +163,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(w.Payload, p); err != nil {
 		return fmt.Errorf("%w: %s payload of event %s: %v", ErrDecode, e.Type, e.ID, err)
 	}
-	e.Payload = deref(p)
+	e.Payload = canonical(deref(p))
 	return nil
 }
 
@@ -184,6 +199,106 @@ func deref(p Payload) Payload {
 		return *v
 	}
 	return p
+}
+
+// canonical makes the choices the wire does not record: fields that are
+// omitted when empty (maps, tool call lists, raw JSON metadata) become nil
+// when a decoder produced an empty non-nil value, and message times become
+// UTC (msgpack decodes timestamps in the local zone, JSON in the written
+// offset). Message lists of Restore and Forked are not touched: they are
+// always encoded, so nil and empty stay distinct.
+func canonical(p Payload) Payload {
+	switch v := p.(type) {
+	case ThreadCreated:
+		v.Metadata = nilIfEmptyMap(v.Metadata)
+		return v
+	case ThreadUpdated:
+		v.Metadata = nilIfEmptyMap(v.Metadata)
+		return v
+	case UserMessage:
+		v.Metadata = nilIfEmpty(v.Metadata)
+		return v
+	case AssistantMessage:
+		v.ToolCalls = nilIfEmpty(v.ToolCalls)
+		v.Metadata = nilIfEmpty(v.Metadata)
+		return v
+	case Restore:
+		canonicalMessages(v.Messages)
+		return v
+	case Forked:
+		v.Created.Metadata = nilIfEmptyMap(v.Created.Metadata)
+		v.State = nilIfEmptyMap(v.State)
+		canonicalMessages(v.Messages)
+		return v
+	}
+	return p
+}
+
+// canonicalMessages fixes freshly decoded messages in place.
+func canonicalMessages(ms []Message) {
+	for i := range ms {
+		m := &ms[i]
+		m.ToolCalls = nilIfEmpty(m.ToolCalls)
+		m.Metadata = nilIfEmpty(m.Metadata)
+		m.Time = m.Time.UTC()
+	}
+}
+
+func nilIfEmpty[S ~[]E, E any](s S) S {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+func nilIfEmptyMap[M ~map[K]V, K comparable, V any](m M) M {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// forkedWire is [Forked] as Marshal encodes it. msgpack's SetSortMapKeys
+// sorts map[string]string and map[string]any but not
+// map[string]json.RawMessage, so State goes through sortedRawMap to keep
+// Marshal deterministic. The msgpack tags must match Forked's (a test
+// compares them).
+type forkedWire struct {
+	SourceTenant string        `msgpack:"source_tenant"`
+	SourceThread string        `msgpack:"source_thread"`
+	SourceSeq    uint64        `msgpack:"source_seq"`
+	Created      ThreadCreated `msgpack:"created"`
+	Messages     []Message     `msgpack:"messages"`
+	State        sortedRawMap  `msgpack:"state,omitempty"`
+}
+
+func forkedWireOf(f Forked) forkedWire {
+	return forkedWire{SourceTenant: f.SourceTenant, SourceThread: f.SourceThread, SourceSeq: f.SourceSeq,
+		Created: f.Created, Messages: f.Messages, State: sortedRawMap(f.State)}
+}
+
+// sortedRawMap encodes as a msgpack map with keys in byte order, values as
+// bin (nil as nil), which is what msgpack writes for the map, sorted.
+type sortedRawMap map[string]json.RawMessage
+
+var _ msgpack.CustomEncoder = sortedRawMap(nil)
+
+func (m sortedRawMap) EncodeMsgpack(enc *msgpack.Encoder) error {
+	if m == nil {
+		return enc.EncodeNil()
+	}
+	if err := enc.EncodeMapLen(len(m)); err != nil {
+		return err
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if err := enc.EncodeString(k); err != nil {
+			return err
+		}
+		if err := enc.EncodeBytes(m[k]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Headers returns the NATS headers for e as a plain map (this package does

@@ -150,10 +150,7 @@ func (c *Content) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(b, &ps); err != nil {
 			return err
 		}
-		if ps == nil {
-			ps = []Part{}
-		}
-		*c = Content{Kind: ContentParts, Parts: ps}
+		*c = Content{Kind: ContentParts, Parts: nilIfEmpty(ps)}
 		return nil
 	}
 	return fmt.Errorf("events: content must be null, a string or an array of parts, got %.20s", b)
@@ -210,7 +207,10 @@ func (c *Content) DecodeMsgpack(dec *msgpack.Decoder) error {
 		if n < 0 || n > maxParts {
 			return fmt.Errorf("events: content has %d parts (max %d)", n, maxParts)
 		}
-		ps := make([]Part, n)
+		var ps []Part // nil for no parts, like Parts() and the JSON decoder
+		if n > 0 {
+			ps = make([]Part, n)
+		}
 		for i := range ps {
 			if err := dec.Decode(&ps[i]); err != nil {
 				return err

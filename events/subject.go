@@ -3,6 +3,7 @@ package events
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // DefaultPrefix is the subject prefix used when [Subjects.Prefix] is empty.
@@ -118,7 +119,12 @@ func validateToken(kind, id string, max int) error {
 		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' {
 			continue
 		}
-		return &IDError{Kind: kind, ID: id, Reason: fmt.Sprintf("character %q at byte %d is not allowed (use A-Z, a-z, 0-9, '-' and '_')", rune(c), i)}
+		// Name the whole character, not its first byte: "é", not "Ã".
+		what := fmt.Sprintf("byte 0x%02x (not UTF-8)", c)
+		if r, n := utf8.DecodeRuneInString(id[i:]); r != utf8.RuneError || n > 1 {
+			what = fmt.Sprintf("character %q (%U)", r, r)
+		}
+		return &IDError{Kind: kind, ID: id, Reason: fmt.Sprintf("%s at byte %d is not allowed (use A-Z, a-z, 0-9, '-' and '_')", what, i)}
 	}
 	return nil
 }

@@ -3,6 +3,10 @@ package events
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -25,7 +29,9 @@ func DefaultLimits() Limits {
 }
 
 // Validate checks e on its own, without the thread's state: envelope fields,
-// ids, the payload's required fields, sizes and well-formed JSON. It returns
+// ids, the payload's required fields, sizes, well-formed JSON, valid UTF-8
+// in every string and times that have an RFC 3339 form (so that a valid
+// event always has a JSON form that decodes to the same event). It returns
 // the first problem as a *ValidationError (wrapping [ErrInvalid]) whose Field
 // names the path, e.g. "payload.tool_calls[1].arguments", or an *IDError for
 // a bad tenant or thread. Whether the event fits the thread (a pending call
@@ -58,11 +64,19 @@ func (e Event) ValidateLimits(l Limits) error {
 	if e.Time.IsZero() {
 		return bad("time", "is required")
 	}
+	if err := validateTime(e.Time, "time", bad); err != nil {
+		return err
+	}
 	if e.SchemaVersion < 1 || e.SchemaVersion > SchemaVersion {
 		return bad("v", "schema version %d is not supported (1..%d)", e.SchemaVersion, SchemaVersion)
 	}
 	if len(e.Producer) > l.MaxNameLen {
 		return bad("producer", "is %d bytes, the limit is %d", len(e.Producer), l.MaxNameLen)
+	}
+	for _, f := range []struct{ name, v string }{{"producer", e.Producer}, {"causation_id", e.CausationID}, {"correlation_id", e.CorrelationID}} {
+		if !utf8.ValidString(f.v) {
+			return bad(f.name, "is not valid UTF-8")
+		}
 	}
 	if e.Payload == nil {
 		return bad("payload", "is required")
@@ -70,9 +84,105 @@ func (e Event) ValidateLimits(l Limits) error {
 	if e.Payload.EventType() != e.Type {
 		return bad("type", "is %q but the payload is a %q", e.Type, e.Payload.EventType())
 	}
-	return validatePayload(e.Payload, l, func(field, format string, args ...any) error {
+	pbad := func(field, format string, args ...any) error {
 		return bad("payload."+field, format, args...)
-	})
+	}
+	if err := validatePayload(e.Payload, l, pbad); err != nil {
+		return err
+	}
+	return validateText(reflect.ValueOf(e.Payload), "", pbad)
+}
+
+// validateTime checks that t has an RFC 3339 form (years 1 to 9999), which
+// the JSON form and the schemas need.
+func validateTime(t time.Time, field string, bad badFunc) error {
+	if y := t.UTC().Year(); y < 1 || y > 9999 {
+		return bad(field, "year %d is outside 1..9999 (RFC 3339)", y)
+	}
+	return nil
+}
+
+var (
+	timeType    = reflect.TypeFor[time.Time]()
+	contentType = reflect.TypeFor[Content]()
+	rawJSONType = reflect.TypeFor[json.RawMessage]()
+)
+
+// validateText walks a payload and checks what the field-specific rules do
+// not: every string (map keys too) is valid UTF-8 and every time has an
+// RFC 3339 form, so every valid event has a JSON form that decodes to the
+// same event. Field paths use the JSON names; map keys are visited in
+// order so the first problem reported is always the same one.
+func validateText(v reflect.Value, path string, bad badFunc) error {
+	join := func(name string) string {
+		if path == "" {
+			return name
+		}
+		return path + "." + name
+	}
+	switch v.Kind() {
+	case reflect.String:
+		if !utf8.ValidString(v.String()) {
+			return bad(path, "is not valid UTF-8")
+		}
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			return validateText(v.Elem(), path, bad)
+		}
+	case reflect.Slice:
+		if v.Type() == rawJSONType {
+			if !utf8.Valid(v.Bytes()) {
+				return bad(path, "is not valid UTF-8")
+			}
+			return nil
+		}
+		for i := range v.Len() {
+			if err := validateText(v.Index(i), fmt.Sprintf("%s[%d]", path, i), bad); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		keys := v.MapKeys()
+		slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
+		for _, k := range keys {
+			p := fmt.Sprintf("%s[%q]", path, k.String())
+			if !utf8.ValidString(k.String()) {
+				return bad(p, "key is not valid UTF-8")
+			}
+			if err := validateText(v.MapIndex(k), p, bad); err != nil {
+				return err
+			}
+		}
+	case reflect.Struct:
+		switch v.Type() {
+		case timeType:
+			if t := v.Interface().(time.Time); !t.IsZero() {
+				return validateTime(t, path, bad)
+			}
+			return nil
+		case contentType:
+			c := v.Interface().(Content)
+			if !utf8.ValidString(c.Text) {
+				return bad(path, "is not valid UTF-8")
+			}
+			return validateText(reflect.ValueOf(c.Parts), path, bad)
+		}
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "" {
+				name = f.Name
+			}
+			if err := validateText(v.Field(i), join(name), bad); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 type badFunc func(field, format string, args ...any) error
@@ -93,6 +203,9 @@ func validatePayload(p Payload, l Limits, bad badFunc) error {
 		if v.Content.IsNull() {
 			return bad("content", "a user message needs content")
 		}
+		if err := validateName(v.Name, l, bad); err != nil {
+			return err
+		}
 		return validateJSON(v.Metadata, "metadata", bad)
 	case AssistantMessage:
 		return validateAssistant(v, l, bad)
@@ -102,6 +215,9 @@ func validatePayload(p Payload, l Limits, bad badFunc) error {
 		}
 		if len(v.ToolCallID) > l.MaxNameLen {
 			return bad("tool_call_id", "is %d bytes, the limit is %d", len(v.ToolCallID), l.MaxNameLen)
+		}
+		if err := validateName(v.Name, l, bad); err != nil {
+			return err
 		}
 		return validateContent(v.Content, "content", bad)
 	case Reset, Deleted, Undeleted, Erased:
@@ -195,8 +311,14 @@ func validateAssistant(v AssistantMessage, l Limits, bad badFunc) error {
 	if err := validateCalls(v.ToolCalls, l, "tool_calls", bad); err != nil {
 		return err
 	}
-	if len(v.Agent) > l.MaxNameLen || len(v.Model) > l.MaxNameLen {
-		return bad("agent", "agent and model must be at most %d bytes", l.MaxNameLen)
+	if len(v.Agent) > l.MaxNameLen {
+		return bad("agent", "is %d bytes, the limit is %d", len(v.Agent), l.MaxNameLen)
+	}
+	if len(v.Model) > l.MaxNameLen {
+		return bad("model", "is %d bytes, the limit is %d", len(v.Model), l.MaxNameLen)
+	}
+	if err := validateName(v.Name, l, bad); err != nil {
+		return err
 	}
 	return validateJSON(v.Metadata, "metadata", bad)
 }
@@ -226,6 +348,9 @@ func validateCalls(calls []ToolCall, l Limits, field string, bad badFunc) error 
 		}
 		if !json.Valid([]byte(c.Arguments)) {
 			return bad(f+".arguments", "is not well-formed JSON: %.60q", c.Arguments)
+		}
+		if !utf8.ValidString(c.Arguments) {
+			return bad(f+".arguments", "is not valid UTF-8")
 		}
 	}
 	return nil
@@ -303,6 +428,14 @@ func validateContent(c Content, field string, bad badFunc) error {
 	return bad(field, "has unknown content kind %d", c.Kind)
 }
 
+// validateName checks the optional participant or tool name of a message.
+func validateName(name string, l Limits, bad badFunc) error {
+	if len(name) > l.MaxNameLen {
+		return bad("name", "is %d bytes, the limit is %d", len(name), l.MaxNameLen)
+	}
+	return nil
+}
+
 func validateKey(k string, l Limits, bad badFunc) error {
 	if k == "" {
 		return bad("key", "is required")
@@ -322,6 +455,9 @@ func validateJSON(raw json.RawMessage, field string, bad badFunc) error {
 	}
 	if !json.Valid(raw) {
 		return bad(field, "is not well-formed JSON: %.60q", string(raw))
+	}
+	if !utf8.Valid(raw) {
+		return bad(field, "is not valid UTF-8")
 	}
 	return nil
 }

@@ -13,8 +13,6 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/convlog/convlog/events"
 )
 
@@ -73,49 +71,11 @@ func Read(path string) iter.Seq2[events.Conversation, error] {
 	}
 }
 
-// ThreadID is the deterministic thread id of a conversation: a UUIDv5 of
-// its source and id, so importing the same file twice finds the same thread.
-func ThreadID(c events.Conversation) string {
-	return uuid.NewSHA1(uuid.NameSpaceURL, []byte("convlog:"+c.Source+"#"+c.ID)).String()
-}
+// ThreadID is events.ConversationThreadID.
+func ThreadID(c events.Conversation) string { return events.ConversationThreadID(c) }
 
-// Events converts a conversation to the events that record it on
-// tenant/thread: thread.created (system prompt, source and id as metadata,
-// replies off: an imported thread is a record) followed by one event per
-// message. Event ids are deterministic UUIDs so a re-import is idempotent;
-// times start at base and advance 1 ms per event.
+// Events is events.ConversationEvents with replies off (an imported thread
+// is a record, not new input).
 func Events(c events.Conversation, tenant, thread, producer string, base time.Time) ([]events.Event, error) {
-	system, msgs, err := events.SplitSystem(c.Messages)
-	if err != nil {
-		return nil, fmt.Errorf("conversation %s: %w", c.ID, err)
-	}
-	md := map[string]string{}
-	if c.Source != "" {
-		md["source"] = c.Source
-	}
-	if c.ID != "" {
-		md["source_id"] = c.ID
-	}
-	out := make([]events.Event, 0, len(msgs)+1)
-	mk := func(i int, p events.Payload) events.Event {
-		return events.Event{
-			ID:            uuid.NewSHA1(uuid.NameSpaceOID, []byte(fmt.Sprintf("%s/%s/%d", tenant, thread, i))).String(),
-			Type:          p.EventType(),
-			Tenant:        tenant,
-			Thread:        thread,
-			Time:          base.Add(time.Duration(i) * time.Millisecond).UTC(),
-			Producer:      producer,
-			SchemaVersion: events.SchemaVersion,
-			Payload:       p,
-		}
-	}
-	out = append(out, mk(0, events.ThreadCreated{SystemPrompt: system, Metadata: md, Replies: events.RepliesOff}))
-	for i, m := range msgs {
-		p := m.Payload()
-		if p == nil {
-			return nil, fmt.Errorf("conversation %s: message %d has role %q, which has no event type", c.ID, i, m.Role)
-		}
-		out = append(out, mk(i+1, p))
-	}
-	return out, nil
+	return events.ConversationEvents(c, tenant, thread, producer, events.RepliesOff, base)
 }
