@@ -50,6 +50,11 @@ type Agent struct {
 	Tools Tools
 	// MaxSteps caps model calls per user message. Default 8.
 	MaxSteps int
+	// ExternalTools: the worker appends the assistant message with its tool
+	// calls alone and a separate tool-runner service appends the results
+	// (the thread then waits for the agent again). Tools is then only used
+	// for the specs offered to the model.
+	ExternalTools bool
 }
 
 // Config configures a [Pool]. Agents is required.
@@ -76,7 +81,8 @@ type Config struct {
 type TurnResult struct {
 	Tenant, Thread, Agent string
 	// Outcome: "answered", "step" (a step was appended; more follow),
-	// "superseded", "not_waiting", "skipped", "error".
+	// "superseded", "not_waiting", "skipped", "error" (retried later),
+	// "failed" (a permanent model error, not retried).
 	Outcome   string
 	Steps     int
 	Conflicts int
@@ -176,7 +182,7 @@ func (p *Pool) Run(ctx context.Context) error {
 			return fmt.Errorf("worker: consume: %w", err)
 		}
 		switch events.Type(msg.Headers().Get(events.HeaderType)) {
-		case events.TypeUserMessage, events.TypeToolResult, events.TypeRestore:
+		case events.TypeUserMessage, events.TypeToolResult, events.TypeRestore, events.TypeCompaction:
 		default:
 			_ = msg.Ack()
 			continue
@@ -221,7 +227,10 @@ func (p *Pool) handle(ctx context.Context, msg jetstream.Msg) {
 	}()
 	res := p.Turn(ctx, tenant, thread)
 	res.Took = time.Since(start)
-	if res.Outcome == "error" && ctx.Err() == nil {
+	if res.Outcome == "failed" {
+		p.cfg.Logger.Warn("turn failed permanently; not retried", "tenant", tenant, "thread", thread, "err", res.Err)
+		_ = msg.Term()
+	} else if res.Outcome == "error" && ctx.Err() == nil {
 		p.cfg.Logger.Warn("turn failed; will be redelivered", "tenant", tenant, "thread", thread, "err", res.Err)
 		_ = msg.NakWithDelay(time.Second)
 	} else if ctx.Err() != nil {
@@ -287,6 +296,9 @@ func (p *Pool) Turn(ctx context.Context, tenant, thread string) TurnResult {
 		evs, err := p.step(ctx, agent, th, replyTo, stepsSinceUser(th.State))
 		if err != nil {
 			res.Outcome, res.Err = "error", err
+			if ctx.Err() == nil && permanent(err) {
+				res.Outcome = "failed"
+			}
 			return res
 		}
 		_, err = p.c.Append(ctx, tenant, thread, evs, client.ExpectVersion(th.Version))
@@ -364,7 +376,7 @@ func (p *Pool) step(ctx context.Context, a *Agent, th *client.Thread, replyTo st
 		am.Content = events.Text("")
 	}
 	out := []events.Event{mk(am)}
-	if len(am.ToolCalls) == 0 {
+	if len(am.ToolCalls) == 0 || a.ExternalTools {
 		return out, nil
 	}
 	env := &turnEnv{tenant: th.Tenant, thread: th.Thread, kv: th.KV}
@@ -413,4 +425,16 @@ func (e *turnEnv) Set(k string, v json.RawMessage) {
 		e.order = append(e.order, k)
 	}
 	e.sets[k] = append(json.RawMessage(nil), v...)
+}
+
+// permanent reports whether a model error will not go away by retrying:
+// a replayed recording that diverged or ended, or a provider error the
+// provider marks as not retryable (e.g. HTTP 400/401/404). Other errors
+// (network, timeouts, 429/5xx) are retried by redelivery.
+func permanent(err error) bool {
+	if errors.Is(err, model.ErrDiverged) || errors.Is(err, model.ErrNoRecordedTurn) {
+		return true
+	}
+	var apiErr *model.APIError
+	return errors.As(err, &apiErr) && !model.IsRetryable(err)
 }
