@@ -105,15 +105,17 @@ func TestContentShapesSurviveBothEncodings(t *testing.T) {
 }
 
 // A parts content with no parts is still parts content ("[]"), never null
-// and never "". It decodes with a nil Parts slice in both encodings, so
-// events.Parts() round-trips exactly.
+// and never "". Both decoders give an empty non-nil Parts slice, as
+// events.Parts() builds it, so that round-trips exactly; a hand-built nil
+// slice comes back empty, which Content.Equal treats as the same.
 func TestEmptyPartsStayParts(t *testing.T) {
-	for _, c := range []events.Content{events.Parts(), {Kind: events.ContentParts, Parts: []events.Part{}}} {
+	require.NotNil(t, events.Parts().Parts)
+	for _, c := range []events.Content{events.Parts(), {Kind: events.ContentParts}} {
 		e := envelope(events.ToolResult{ToolCallID: "c1", Content: c})
 		for name, got := range map[string]events.Event{"msgpack": msgpackRoundTrip(t, e), "json": jsonRoundTrip(t, e)} {
 			gc := got.Payload.(events.ToolResult).Content
 			assert.Equal(t, events.ContentParts, gc.Kind, name)
-			assert.Nil(t, gc.Parts, name)
+			assert.Equal(t, []events.Part{}, gc.Parts, name)
 			assert.True(t, gc.Equal(c), name)
 		}
 		b, err := e.MarshalJSON()
@@ -475,4 +477,22 @@ func TestNewFillsTheEnvelope(t *testing.T) {
 	require.NoError(t, e.Validate())
 	assert.NotEqual(t, e.ID, events.New("acme", "t1", "svc", events.Reset{}).ID)
 	assert.Equal(t, byte('7'), e.ID[14], "ids are UUIDv7")
+}
+
+// Deltas are JSON only (they never enter the stream); their field names are
+// part of the streaming contract.
+func TestDeltaJSONShape(t *testing.T) {
+	d := events.Delta{ReplyTo: "r", Step: 1, Agent: "a", Content: "tok", Reasoning: "why",
+		ToolCall: &events.ToolCallDelta{Index: 0, ID: "c", Name: "f", Arguments: `{"a"`}, Done: true}
+	b, err := json.Marshal(d)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"reply_to":"r","step":1,"agent":"a","content":"tok","reasoning":"why",
+		"tool_call":{"index":0,"id":"c","name":"f","arguments":"{\"a\""},"done":true}`, string(b))
+	var back events.Delta
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.Equal(t, d, back)
+
+	b, err = json.Marshal(events.Delta{ReplyTo: "r"})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"reply_to":"r","step":0}`, string(b))
 }

@@ -66,8 +66,15 @@ type Content struct {
 // Text returns string content.
 func Text(s string) Content { return Content{Kind: ContentText, Text: s} }
 
-// Parts returns multimodal content made of ps.
-func Parts(ps ...Part) Content { return Content{Kind: ContentParts, Parts: ps} }
+// Parts returns multimodal content made of ps. With no parts, Parts is an
+// empty non-nil slice, which is what both decoders produce for "[]", so the
+// content round-trips exactly.
+func Parts(ps ...Part) Content {
+	if ps == nil {
+		ps = []Part{}
+	}
+	return Content{Kind: ContentParts, Parts: ps}
+}
 
 // IsNull reports whether c is null content.
 func (c Content) IsNull() bool { return c.Kind == ContentNull }
@@ -150,7 +157,10 @@ func (c *Content) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(b, &ps); err != nil {
 			return err
 		}
-		*c = Content{Kind: ContentParts, Parts: nilIfEmpty(ps)}
+		if ps == nil {
+			ps = []Part{}
+		}
+		*c = Content{Kind: ContentParts, Parts: ps}
 		return nil
 	}
 	return fmt.Errorf("events: content must be null, a string or an array of parts, got %.20s", b)
@@ -207,10 +217,7 @@ func (c *Content) DecodeMsgpack(dec *msgpack.Decoder) error {
 		if n < 0 || n > maxParts {
 			return fmt.Errorf("events: content has %d parts (max %d)", n, maxParts)
 		}
-		var ps []Part // nil for no parts, like Parts() and the JSON decoder
-		if n > 0 {
-			ps = make([]Part, n)
-		}
+		ps := make([]Part, n)
 		for i := range ps {
 			if err := dec.Decode(&ps[i]); err != nil {
 				return err

@@ -1,7 +1,10 @@
 package events_test
 
 import (
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -17,8 +20,8 @@ import (
 const fuzzSeedConversations = 3
 
 // unmarshalSeeds returns encodings of one rich and one minimal event of
-// every type, of the events of the first conversations of each transcript
-// file, and some garbage.
+// every type, the golden vectors of schemas/, the events of the first
+// conversations of each transcript file, and some garbage.
 func unmarshalSeeds(t testing.TB) [][]byte {
 	t.Helper()
 	var seeds [][]byte
@@ -31,6 +34,23 @@ func unmarshalSeeds(t testing.TB) [][]byte {
 		for _, typ := range events.AllTypes {
 			add(set[typ])
 		}
+	}
+
+	// The golden vectors of schemas/ (one or more per event type).
+	golden, err := filepath.Glob(filepath.Join("..", "schemas", "testdata", "golden", "*.json"))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(golden), len(events.AllTypes), "golden vectors in ../schemas/testdata/golden")
+	for _, path := range golden {
+		raw, err := os.ReadFile(path)
+		require.NoError(t, err)
+		var v struct {
+			MsgpackHex string `json:"msgpack_hex"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &v), path)
+		b, err := hex.DecodeString(v.MsgpackHex)
+		require.NoError(t, err, path)
+		require.NotEmpty(t, b, path)
+		seeds = append(seeds, b)
 	}
 
 	dir, err := transcripts.Dir()
@@ -115,6 +135,6 @@ func TestUnmarshalSeedsDecode(t *testing.T) {
 			decoded++
 		}
 	}
-	require.Greater(t, decoded, 2*len(events.AllTypes)+3*len(transcripts.Files), "events of every type and of the transcripts decode")
+	require.Greater(t, decoded, 3*len(events.AllTypes)+fuzzSeedConversations*len(transcripts.Files), "events of every type, the golden vectors and the transcripts decode")
 	require.Less(t, decoded, len(seeds), "the garbage seeds do not decode")
 }

@@ -185,7 +185,7 @@ func (c *openAIContent) UnmarshalJSON(b []byte) error {
 			return fmt.Errorf("content[%d]: unsupported part type %q", i, r.Type)
 		}
 	}
-	c.Content = Content{Kind: ContentParts, Parts: nilIfEmpty(ps)}
+	c.Content = Content{Kind: ContentParts, Parts: ps}
 	return nil
 }
 

@@ -24,26 +24,30 @@ import (
 // only as far as its messages, each message as a map of raw JSON values.
 // This is the reference the round trip is checked against: it does not go
 // through events.OpenAIMessage.
-func rawLines(t *testing.T, path string) [][]map[string]json.RawMessage {
+func rawLines(t *testing.T, path string) []rawConversation {
 	t.Helper()
 	f, err := os.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	var out [][]map[string]json.RawMessage
+	var out []rawConversation
 	for sc.Scan() {
 		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
 			continue
 		}
-		var line struct {
-			Messages []map[string]json.RawMessage `json:"messages"`
-		}
+		var line rawConversation
 		require.NoError(t, json.Unmarshal(sc.Bytes(), &line))
-		out = append(out, line.Messages)
+		out = append(out, line)
 	}
 	require.NoError(t, sc.Err())
 	return out
+}
+
+// rawConversation is one transcript line, messages left as raw JSON.
+type rawConversation struct {
+	Meta     json.RawMessage              `json:"meta"`
+	Messages []map[string]json.RawMessage `json:"messages"`
 }
 
 // jsonString decodes a raw JSON string value.
@@ -119,6 +123,7 @@ func TestEveryTranscriptMessageRoundTripsThroughEvents(t *testing.T) {
 						require.True(t, ok, "the first event creates the thread")
 						assert.Equal(t, events.RepliesOff, created.Replies, "an imported thread is a record")
 						assert.Equal(t, conv.ID, created.Metadata["source_id"])
+						assert.JSONEq(t, string(raws[ci].Meta), created.Metadata["source_meta"], "the conversation's meta is kept as JSON text")
 						if created.SystemPrompt == nil {
 							continue
 						}
@@ -133,7 +138,7 @@ func TestEveryTranscriptMessageRoundTripsThroughEvents(t *testing.T) {
 					back = append(back, out)
 				}
 
-				src := raws[ci]
+				src := raws[ci].Messages
 				require.Len(t, back, len(src), "conversation %s: message count", conv.ID)
 				for mi := range src {
 					compareMessage(t, src[mi], back[mi], conv.ID, mi, &got)

@@ -82,7 +82,8 @@ type TurnResult struct {
 	Tenant, Thread, Agent string
 	// Outcome: "answered", "step" (a step was appended; more follow),
 	// "superseded", "not_waiting", "skipped", "error" (retried later),
-	// "failed" (a permanent model error, not retried).
+	// "failed" (a permanent model error, not retried), "declined" (the
+	// model has no turn to give, e.g. a replayed recording ended).
 	Outcome   string
 	Steps     int
 	Conflicts int
@@ -227,7 +228,10 @@ func (p *Pool) handle(ctx context.Context, msg jetstream.Msg) {
 	}()
 	res := p.Turn(ctx, tenant, thread)
 	res.Took = time.Since(start)
-	if res.Outcome == "failed" {
+	if res.Outcome == "declined" {
+		p.cfg.Logger.Debug("model declined to answer", "tenant", tenant, "thread", thread)
+		_ = msg.Ack()
+	} else if res.Outcome == "failed" {
 		p.cfg.Logger.Warn("turn failed permanently; not retried", "tenant", tenant, "thread", thread, "err", res.Err)
 		_ = msg.Term()
 	} else if res.Outcome == "error" && ctx.Err() == nil {
@@ -275,7 +279,7 @@ func (p *Pool) Turn(ctx context.Context, tenant, thread string) TurnResult {
 				replyTo = th.LastUser.EventID
 			} else if th.LastUser.EventID != replyTo {
 				res.Outcome = "superseded"
-				p.cfg.Logger.Info("turn superseded by a newer user message", "tenant", tenant, "thread", thread, "reason", "superseded")
+				p.cfg.Logger.Debug("turn superseded by a newer user message", "tenant", tenant, "thread", thread, "reason", "superseded")
 				return res
 			}
 		}
@@ -296,7 +300,10 @@ func (p *Pool) Turn(ctx context.Context, tenant, thread string) TurnResult {
 		evs, err := p.step(ctx, agent, th, replyTo, stepsSinceUser(th.State))
 		if err != nil {
 			res.Outcome, res.Err = "error", err
-			if ctx.Err() == nil && permanent(err) {
+			if ctx.Err() == nil && errors.Is(err, model.ErrNoRecordedTurn) {
+				// A replayed recording has nothing more to say here.
+				res.Outcome, res.Err = "declined", nil
+			} else if ctx.Err() == nil && permanent(err) {
 				res.Outcome = "failed"
 			}
 			return res
@@ -315,6 +322,17 @@ func (p *Pool) Turn(ctx context.Context, tenant, thread string) TurnResult {
 			return res
 		}
 		res.Steps++
+		if am, ok := evs[0].Payload.(events.AssistantMessage); ok {
+			switch {
+			case len(am.ToolCalls) == 0:
+				res.Outcome = "answered"
+				return res
+			case agent.ExternalTools:
+				// The tool runner's results will bring the thread back.
+				res.Outcome = "step"
+				return res
+			}
+		}
 	}
 }
 
