@@ -11,6 +11,7 @@ import (
 
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/internal/provision"
+	"github.com/convlog/convlog/projector"
 )
 
 // Client is what services use to append to and read threads. It is safe
@@ -25,6 +26,7 @@ type Client struct {
 	subjects  events.Subjects
 	snapshots jetstream.KeyValue
 	index     jetstream.KeyValue
+	snaps     *projector.Snapshots
 	cache     *stateCache
 	closed    atomic.Bool
 }
@@ -54,6 +56,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Client, error) {
 			return nil, err
 		}
 		c.st, c.snapshots, c.index = r.Stream, r.Snapshots, r.Index
+		c.snaps = projector.NewSnapshots(c.snapshots)
 		return c, nil
 	}
 	if c.st, err = js.Stream(ctx, cfg.Resources.Stream); err != nil {
@@ -65,6 +68,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Client, error) {
 	if c.index, err = js.KeyValue(ctx, cfg.Resources.IndexBucket); err != nil {
 		return nil, fmt.Errorf("client: KV bucket %s: %w", cfg.Resources.IndexBucket, err)
 	}
+	c.snaps = projector.NewSnapshots(c.snapshots)
 	return c, nil
 }
 

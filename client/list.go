@@ -2,24 +2,43 @@ package client
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/projector"
 )
 
 // ThreadSummary is one thread in a listing: what the projector keeps in the
-// index bucket for each thread.
+// index bucket for each thread (projector.Summary).
 type ThreadSummary struct {
-	Tenant       string            `json:"tenant"`
-	Thread       string            `json:"thread"`
-	Owner        string            `json:"owner,omitempty"`
-	Agent        string            `json:"agent,omitempty"`
-	Title        string            `json:"title,omitempty"`
-	Metadata     map[string]string `json:"metadata,omitempty"`
-	CreatedAt    time.Time         `json:"created_at"`
-	UpdatedAt    time.Time         `json:"updated_at"`
-	Version      uint64            `json:"version"`
-	MessageCount int               `json:"message_count"`
-	Deleted      bool              `json:"deleted,omitempty"`
+	Tenant       string             `json:"tenant"`
+	Thread       string             `json:"thread"`
+	Owner        string             `json:"owner,omitempty"`
+	Agent        string             `json:"agent,omitempty"`
+	Title        string             `json:"title,omitempty"`
+	Metadata     map[string]string  `json:"metadata,omitempty"`
+	CreatedAt    time.Time          `json:"created_at"`
+	UpdatedAt    time.Time          `json:"updated_at"`
+	Version      uint64             `json:"version"`
+	MessageCount int                `json:"message_count"`
+	Pending      int                `json:"pending,omitempty"`
+	Rejected     uint64             `json:"rejected,omitempty"`
+	Deleted      bool               `json:"deleted,omitempty"`
+	ForkedFrom   *projector.ForkRef `json:"forked_from,omitempty"`
+}
+
+func summaryOf(s projector.Summary) ThreadSummary {
+	return ThreadSummary{Tenant: s.Tenant, Thread: s.Thread, Owner: s.Owner, Agent: s.Agent, Title: s.Title,
+		Metadata: s.Metadata, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, Version: s.Version,
+		MessageCount: s.Messages, Pending: s.Pending, Rejected: s.Rejected, Deleted: s.Deleted, ForkedFrom: s.ForkedFrom}
 }
 
 // ListOptions filter and page a listing. Zero values mean no filter; Limit
@@ -44,7 +63,137 @@ type ListPage struct {
 // ErrBadCursor: the cursor was not produced by List.
 var ErrBadCursor = errors.New("client: bad list cursor")
 
-// List returns the threads of tenant, newest first, filtered and paged.
+// MaxListLimit is the largest page List returns.
+const MaxListLimit = 1000
+
+// List returns the threads of tenant, newest first (last update time, then
+// thread id descending), filtered by owner, agent and metadata, one page at
+// a time. The cursor is the (update time, id) position of the last thread
+// returned: the next page starts after it, so a thread updated while a
+// client pages moves to the front (it is not returned twice, and may be
+// missed by that listing, as with any keyset pagination).
+//
+// It reads the projector's index bucket (one KV watch over
+// "<tenant>.*"), so a thread appears once the projector has projected it.
+//
+// Errors: *events.IDError for a bad tenant; [ErrBadCursor]; KV errors.
 func (c *Client) List(ctx context.Context, tenant string, opts ListOptions) (ListPage, error) {
-	return ListPage{}, errors.New("client: List is not implemented yet")
+	if err := c.check(); err != nil {
+		return ListPage{}, err
+	}
+	if err := events.ValidateTenant(tenant); err != nil {
+		return ListPage{}, err
+	}
+	limit := opts.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	limit = min(limit, MaxListLimit)
+	var after *cursor
+	if opts.Cursor != "" {
+		cur, err := parseCursor(opts.Cursor)
+		if err != nil {
+			return ListPage{}, err
+		}
+		after = &cur
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	w, err := c.index.WatchFiltered(ctx, []string{tenant + ".*"}, jetstream.IgnoreDeletes())
+	if err != nil {
+		return ListPage{}, fmt.Errorf("client: list %s: %w", tenant, err)
+	}
+	defer w.Stop()
+	var all []ThreadSummary
+	for e := range w.Updates() {
+		if e == nil {
+			break // initial values done
+		}
+		s, err := projector.UnmarshalSummary(e.Value())
+		if err != nil {
+			c.cfg.Logger.Warn("list: bad index entry", "key", e.Key(), "err", err)
+			continue
+		}
+		ts := summaryOf(s)
+		if !matches(ts, opts) {
+			continue
+		}
+		all = append(all, ts)
+	}
+	if ctx.Err() != nil {
+		return ListPage{}, fmt.Errorf("client: list %s: %w", tenant, ctx.Err())
+	}
+	slices.SortFunc(all, func(a, b ThreadSummary) int {
+		if c := b.UpdatedAt.Compare(a.UpdatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.Thread, a.Thread)
+	})
+	i := 0
+	if after != nil {
+		// The page starts at the first thread after the cursor's position.
+		for i < len(all) && !before(cursor{all[i].UpdatedAt, all[i].Thread}, *after) {
+			i++
+		}
+	}
+	end := min(i+limit, len(all))
+	page := ListPage{Threads: all[i:end]}
+	if page.Threads == nil {
+		page.Threads = []ThreadSummary{}
+	}
+	if end < len(all) {
+		last := all[end-1]
+		page.NextCursor = cursor{last.UpdatedAt, last.Thread}.String()
+	}
+	return page, nil
+}
+
+func matches(t ThreadSummary, o ListOptions) bool {
+	if t.Deleted && !o.IncludeDeleted {
+		return false
+	}
+	if o.Owner != "" && t.Owner != o.Owner {
+		return false
+	}
+	if o.Agent != "" && t.Agent != o.Agent {
+		return false
+	}
+	for k, v := range o.Metadata {
+		if t.Metadata[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// cursor is a position in the listing order.
+type cursor struct {
+	updated time.Time
+	thread  string
+}
+
+// before reports whether a comes after b in listing order (older, or same
+// time and smaller id): i.e. a is on a later page than b.
+func before(a, b cursor) bool {
+	if c := a.updated.Compare(b.updated); c != 0 {
+		return c < 0
+	}
+	return a.thread < b.thread
+}
+
+func (c cursor) String() string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.updated.UnixNano(), 10) + ":" + c.thread))
+}
+
+func parseCursor(s string) (cursor, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return cursor{}, fmt.Errorf("%w: %q is not base64url", ErrBadCursor, s)
+	}
+	ns, thread, ok := strings.Cut(string(b), ":")
+	n, err := strconv.ParseInt(ns, 10, 64)
+	if !ok || err != nil || events.ValidateThreadID(thread) != nil {
+		return cursor{}, fmt.Errorf("%w: %q", ErrBadCursor, s)
+	}
+	return cursor{time.Unix(0, n).UTC(), thread}, nil
 }

@@ -58,10 +58,16 @@ func WithEvents() GetOption { return func(o *getOptions) { o.withEvents = true }
 func IncludeDeleted() GetOption { return func(o *getOptions) { o.withDeleted = true } }
 
 // loadState returns the complete state of tenant/thread (Base 0) with every
-// event up to the stream's current end (or up to upTo when non-zero).
+// event up to the stream's current end (or up to upTo when non-zero): the
+// projector's snapshot plus the log's tail, or a fold of the whole log when
+// there is no snapshot.
 func (c *Client) loadState(ctx context.Context, tenant, thread string, upTo uint64) (*projector.State, error) {
 	if upTo == 0 {
-		if s, err := c.snapshotState(ctx, tenant, thread); err == nil && s != nil {
+		s, err := c.snapshotState(ctx, tenant, thread, true)
+		if err != nil {
+			return nil, err
+		}
+		if s != nil {
 			if err := c.foldTail(ctx, s, 0); err != nil {
 				return nil, err
 			}
@@ -71,10 +77,45 @@ func (c *Client) loadState(ctx context.Context, tenant, thread string, upTo uint
 	return c.foldFrom(ctx, tenant, thread, upTo)
 }
 
-// snapshotState loads the projector's snapshot of the thread (full
-// history), or nil when there is none.
-func (c *Client) snapshotState(ctx context.Context, tenant, thread string) (*projector.State, error) {
-	return nil, nil
+// loadWindow returns the current state of tenant/thread with only its
+// newest messages (the snapshot head plus the log's tail): what validating
+// an append needs, at a cost that does not grow with the thread.
+func (c *Client) loadWindow(ctx context.Context, tenant, thread string) (*projector.State, error) {
+	s, err := c.snapshotState(ctx, tenant, thread, false)
+	if err != nil {
+		return nil, err
+	}
+	if s == nil {
+		return c.foldFrom(ctx, tenant, thread, 0)
+	}
+	if err := c.foldTail(ctx, s, 0); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// snapshotState reads the projector's snapshot of the thread: complete
+// (full) or only the head (a window). It returns nil, nil when there is no
+// snapshot (not projected yet, or no projector running): callers fold the
+// log instead. A corrupt snapshot is logged and ignored the same way.
+func (c *Client) snapshotState(ctx context.Context, tenant, thread string, full bool) (*projector.State, error) {
+	var snap *projector.Snapshot
+	var err error
+	if full {
+		snap, err = c.snaps.Load(ctx, tenant, thread)
+	} else {
+		snap, err = c.snaps.LoadHead(ctx, tenant, thread)
+	}
+	switch {
+	case err == nil:
+		return snap.State, nil
+	case errors.Is(err, projector.ErrNoSnapshot):
+		return nil, nil
+	case errors.Is(err, projector.ErrCorrupt), errors.Is(err, projector.ErrSnapshotChanged):
+		c.cfg.Logger.Warn("snapshot unusable; folding the log", "tenant", tenant, "thread", thread, "err", err)
+		return nil, nil
+	}
+	return nil, fmt.Errorf("client: snapshot of %s/%s: %w", tenant, thread, err)
 }
 
 // Get returns tenant/thread. By default it is served from the projector's
@@ -121,6 +162,19 @@ func (c *Client) Get(ctx context.Context, tenant, thread string, opts ...GetOpti
 			}
 		}
 		t.State = s
+	case !o.consistent && o.atLeast == 0:
+		s, err := c.snapshotState(ctx, tenant, thread, true)
+		if err != nil {
+			return nil, err
+		}
+		if s != nil {
+			t.State, t.FromSnapshot = s, true
+			break
+		}
+		// Not projected yet: the log has the answer.
+		if t.State, err = c.foldFrom(ctx, tenant, thread, 0); err != nil {
+			return nil, err
+		}
 	default:
 		for {
 			s, err := c.loadState(ctx, tenant, thread, 0)

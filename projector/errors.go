@@ -23,6 +23,7 @@ const (
 	CodePendingCalls    Code = "tool_calls_pending"    // message while calls are pending (policy reject)
 	CodeDuplicateCallID Code = "duplicate_call_id"     // new call reuses an id that is still pending
 	CodeInvalidHistory  Code = "invalid_history"       // restore/fork/compaction would break the history
+	CodeTooLarge        Code = "too_large"             // the thread's state would exceed MaxStateBytes
 )
 
 // ErrRejected is wrapped by every *RejectionError.
@@ -48,3 +49,20 @@ func (e *RejectionError) Error() string {
 
 // Unwrap returns [ErrRejected].
 func (e *RejectionError) Unwrap() error { return ErrRejected }
+
+// ErrNoSnapshot is returned (wrapped) by [Snapshots.Load] and
+// [Snapshots.LoadHead] when the thread has no snapshot: it does not exist,
+// or the projector has not reached its first event yet. A writer that holds
+// a sequence can fold the thread from the stream instead.
+var ErrNoSnapshot = errors.New("projector: no snapshot")
+
+// ErrCorrupt is returned (wrapped) when a head or chunk in the snapshot
+// bucket cannot be decoded or does not match its head. It is not retryable;
+// deleting the thread's head makes the projector rebuild it from the stream.
+var ErrCorrupt = errors.New("projector: corrupt snapshot")
+
+// ErrSnapshotChanged is returned (wrapped) by [Snapshots.Load] when the
+// thread's history was replaced (reset, restore, compaction) several times
+// while it was being read, so no consistent version could be read. It is
+// retryable.
+var ErrSnapshotChanged = errors.New("projector: snapshot changed while it was read")

@@ -232,6 +232,9 @@ func apply(s *State, ev events.Stored) (err error) {
 	case events.Compaction:
 		return s.compact(p, ev)
 	case events.StateSet:
+		if n := s.kvBytes() - s.kvEntryBytes(p.Key) + len(p.Key) + len(p.Value); n > MaxStateBytes {
+			return reject(s, ev, CodeTooLarge, "the thread's state would be %d bytes, the limit is %d", n, MaxStateBytes)
+		}
 		s.setKV(p.Key, p.Value)
 	case events.StateDeleted:
 		delete(s.KV, p.Key)
@@ -269,6 +272,26 @@ func (s *State) create(p events.ThreadCreated, t time.Time) {
 	}
 	s.Replies, s.PendingPolicy = p.Replies, p.PendingPolicy
 	s.CreatedAt, s.UpdatedAt = t, t
+}
+
+// MaxStateBytes bounds a thread's key-value state (keys plus values, in
+// bytes): a state.set that would exceed it is rejected with [CodeTooLarge].
+// The state lives in the snapshot head, which must fit in one NATS message.
+const MaxStateBytes = 256 << 10
+
+func (s *State) kvBytes() int {
+	n := 0
+	for k, v := range s.KV {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+func (s *State) kvEntryBytes(k string) int {
+	if v, ok := s.KV[k]; ok {
+		return len(k) + len(v)
+	}
+	return 0
 }
 
 func (s *State) setKV(k string, v json.RawMessage) {
@@ -400,7 +423,11 @@ func (s *State) compact(p events.Compaction, ev events.Stored) error {
 	if role == "" {
 		role = events.RoleUser
 	}
-	summary := events.Message{Role: role, Content: p.Summary, Seq: ev.Seq, EventID: ev.ID, Time: ev.Time.UTC(), Synthetic: true}
+	// The summary stands for the messages up to UpToSeq, so it carries that
+	// sequence: message sequences never decrease along a history, which
+	// keeps a later compaction's cut the same on a window as on the whole
+	// history (and lets chunks be searched by sequence).
+	summary := events.Message{Role: role, Content: p.Summary, Seq: p.UpToSeq, EventID: ev.ID, Time: ev.Time.UTC(), Synthetic: true}
 	kept := append([]events.Message{summary}, s.Messages[cut:]...)
 	lastUser, answered := s.LastUser, s.LastUserAnswered
 	s.replaceHistory(kept, s.Pending)

@@ -1,0 +1,185 @@
+package projector
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/provision"
+)
+
+// Config configures a [Projector]. The zero value works: every zero field
+// means the default of [DefaultConfig]. Every instance that shares a
+// Durable must use the same Stream, SubjectPrefix and buckets; ChunkBytes
+// and TailBytes should match too (instances that disagree stay correct but
+// write chunks the others do not reuse).
+type Config struct {
+	// Stream is the event stream. Default "CONVLOG".
+	Stream string
+	// SubjectPrefix is the thread subject prefix. Default "conv".
+	SubjectPrefix string
+	// SnapshotBucket holds heads and chunks. Default "convlog_snapshots".
+	SnapshotBucket string
+	// IndexBucket holds one [Summary] per thread. Default "convlog_threads".
+	IndexBucket string
+	// Durable is the name of the durable pull consumer that every instance
+	// shares. Default "convlog-projector".
+	Durable string
+
+	// ChunkBytes is the target size of an immutable history chunk in bytes.
+	// Default 256 KiB; at least 1 KiB and at most 384 KiB (a merged chunk
+	// can reach twice this size, and must fit in one NATS message).
+	ChunkBytes int
+	// TailBytes is how many bytes of newest messages the head carries
+	// before they move to a small chunk; it bounds what one projection
+	// writes. Default 64 KiB; at least 256 bytes and at most ChunkBytes.
+	TailBytes int
+
+	// Workers is how many threads one instance projects at once. Default 8.
+	Workers int
+	// MaxBatch is the most events one projection step folds before it
+	// writes the head. Default 1000.
+	MaxBatch int
+	// MaxAckPending bounds the triggers delivered and not yet acked, across
+	// all instances. Default 10,000.
+	MaxAckPending int
+	// AckWait is how long the server waits for an ack before it delivers a
+	// trigger again (after a crash; a clean shutdown naks at once).
+	// Default 30 s.
+	AckWait time.Duration
+	// CacheThreads is how many recently projected threads an instance keeps
+	// decoded in memory, to skip the head read when nobody else wrote the
+	// head since (compare-and-swap tells). Each costs about TailBytes.
+	// Default 256; -1 disables the cache.
+	CacheThreads int
+
+	// Logger receives the runner's logs; nil discards them.
+	Logger *slog.Logger
+	// OnApply, when set, is called once for every event folded, after the
+	// head that holds it was written. It is called from the projector's
+	// worker goroutines, concurrently, and must be fast and not block.
+	OnApply func(Applied)
+	// OnStep, when set, is called after every projection step (one read,
+	// fold and write of one thread), with the same rules as OnApply.
+	OnStep func(Step)
+}
+
+// Applied reports one event folded into a snapshot.
+type Applied struct {
+	Tenant, Thread string
+	// Seq is the event's stream sequence.
+	Seq uint64
+	// Type and EventID are empty when the bytes did not decode.
+	Type    events.Type
+	EventID string
+	// Code is "" when the event was applied, else why it was rejected.
+	Code Code
+	// Lag is the time from the event's stream timestamp to the moment the
+	// head holding it was written.
+	Lag time.Duration
+	// Behind is how many stream messages the projector's consumer had not
+	// delivered yet when it delivered the trigger that led to this fold
+	// (the consumer's num pending): the lag in sequence terms.
+	Behind uint64
+}
+
+// Step reports one projection step of one thread.
+type Step struct {
+	Tenant, Thread string
+	// From and To are the version before and after the step.
+	From, To uint64
+	// Events is the number of events folded; Rejected how many of them
+	// were rejected.
+	Events, Rejected int
+	// ChunksWritten is the number of chunks created; HeadBytes the size of
+	// the head written.
+	ChunksWritten, HeadBytes int
+	// Conflicts counts compare-and-swap conflicts met (another instance
+	// wrote the head first) before this step succeeded.
+	Conflicts int
+	// Took is the step's duration.
+	Took time.Duration
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	p := provision.DefaultConfig()
+	return Config{
+		Stream: p.Stream, SubjectPrefix: p.SubjectPrefix, SnapshotBucket: p.SnapshotBucket,
+		IndexBucket: p.IndexBucket, Durable: "convlog-projector",
+		ChunkBytes: 256 << 10, TailBytes: 64 << 10, Workers: 8, MaxBatch: 1000,
+		MaxAckPending: 10_000, AckWait: 30 * time.Second, CacheThreads: 256,
+	}
+}
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	set := func(v *string, def string) {
+		if *v == "" {
+			*v = def
+		}
+	}
+	set(&c.Stream, d.Stream)
+	set(&c.SubjectPrefix, d.SubjectPrefix)
+	set(&c.SnapshotBucket, d.SnapshotBucket)
+	set(&c.IndexBucket, d.IndexBucket)
+	set(&c.Durable, d.Durable)
+	seti := func(v *int, def int) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	seti(&c.ChunkBytes, d.ChunkBytes)
+	if c.TailBytes == 0 {
+		c.TailBytes = min(d.TailBytes, c.ChunkBytes)
+	}
+	seti(&c.Workers, d.Workers)
+	seti(&c.MaxBatch, d.MaxBatch)
+	seti(&c.MaxAckPending, d.MaxAckPending)
+	seti(&c.CacheThreads, d.CacheThreads)
+	if c.AckWait == 0 {
+		c.AckWait = d.AckWait
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Validate reports every problem with c at once (errors.Join).
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("projector: "+format, args...)) }
+	if err := (events.Subjects{Prefix: c.SubjectPrefix}).Validate(); err != nil {
+		bad("subject prefix: %v", err)
+	}
+	if c.SnapshotBucket == c.IndexBucket {
+		bad("snapshot and index buckets must differ, both are %q", c.SnapshotBucket)
+	}
+	if c.ChunkBytes < 1<<10 || c.ChunkBytes > 384<<10 {
+		bad("ChunkBytes must be 1 KiB..384 KiB, got %d", c.ChunkBytes)
+	}
+	if c.TailBytes < 256 || c.TailBytes > c.ChunkBytes {
+		bad("TailBytes must be 256..ChunkBytes (%d), got %d", c.ChunkBytes, c.TailBytes)
+	}
+	if c.Workers < 1 {
+		bad("Workers must be at least 1, got %d", c.Workers)
+	}
+	if c.MaxBatch < 1 {
+		bad("MaxBatch must be at least 1, got %d", c.MaxBatch)
+	}
+	if c.MaxAckPending < 1 {
+		bad("MaxAckPending must be at least 1, got %d", c.MaxAckPending)
+	}
+	if c.AckWait < time.Second {
+		bad("AckWait must be at least 1s, got %s", c.AckWait)
+	}
+	if c.CacheThreads < -1 {
+		bad("CacheThreads must be -1 (off) or more, got %d", c.CacheThreads)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,125 @@
+// Package projector turns a thread's events into the state readers get:
+// the fold (a pure, deterministic function), the snapshot layout in
+// JetStream KV, the reader of that layout ([Snapshots]), the thread index
+// ([Summary]) and the runner that keeps them up to date ([Projector]).
+//
+// # The fold
+//
+// [Apply] folds one stored event into a [State]; [ApplyBytes] first decodes
+// the bytes found on a thread's subject; [Check] gives the verdict without
+// changing anything (writers use it before they publish). The same events
+// always give the same State, in the projector, in client reads and in
+// replay (DESIGN.md invariant 8). An event that breaks an invariant, cannot
+// be decoded, has an unknown type or a newer schema version is recorded as
+// a [Rejection] (sequence, event id, [Code], reason) and skipped; the fold
+// never panics and the projector never stops on a bad event (invariant 6).
+//
+// Tool results are matched against the calls pending at that point, not
+// against every id ever seen: real transcripts reuse call ids once the
+// first call was answered. A user or assistant message that arrives while
+// calls are pending is handled by the thread's [events.PendingPolicy]:
+// rejected (the default), or the pending calls are closed with synthetic
+// "cancelled" tool results placed before it, so the history stays valid
+// input for the OpenAI and Anthropic chat formats either way.
+//
+// Message sequences never decrease along a history: a message carries the
+// sequence of the event that produced it (restored and forked messages the
+// sequence of that event, a synthetic cancelled result the sequence of the
+// message that caused it), and a compaction summary carries the last
+// sequence it summarizes (UpToSeq).
+//
+// # Snapshot layout (bucket "convlog_snapshots")
+//
+// A KV value is limited to the server's max payload (1 MiB by default) and
+// a thread may hold 100,000 messages (100 MB), so a snapshot is a small
+// head plus immutable chunks:
+//
+//	<tenant>.<thread>                          head: msgpack map
+//	<tenant>.<thread>.c.<gen>.<first>.<count>  chunk: msgpack array of messages
+//
+// The head holds the thread's State with only its newest messages (the
+// tail, under Config.TailBytes, 64 KiB by default) in Messages and the
+// number of older messages in Base, plus the layout generation gen, the
+// chunk list (per chunk: first index, count, bytes, first and last
+// sequence, level; see [ChunkRef]) and the garbage list (keys waiting to be
+// purged). A chunk holds Count messages starting at history index First,
+// encoded as a plain msgpack array of message maps (field names as in
+// events.Message), so any msgpack library reads it.
+//
+// Rules, applied after every event (so the layout depends only on the
+// events, not on how they were batched or which instance folded them):
+//
+//  1. When the tail reaches TailBytes it moves into a chunk: one small
+//     (level 0) chunk, or final (level 1) chunks of at most ChunkBytes
+//     (256 KiB by default) when the tail is bigger than that (a restore).
+//  2. When the trailing small chunks add up to ChunkBytes they are merged
+//     into one final chunk (their encoded messages concatenated) and become
+//     garbage. So a head lists at most about ChunkBytes/TailBytes small
+//     chunks, and a history of N bytes has about N/ChunkBytes chunks.
+//  3. A history replacement (reset, restore, compaction) starts a new
+//     generation: new chunk keys; the old generation's chunks become
+//     garbage (one key pattern). Erasure makes every chunk of the thread
+//     garbage.
+//
+// A chunk key names a fixed range of a fixed generation, whose messages are
+// a deterministic function of the events, so a chunk's value never changes:
+// it is written once with Create, and a Create that finds the key already
+// there (written by another instance or by a step that crashed before its
+// head) is fine. Writes go in this order: new chunks, then the head with
+// compare-and-swap (Create for a new thread, Update at the revision read),
+// then purges of the garbage (stream purges by subject, which leave no
+// delete markers), then the index entry. So a head never names a chunk that
+// is not written yet; a reader holding an older head may find one of its
+// chunks purged, and [Snapshots.Load] then reloads the head and reads again.
+// Garbage stays listed in the head until a later step purges it again, so a
+// crash between the head write and the purge leaks nothing.
+//
+// Projecting one more event costs the same whatever the history length: one
+// read of the event (batched direct get), rewriting a head that holds at
+// most TailBytes of messages plus the chunk list (about 30 bytes per 256
+// KiB of history), and now and then one chunk of TailBytes or a merge of
+// ChunkBytes. The runner folds with the windowed State; a compaction that
+// cuts before the tail ([ErrNeedHistory]) loads only the chunks from the
+// one the cut falls in.
+//
+// Reading a thread ([Snapshots.Load]) is one KV get of the head and then
+// the chunk gets, eight at a time, decoded by a hand-written msgpack
+// decoder: about the cost of one KV get of the same bytes.
+//
+// # Index (bucket "convlog_threads")
+//
+// One [Summary] per thread at [IndexKey] "<tenant>.<thread>" (list a tenant
+// with "<tenant>.*"), written after the head, moved only forward (CAS,
+// keeping the higher Version), deleted when the thread is erased.
+//
+// # Runner and several instances
+//
+// Every [Projector] instance pulls from the same durable consumer
+// (Config.Durable, default "convlog-projector"); the server spreads the
+// messages over the instances, and each instance spreads threads over its
+// workers, one worker per thread at a time. A delivered message is only a
+// trigger for its thread: the worker reads the thread's head (version V,
+// KV revision R), reads the thread's events after V from the stream in
+// stream order (batched direct get by subject), folds them, writes the new
+// chunks, writes the head only if its revision is still R, then acks every
+// trigger at or below the new version. If the compare-and-swap fails,
+// another instance wrote the head first: the worker reloads and starts
+// over (nothing it wrote is referenced or harmful).
+//
+// Why no event is applied twice or out of order, by any number of
+// instances, redeliveries and crashes: a head at version V is only ever
+// replaced by a head computed from it plus the events after V, read from
+// the log in order; the KV compare-and-swap lets exactly one successor of a
+// head revision be written. So the heads of a thread form one chain in
+// which every event is folded once, in stream order, whatever the order of
+// delivery. A crash at any point leaves either the old head (and maybe
+// chunks that the next step writes again with the same content) or the new
+// head (and maybe an unacked trigger, which the next step finds already
+// applied and just acks). An instance keeps the heads it wrote last in
+// memory (Config.CacheThreads) to skip the read; the compare-and-swap tells
+// when another instance moved on.
+//
+// Projection lag is reported through [Config].OnApply (time from the
+// event's stream timestamp to its head write, and the consumer's backlog)
+// and OnStep; the package imports no metrics library.
+package projector

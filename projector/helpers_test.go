@@ -1,0 +1,194 @@
+package projector_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/natstest"
+	"github.com/convlog/convlog/internal/provision"
+	"github.com/convlog/convlog/projector"
+)
+
+// env is a provisioned embedded server with the snapshot reader.
+type env struct {
+	srv   *natstest.Server
+	res   provision.Resources
+	js    jetstream.JetStream
+	snaps *projector.Snapshots
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	srv, res := natstest.Provisioned(t, provision.Config{})
+	return &env{srv: srv, res: res, js: srv.JS, snaps: projector.NewSnapshots(res.Snapshots)}
+}
+
+// start runs a projector until the test ends (or stop is called) and
+// waits until it is ready.
+func (e *env) start(t testing.TB, cfg projector.Config) (stop func()) {
+	t.Helper()
+	p, err := projector.New(e.js, cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	select {
+	case <-p.Ready():
+	case err := <-done:
+		cancel()
+		t.Fatalf("projector did not start: %v", err)
+	}
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		require.NoError(t, <-done)
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// publish appends ev (marshalled, with convlog's headers) and returns its
+// sequence.
+func (e *env) publish(t testing.TB, ev events.Event) uint64 {
+	t.Helper()
+	b, err := events.Marshal(ev)
+	require.NoError(t, err)
+	return e.publishRaw(t, fmt.Sprintf("conv.%s.%s", ev.Tenant, ev.Thread), b, events.Headers(ev))
+}
+
+func (e *env) publishRaw(t testing.TB, subject string, data []byte, hdr map[string]string) uint64 {
+	t.Helper()
+	m := nats.NewMsg(subject)
+	m.Data = data
+	for k, v := range hdr {
+		m.Header.Set(k, v)
+	}
+	ack, err := e.js.PublishMsg(context.Background(), m)
+	require.NoError(t, err)
+	return ack.Sequence
+}
+
+// fold folds a thread from the stream in memory, from its first event.
+func (e *env) fold(t testing.TB, tenant, thread string) *projector.State {
+	t.Helper()
+	s := projector.NewState(tenant, thread)
+	from := uint64(1)
+	for {
+		it, err := jetstreamext.GetBatch(context.Background(), e.js, "CONVLOG", 1000,
+			jetstreamext.GetBatchSeq(from), jetstreamext.GetBatchSubject("conv."+tenant+"."+thread))
+		require.NoError(t, err)
+		n := 0
+		for m, err := range it {
+			if errors.Is(err, jetstreamext.ErrNoMessages) {
+				break
+			}
+			require.NoError(t, err)
+			_ = projector.ApplyBytes(s, m.Sequence, m.Time, m.Data)
+			from = m.Sequence + 1
+			n++
+		}
+		if n == 0 {
+			return s
+		}
+	}
+}
+
+// waitVersion polls the head until it reaches version v.
+func (e *env) waitVersion(t testing.TB, tenant, thread string, v uint64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		h, err := e.snaps.LoadHead(context.Background(), tenant, thread)
+		if err == nil && h.State.Version >= v {
+			return
+		}
+		if time.Now().After(deadline) {
+			got := uint64(0)
+			if h != nil {
+				got = h.State.Version
+			}
+			t.Fatalf("thread %s/%s: version %d not reached within 30s (at %d, err %v)", tenant, thread, v, got, err)
+		}
+		time.Sleep(2 * time.Millisecond) // polling interval, not a wait for a condition
+	}
+}
+
+// requireSameState fails unless a and b are the same projection (compared
+// as JSON, so nil and empty collections are alike).
+func requireSameState(t testing.TB, want, got *projector.State, msgAndArgs ...any) {
+	t.Helper()
+	norm := func(s *projector.State) *projector.State {
+		c := *s
+		if c.Messages == nil {
+			c.Messages = []events.Message{}
+		}
+		return &c
+	}
+	want, got = norm(want), norm(got)
+	wb, err := json.Marshal(want)
+	require.NoError(t, err)
+	gb, err := json.Marshal(got)
+	require.NoError(t, err)
+	require.JSONEq(t, string(wb), string(gb), msgAndArgs...)
+}
+
+// ev builds an event on tenant/thread at a fixed clock.
+type clock struct{ t time.Time }
+
+func (c *clock) ev(tenant, thread string, p events.Payload) events.Event {
+	c.t = c.t.Add(time.Millisecond)
+	e := events.New(tenant, thread, "test", p)
+	e.Time = c.t
+	return e
+}
+
+// publishAsync appends many events without waiting for each ack, in order
+// per subject, and returns their sequences.
+func (e *env) publishAsync(t testing.TB, evs []events.Event) []uint64 {
+	t.Helper()
+	futs := make([]jetstream.PubAckFuture, len(evs))
+	for i, ev := range evs {
+		b, err := events.Marshal(ev)
+		require.NoError(t, err)
+		m := nats.NewMsg(fmt.Sprintf("conv.%s.%s", ev.Tenant, ev.Thread))
+		m.Data = b
+		for k, v := range events.Headers(ev) {
+			m.Header.Set(k, v)
+		}
+		futs[i], err = e.js.PublishMsgAsync(m)
+		require.NoError(t, err)
+		if i%1000 == 999 {
+			select {
+			case <-e.js.PublishAsyncComplete():
+			case <-time.After(30 * time.Second):
+				t.Fatal("async publishes not acked within 30s")
+			}
+		}
+	}
+	seqs := make([]uint64, len(evs))
+	for i, f := range futs {
+		select {
+		case ack := <-f.Ok():
+			seqs[i] = ack.Sequence
+		case err := <-f.Err():
+			t.Fatalf("publish %d: %v", i, err)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("publish %d: no ack in 30s", i)
+		}
+	}
+	return seqs
+}

@@ -1,0 +1,66 @@
+package projector
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Summary is the index entry of one thread: the value at
+// [IndexKey](tenant, thread) in the index bucket (default
+// "convlog_threads"), encoded as one msgpack map with the field names
+// below. The projector writes it after every projection of the thread that
+// changes it, never moving it backwards (compare-and-swap on the entry,
+// keeping the higher Version), and deletes it when the thread is erased.
+// Soft-deleted threads keep their entry with Deleted set, so List can
+// filter them out or show them.
+type Summary struct {
+	Tenant   string            `msgpack:"tenant" json:"tenant"`
+	Thread   string            `msgpack:"thread" json:"thread"`
+	Owner    string            `msgpack:"owner,omitempty" json:"owner,omitempty"`
+	Agent    string            `msgpack:"agent,omitempty" json:"agent,omitempty"`
+	Title    string            `msgpack:"title,omitempty" json:"title,omitempty"`
+	Metadata map[string]string `msgpack:"metadata,omitempty" json:"metadata,omitempty"`
+	// CreatedAt and UpdatedAt are event times (UTC) of the thread's first
+	// and last applied event.
+	CreatedAt time.Time `msgpack:"created_at" json:"created_at"`
+	UpdatedAt time.Time `msgpack:"updated_at" json:"updated_at"`
+	// Version is the thread version (stream sequence of its last event).
+	Version uint64 `msgpack:"version" json:"version"`
+	// Messages is the number of messages in the history.
+	Messages int `msgpack:"messages" json:"messages"`
+	// Pending is the number of tool calls awaiting a result.
+	Pending int `msgpack:"pending,omitempty" json:"pending,omitempty"`
+	// Rejected counts the thread's rejected events.
+	Rejected uint64 `msgpack:"rejected,omitempty" json:"rejected,omitempty"`
+	// Deleted is true while the thread is soft-deleted.
+	Deleted    bool     `msgpack:"deleted,omitempty" json:"deleted,omitempty"`
+	ForkedFrom *ForkRef `msgpack:"forked_from,omitempty" json:"forked_from,omitempty"`
+}
+
+// SummaryOf returns the index entry for a projected state.
+func SummaryOf(s *State) Summary {
+	return Summary{Tenant: s.Tenant, Thread: s.Thread, Owner: s.Owner, Agent: s.Agent, Title: s.Title,
+		Metadata: s.Metadata, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, Version: s.Version,
+		Messages: s.MessageCount(), Pending: len(s.Pending), Rejected: s.RejectedCount, Deleted: s.Deleted,
+		ForkedFrom: s.ForkedFrom}
+}
+
+// MarshalSummary encodes s as stored in the index bucket.
+func MarshalSummary(s Summary) ([]byte, error) { return msgpack.Marshal(&s) }
+
+// UnmarshalSummary decodes an index bucket value. It returns an error
+// wrapping [ErrCorrupt] when b is not a summary.
+func UnmarshalSummary(b []byte) (Summary, error) {
+	var s Summary
+	if err := msgpack.Unmarshal(b, &s); err != nil {
+		return Summary{}, fmt.Errorf("%w: thread summary: %v", ErrCorrupt, err)
+	}
+	s.CreatedAt, s.UpdatedAt = s.CreatedAt.UTC(), s.UpdatedAt.UTC()
+	return s, nil
+}
+
+// indexed reports whether a state gets an index entry: it exists and is
+// not erased.
+func indexed(s *State) bool { return s.Exists && !s.Erased }

@@ -1,0 +1,390 @@
+package projector
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/convlog/convlog/events"
+)
+
+// headFormat is the layout version written in every head.
+const headFormat = 1
+
+// ChunkRef describes one immutable chunk of a thread's history in the
+// snapshot bucket: Count messages starting at history index First, encoded
+// in Bytes bytes, produced by events FirstSeq..LastSeq. Message sequences
+// never decrease along a history, so chunks are ordered by sequence too.
+// The chunk's key is [ChunkKey](tenant, thread, gen, First, Count).
+type ChunkRef struct {
+	_msgpack struct{} `msgpack:",as_array"` //nolint:unused // msgpack struct tag
+
+	// First is the index in the history of the chunk's first message.
+	First int
+	// Count is the number of messages in the chunk (>= 1).
+	Count int
+	// Bytes is the size of the chunk's value in bytes.
+	Bytes int
+	// FirstSeq and LastSeq are the stream sequences of the first and last
+	// message.
+	FirstSeq uint64
+	LastSeq  uint64
+	// Level is 0 for a small chunk (a flushed tail, merged with its
+	// neighbours later) and 1 for a final chunk.
+	Level uint8
+}
+
+// HeadKey is the key of a thread's head in the snapshot bucket,
+// "<tenant>.<thread>": the same key as its summary in the index bucket. Its
+// revision changes on every projection of the thread, so a KV watch on
+// "<tenant>.*" (or this key) sees every new version.
+func HeadKey(tenant, thread string) string { return tenant + "." + thread }
+
+// ChunkKey is the key of a chunk in the snapshot bucket:
+// "<tenant>.<thread>.c.<gen>.<first>.<count>". A key names a fixed range of
+// a fixed history generation, so its value never changes: whoever writes it
+// writes the same bytes.
+func ChunkKey(tenant, thread string, gen uint64, first, count int) string {
+	b := make([]byte, 0, len(tenant)+len(thread)+32)
+	b = append(b, tenant...)
+	b = append(b, '.')
+	b = append(b, thread...)
+	b = append(b, ".c."...)
+	b = strconv.AppendUint(b, gen, 10)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, int64(first), 10)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, int64(count), 10)
+	return string(b)
+}
+
+// IndexKey is the key of a thread's [Summary] in the index bucket,
+// "<tenant>.<thread>". List a tenant with the filter "<tenant>.*".
+func IndexKey(tenant, thread string) string { return tenant + "." + thread }
+
+// chunksPattern matches every chunk of a thread (all generations), or of
+// one generation when gen >= 0.
+func chunksPattern(tenant, thread string, gen int64) string {
+	if gen < 0 {
+		return tenant + "." + thread + ".c.>"
+	}
+	return tenant + "." + thread + ".c." + strconv.FormatInt(gen, 10) + ".>"
+}
+
+// head is the value at HeadKey: the thread's windowed State (Messages is
+// the tail that is in no chunk yet, Base the number of chunked messages),
+// the chunk list and the keys waiting for deletion.
+type head struct {
+	Format int `msgpack:"format"`
+	// Gen is the layout generation: it names the chunk keys and grows on
+	// every history replacement (reset, restore, compaction, erasure).
+	Gen   uint64 `msgpack:"gen"`
+	State *State `msgpack:"state"`
+	// Tail is State.Messages, encoded with the fast codec.
+	Tail   msgpack.RawMessage `msgpack:"tail"`
+	Chunks []ChunkRef         `msgpack:"chunks"`
+	// Garbage lists keys and key patterns (ending in ".>") of chunks no
+	// head from this one on refers to; they are purged after the head is
+	// written, and again (idempotently) by the next projection.
+	Garbage []string `msgpack:"garbage,omitempty"`
+}
+
+func encodeHead(h *head) ([]byte, error) {
+	st := *h.State
+	st.Messages = nil
+	w := *h
+	w.State = &st
+	w.Tail = appendMessages(nil, h.State.Messages)
+	return msgpack.Marshal(&w)
+}
+
+// decodeHead decodes a head; sizes receives the encoded size of each tail
+// message when not nil.
+func decodeHead(b []byte, sizes *[]int) (*head, error) {
+	var h head
+	if err := msgpack.Unmarshal(b, &h); err != nil {
+		return nil, fmt.Errorf("%w: head: %v", ErrCorrupt, err)
+	}
+	if h.Format != headFormat || h.State == nil {
+		return nil, fmt.Errorf("%w: head format %d (this version reads %d)", ErrCorrupt, h.Format, headFormat)
+	}
+	ms, err := parseMessages(h.Tail, sizes)
+	if err != nil {
+		return nil, fmt.Errorf("%w: head tail: %v", ErrCorrupt, err)
+	}
+	h.State.Messages = ms
+	h.Tail = nil
+	normalizeState(h.State)
+	n := 0
+	for _, c := range h.Chunks {
+		n += c.Count
+	}
+	if n != h.State.Base {
+		return nil, fmt.Errorf("%w: head of %s/%s: chunks hold %d messages, base is %d", ErrCorrupt, h.State.Tenant, h.State.Thread, n, h.State.Base)
+	}
+	return &h, nil
+}
+
+// normalizeState puts decoded times in UTC, as the fold produces them.
+func normalizeState(s *State) {
+	s.CreatedAt = s.CreatedAt.UTC()
+	s.UpdatedAt = s.UpdatedAt.UTC()
+}
+
+// layoutConfig is the part of Config the layout rules use.
+type layoutConfig struct {
+	chunkBytes int // target size of a final chunk
+	tailBytes  int // the tail is flushed into a chunk when it reaches this
+}
+
+// newChunk is a chunk created by a projection and not written yet.
+type newChunk struct {
+	ref  ChunkRef
+	data []byte
+}
+
+// work is one projection of one thread in progress: the head it started
+// from, folded forward event by event. After every event, settle applies
+// the layout rules, so the chunks a head refers to depend only on the
+// events, never on how they were batched or which instance folded them.
+type work struct {
+	cfg            layoutConfig
+	tenant, thread string
+	s              *State
+	gen            uint64
+	chunks         []ChunkRef
+	tailSizes      []int
+	tailBytes      int
+	created        []newChunk // to write before the head, in order
+	garbage        []string
+	// fetch reads a chunk's bytes (for merges and compactions).
+	fetch func(ctx context.Context, key string) ([]byte, error)
+}
+
+// mark is what settle compares against: the state before an event.
+type mark struct {
+	gen     uint64
+	base    int
+	n       int
+	erased  bool
+	version uint64
+}
+
+func (w *work) mark() mark {
+	return mark{gen: w.s.Generation, base: w.s.Base, n: len(w.s.Messages), erased: w.s.Erased, version: w.s.Version}
+}
+
+// settle updates the layout after one event was folded into w.s.
+func (w *work) settle(ctx context.Context, before mark) error {
+	s := w.s
+	switch {
+	case s.Erased && !before.erased:
+		// Every chunk of every generation goes, including any that a
+		// crashed or outpaced projector left behind.
+		w.garbage = append(w.garbage, chunksPattern(w.tenant, w.thread, -1))
+		w.gen++
+		w.chunks, w.created = nil, nil
+		w.resetTail()
+	case s.Generation != before.gen || s.Base != before.base || len(s.Messages) < before.n:
+		// The history was replaced: a new layout generation.
+		if len(w.chunks) > 0 {
+			w.garbage = append(w.garbage, chunksPattern(w.tenant, w.thread, int64(w.gen)))
+		}
+		w.gen++
+		w.chunks, w.created = nil, nil
+		if s.Base != 0 {
+			return fmt.Errorf("projector: fold replaced the history of %s/%s but left base %d", w.tenant, w.thread, s.Base)
+		}
+		w.resetTail()
+	default:
+		for i := before.n; i < len(s.Messages); i++ {
+			sz := messageSize(&s.Messages[i])
+			w.tailSizes = append(w.tailSizes, sz)
+			w.tailBytes += sz
+		}
+	}
+	return w.cut(ctx)
+}
+
+func (w *work) resetTail() {
+	w.tailSizes = w.tailSizes[:0]
+	w.tailBytes = 0
+	for i := range w.s.Messages {
+		sz := messageSize(&w.s.Messages[i])
+		w.tailSizes = append(w.tailSizes, sz)
+		w.tailBytes += sz
+	}
+}
+
+// cut moves the tail into chunks once it reaches tailBytes: one small
+// (level 0) chunk when it is below chunkBytes, else final chunks of at most
+// chunkBytes each (a message larger than that gets a chunk of its own).
+// Then it merges the trailing small chunks once they add up to chunkBytes.
+func (w *work) cut(ctx context.Context) error {
+	if w.tailBytes < w.cfg.tailBytes || len(w.s.Messages) == 0 {
+		return nil
+	}
+	ms := w.s.Messages
+	if w.tailBytes < w.cfg.chunkBytes {
+		w.addChunk(ms, 0)
+	} else {
+		for i := 0; i < len(ms); {
+			j, b := i, 0
+			for j < len(ms) && (j == i || b+w.tailSizes[j] <= w.cfg.chunkBytes) {
+				b += w.tailSizes[j]
+				j++
+			}
+			w.addChunk(ms[i:j], 1)
+			i = j
+		}
+	}
+	w.s.Base += len(ms)
+	w.s.Messages = nil
+	w.tailSizes = w.tailSizes[:0]
+	w.tailBytes = 0
+	return w.merge(ctx)
+}
+
+func (w *work) addChunk(ms []events.Message, level uint8) {
+	data := appendMessages(make([]byte, 0, 64*len(ms)), ms)
+	first := w.s.Base
+	if n := len(w.chunks); n > 0 {
+		first = w.chunks[n-1].First + w.chunks[n-1].Count
+	}
+	ref := ChunkRef{First: first, Count: len(ms), Bytes: len(data), FirstSeq: ms[0].Seq, LastSeq: ms[len(ms)-1].Seq, Level: level}
+	w.chunks = append(w.chunks, ref)
+	w.created = append(w.created, newChunk{ref: ref, data: data})
+}
+
+// merge replaces the trailing run of small chunks by one final chunk once
+// they hold chunkBytes, by concatenating their encoded messages.
+func (w *work) merge(ctx context.Context) error {
+	k, sum := len(w.chunks), 0
+	for k > 0 && w.chunks[k-1].Level == 0 {
+		k--
+		sum += w.chunks[k].Bytes
+	}
+	run := w.chunks[k:]
+	if len(run) == 0 || sum < w.cfg.chunkBytes {
+		return nil
+	}
+	if len(run) == 1 {
+		w.chunks[k].Level = 1
+		for i := range w.created {
+			if w.created[i].ref.First == run[0].First && w.created[i].ref.Count == run[0].Count {
+				w.created[i].ref.Level = 1
+			}
+		}
+		return nil
+	}
+	count := 0
+	bodies := make([][]byte, len(run))
+	for i, c := range run {
+		count += c.Count
+		data := w.createdData(c)
+		if data == nil {
+			var err error
+			data, err = w.fetch(ctx, ChunkKey(w.tenant, w.thread, w.gen, c.First, c.Count))
+			if err != nil {
+				return err
+			}
+		}
+		r := &reader{b: data}
+		n, err := r.arrayLen()
+		if err != nil || n != c.Count {
+			return fmt.Errorf("%w: chunk %s holds %d messages, its head says %d (%v)", ErrCorrupt,
+				ChunkKey(w.tenant, w.thread, w.gen, c.First, c.Count), n, c.Count, err)
+		}
+		bodies[i] = data[r.i:]
+	}
+	data := appendArrayLen(make([]byte, 0, sum), count)
+	for _, b := range bodies {
+		data = append(data, b...)
+	}
+	ref := ChunkRef{First: run[0].First, Count: count, Bytes: len(data), FirstSeq: run[0].FirstSeq,
+		LastSeq: run[len(run)-1].LastSeq, Level: 1}
+	// Small chunks created in this projection were never written: drop
+	// them. The others are garbage once the new head is written.
+	for _, c := range run {
+		if !w.dropCreated(c) {
+			w.garbage = append(w.garbage, ChunkKey(w.tenant, w.thread, w.gen, c.First, c.Count))
+		}
+	}
+	w.chunks = append(w.chunks[:k], ref)
+	w.created = append(w.created, newChunk{ref: ref, data: data})
+	return nil
+}
+
+func (w *work) createdData(c ChunkRef) []byte {
+	for _, n := range w.created {
+		if n.ref.First == c.First && n.ref.Count == c.Count {
+			return n.data
+		}
+	}
+	return nil
+}
+
+func (w *work) dropCreated(c ChunkRef) bool {
+	for i, n := range w.created {
+		if n.ref.First == c.First && n.ref.Count == c.Count {
+			w.created = append(w.created[:i], w.created[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// loadFrom puts the messages of chunks[from:] in front of the tail (for a
+// compaction that cuts before the tail) and returns how many it added.
+func (w *work) loadFrom(ctx context.Context, from int) (int, error) {
+	refs := w.chunks[from:]
+	parts := make([][]events.Message, len(refs))
+	err := forEach(ctx, len(refs), fetchConcurrency, func(ctx context.Context, i int) error {
+		c := refs[i]
+		key := ChunkKey(w.tenant, w.thread, w.gen, c.First, c.Count)
+		data := w.createdData(c)
+		if data == nil {
+			var err error
+			if data, err = w.fetch(ctx, key); err != nil {
+				return err
+			}
+		}
+		ms, err := decodeMessages(data)
+		if err != nil {
+			return fmt.Errorf("%w: chunk %s: %v", ErrCorrupt, key, err)
+		}
+		if len(ms) != c.Count {
+			return fmt.Errorf("%w: chunk %s holds %d messages, its head says %d", ErrCorrupt, key, len(ms), c.Count)
+		}
+		parts[i] = ms
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	all := make([]events.Message, 0, n+len(w.s.Messages))
+	for _, p := range parts {
+		all = append(all, p...)
+	}
+	all = append(all, w.s.Messages...)
+	w.s.Messages = all
+	w.s.Base -= n
+	return n, nil
+}
+
+// compactionStart is the first chunk to load so that a compaction up to
+// seq upTo sees every message it keeps plus at least one it cuts: the chunk
+// before the first one holding a message after upTo.
+func (w *work) compactionStart(upTo uint64) int {
+	k := 0
+	for k < len(w.chunks) && w.chunks[k].LastSeq <= upTo {
+		k++
+	}
+	return max(k-1, 0)
+}

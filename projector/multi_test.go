@@ -1,0 +1,86 @@
+package projector_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/convlog/convlog/internal/provision"
+	"github.com/convlog/convlog/projector"
+)
+
+// The projector is cancelled at 50 random points while 10,000 events stream
+// in, and restarted each time; in the end every snapshot equals a fresh
+// fold of the stream. Small chunks make every step flush, merge and purge
+// chunks, so cancellations land in the middle of those too.
+func TestCrashAtRandomPointsLosesNothing(t *testing.T) {
+	e := newEnv(t)
+	cfg := projector.Config{ChunkBytes: 4 << 10, TailBytes: 1 << 10, AckWait: 2 * time.Second, MaxBatch: 50}
+	tr := newTraffic(1, "crash", 60)
+
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(done)
+		for tr.events() < 10_000 {
+			tr.round(t, e.js, 40)
+		}
+	})
+	rng := rand.New(rand.NewPCG(2, 3))
+	var applied atomic.Int64
+	cfg.OnApply = func(projector.Applied) { applied.Add(1) }
+	for i := 0; i < 50; i++ {
+		p, err := projector.New(e.js, cfg)
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		res := make(chan error, 1)
+		go func() { res <- p.Run(ctx) }()
+		<-p.Ready()
+		// A random point in the projector's life: this waits on purpose.
+		time.Sleep(time.Duration(rng.IntN(40_000)) * time.Microsecond)
+		cancel()
+		require.NoError(t, <-res)
+	}
+	<-done
+	wg.Wait()
+	t.Logf("%d events on %d threads; %d folded before the last start", tr.events(), len(tr.threads), applied.Load())
+	e.start(t, cfg)
+	tr.verify(t, e, e.snaps, e.res.Snapshots, e.res.Index)
+}
+
+// Two instances share the work on mixed traffic (many threads, tool calls,
+// resets, restores, compactions) and produce exactly the snapshots and
+// index entries of a single instance running beside them (own buckets, own
+// consumer) and of a fresh fold.
+func TestTwoInstancesMatchOneInstance(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	single, err := provision.Ensure(ctx, e.js, provision.Config{SnapshotBucket: "single_snapshots", IndexBucket: "single_threads"})
+	require.NoError(t, err)
+
+	var steps [2]atomic.Int64
+	var conflicts atomic.Int64
+	for i := 0; i < 2; i++ {
+		e.start(t, projector.Config{Durable: "pair", ChunkBytes: 8 << 10, TailBytes: 2 << 10, Workers: 4,
+			OnStep: func(s projector.Step) { steps[i].Add(1); conflicts.Add(int64(s.Conflicts)) }})
+	}
+	e.start(t, projector.Config{Durable: "single", SnapshotBucket: "single_snapshots", IndexBucket: "single_threads",
+		ChunkBytes: 8 << 10, TailBytes: 2 << 10})
+
+	tr := newTraffic(3, "pair", 100)
+	start := time.Now()
+	for tr.events() < 10_000 {
+		tr.round(t, e.js, 50)
+	}
+	tr.verify(t, e, e.snaps, e.res.Snapshots, e.res.Index)
+	tr.verify(t, e, projector.NewSnapshots(single.Snapshots), single.Snapshots, single.Index)
+	t.Logf("%d events on %d threads in %s; steps per instance %d/%d, %d conflicts",
+		tr.events(), len(tr.threads), time.Since(start).Round(time.Millisecond), steps[0].Load(), steps[1].Load(), conflicts.Load())
+	require.NotZero(t, steps[0].Load())
+	require.NotZero(t, steps[1].Load())
+}

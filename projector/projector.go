@@ -1,0 +1,298 @@
+package projector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/convlog/convlog/events"
+)
+
+// Projector is the runner: it consumes the event stream with a durable
+// pull consumer shared by every instance and keeps each thread's snapshot
+// (head and chunks) and index entry up to date. See the package doc for the
+// scheme that keeps several instances correct.
+//
+// Create it with [New], start it with [Projector.Run]. Its methods are safe
+// for concurrent use.
+type Projector struct {
+	js       jetstream.JetStream
+	cfg      Config
+	log      *slog.Logger
+	subjects events.Subjects
+	ready    chan struct{}
+	started  atomic.Bool
+
+	// Bound by Run.
+	snaps    jetstream.KeyValue
+	index    jetstream.KeyValue
+	kvStream jetstream.Stream
+
+	mu      sync.Mutex
+	threads map[string]*threadState // threads with queued or running work
+	cache   *headCache
+}
+
+// threadState is one thread with triggers to process. At most one worker
+// processes it at a time (running).
+type threadState struct {
+	tenant, thread, subject string
+	msgs                    []jetstream.Msg
+	running                 bool
+}
+
+func (t *threadState) key() string { return t.tenant + "." + t.thread }
+
+// New returns a projector for the stream and buckets named in cfg, reached
+// through js. It validates cfg (returning every problem at once) but does
+// not contact the server: [Projector.Run] does.
+func New(js jetstream.JetStream, cfg Config) (*Projector, error) {
+	if js == nil {
+		return nil, errors.New("projector: New needs a JetStream handle")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	return &Projector{
+		js: js, cfg: cfg, log: cfg.Logger, subjects: events.Subjects{Prefix: cfg.SubjectPrefix},
+		ready: make(chan struct{}), threads: map[string]*threadState{}, cache: newHeadCache(cfg.CacheThreads),
+	}, nil
+}
+
+// Ready is closed once Run has bound the stream and buckets, created or
+// joined the durable consumer, and started consuming.
+func (p *Projector) Ready() <-chan struct{} { return p.ready }
+
+// Run projects until ctx is cancelled or a fatal error occurs. It may be
+// called once per Projector.
+//
+// Start-up: it looks up the stream, both buckets (they must exist: see
+// internal/provision or `agentd provision`) and creates or updates the
+// durable consumer cfg.Durable (filter "<prefix>.*.*", explicit ack,
+// deliver all), then closes Ready. Several instances (processes or
+// Projectors) with the same Durable share the work.
+//
+// Shutdown, when ctx is cancelled:
+//  1. stop pulling: the consumer subscription is drained, and the triggers
+//     already buffered are handed to the workers;
+//  2. abort projection steps in flight: their KV writes fail with ctx's
+//     error, which is safe at any point (see the package doc);
+//  3. nak every trigger not acked, so another instance (or the next start)
+//     gets it at once instead of after AckWait;
+//  4. wait for every goroutine it started, then return nil.
+//
+// Errors: a missing stream, bucket or consumer permission, or a server
+// whose max payload is too small for cfg.ChunkBytes, before Ready; after
+// Ready, Run returns only when the consumer subscription fails for good.
+func (p *Projector) Run(ctx context.Context) error {
+	if !p.started.CompareAndSwap(false, true) {
+		return errors.New("projector: Run called twice")
+	}
+	cons, err := p.bind(ctx)
+	if err != nil {
+		return err
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(min(512, p.cfg.MaxAckPending)))
+	if err != nil {
+		return fmt.Errorf("projector: consume %s/%s: %w", p.cfg.Stream, p.cfg.Durable, err)
+	}
+	work := make(chan *threadState)
+	var wg sync.WaitGroup
+	for range p.cfg.Workers {
+		wg.Go(func() { p.worker(ctx, work) })
+	}
+	stop := context.AfterFunc(ctx, it.Drain)
+	defer stop()
+	close(p.ready)
+	p.log.Info("projector running", "stream", p.cfg.Stream, "consumer", p.cfg.Durable, "workers", p.cfg.Workers)
+
+	var runErr error
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				if ctx.Err() == nil {
+					runErr = fmt.Errorf("projector: consumer %s/%s stopped: %w", p.cfg.Stream, p.cfg.Durable, err)
+				}
+				break
+			}
+			p.log.Warn("projector: consumer error", "err", err)
+			continue
+		}
+		p.dispatch(msg, work)
+	}
+	it.Stop()
+	close(work)
+	wg.Wait()
+	p.log.Info("projector stopped", "consumer", p.cfg.Durable)
+	return runErr
+}
+
+// bind looks up the stream and buckets and creates or joins the consumer.
+func (p *Projector) bind(ctx context.Context) (jetstream.Consumer, error) {
+	c := p.cfg
+	var errs []error
+	if _, err := p.js.Stream(ctx, c.Stream); err != nil {
+		errs = append(errs, fmt.Errorf("projector: stream %s: %w", c.Stream, err))
+	}
+	var err error
+	if p.snaps, err = p.js.KeyValue(ctx, c.SnapshotBucket); err != nil {
+		errs = append(errs, fmt.Errorf("projector: snapshot bucket %s: %w", c.SnapshotBucket, err))
+	}
+	if p.index, err = p.js.KeyValue(ctx, c.IndexBucket); err != nil {
+		errs = append(errs, fmt.Errorf("projector: index bucket %s: %w", c.IndexBucket, err))
+	}
+	if p.kvStream, err = p.js.Stream(ctx, "KV_"+c.SnapshotBucket); err != nil {
+		errs = append(errs, fmt.Errorf("projector: snapshot bucket stream KV_%s: %w", c.SnapshotBucket, err))
+	}
+	if mp := p.js.Conn().MaxPayload(); mp > 0 && mp < int64(2*c.ChunkBytes+64<<10) {
+		errs = append(errs, fmt.Errorf("projector: the server's max payload (%d bytes) is too small for ChunkBytes %d (needs 2*ChunkBytes+64 KiB)", mp, c.ChunkBytes))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	cons, err := p.js.CreateOrUpdateConsumer(ctx, c.Stream, jetstream.ConsumerConfig{
+		Durable:       c.Durable,
+		Description:   "convlog projector: triggers snapshot updates (shared by every instance)",
+		FilterSubject: p.subjects.StreamSubjects(),
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: c.MaxAckPending,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("projector: consumer %s on %s: %w", c.Durable, c.Stream, err)
+	}
+	return cons, nil
+}
+
+// dispatch queues msg on its thread and hands the thread to a worker if no
+// worker has it.
+func (p *Projector) dispatch(msg jetstream.Msg, work chan<- *threadState) {
+	tenant, thread, err := p.subjects.Parse(msg.Subject())
+	if err != nil {
+		// Only a raw publisher can put such a subject in the stream; it has
+		// no snapshot key. Nothing to project.
+		seq := uint64(0)
+		if md, e := msg.Metadata(); e == nil {
+			seq = md.Sequence.Stream
+		}
+		p.log.Warn("projector: skipping a message on a subject that is no thread", "subject", msg.Subject(), "seq", seq, "err", err)
+		_ = msg.Ack()
+		return
+	}
+	key := tenant + "." + thread
+	p.mu.Lock()
+	ts := p.threads[key]
+	if ts == nil {
+		ts = &threadState{tenant: tenant, thread: thread, subject: msg.Subject()}
+		p.threads[key] = ts
+	}
+	ts.msgs = append(ts.msgs, msg)
+	start := !ts.running
+	ts.running = true
+	p.mu.Unlock()
+	if start {
+		// Workers drain work until it is closed, also after ctx ends.
+		work <- ts
+	}
+}
+
+// worker processes threads until work is closed.
+func (p *Projector) worker(ctx context.Context, work <-chan *threadState) {
+	for ts := range work {
+		for {
+			p.mu.Lock()
+			msgs := ts.msgs
+			ts.msgs = nil
+			if len(msgs) == 0 {
+				ts.running = false
+				delete(p.threads, ts.key())
+				p.mu.Unlock()
+				break
+			}
+			p.mu.Unlock()
+			p.process(ctx, ts, msgs)
+		}
+	}
+}
+
+// process brings the thread's snapshot up to at least the highest trigger
+// sequence, then acks the triggers it covers.
+func (p *Projector) process(ctx context.Context, ts *threadState, msgs []jetstream.Msg) {
+	var target, behind uint64
+	seqs := make([]uint64, len(msgs))
+	delivered := uint64(0)
+	for i, m := range msgs {
+		if md, err := m.Metadata(); err == nil {
+			seqs[i] = md.Sequence.Stream
+			target = max(target, seqs[i])
+			behind = md.NumPending
+			delivered = max(delivered, md.NumDelivered)
+		}
+	}
+	if ctx.Err() != nil {
+		nakAll(msgs, 0)
+		return
+	}
+	version, err := p.project(ctx, ts, behind)
+	if err != nil {
+		if ctx.Err() != nil {
+			nakAll(msgs, 0)
+			return
+		}
+		delay := min(time.Duration(1<<min(delivered, 6))*50*time.Millisecond, 5*time.Second)
+		p.log.Error("projector: projection failed; will retry", "tenant", ts.tenant, "thread", ts.thread, "seq", target, "err", err, "retry_in", delay)
+		nakAll(msgs, delay)
+		return
+	}
+	var late []jetstream.Msg
+	for i, m := range msgs {
+		if seqs[i] <= version {
+			_ = m.Ack()
+		} else {
+			late = append(late, m)
+		}
+	}
+	if len(late) == 0 {
+		return
+	}
+	// The triggering event is not readable yet (a lagging replica served
+	// the read) or no longer (its subject was purged without an erasure
+	// marker after it). Retry a few times, then let it go: the log still
+	// has whatever is there, and the next event of the thread triggers a
+	// projection again.
+	if delivered >= 5 {
+		for _, m := range late {
+			p.log.Warn("projector: trigger not readable after retries; acked", "tenant", ts.tenant, "thread", ts.thread, "seq", seqOf(m), "version", version)
+			_ = m.Ack()
+		}
+		return
+	}
+	nakAll(late, time.Duration(delivered+1)*100*time.Millisecond)
+}
+
+func seqOf(m jetstream.Msg) uint64 {
+	if md, err := m.Metadata(); err == nil {
+		return md.Sequence.Stream
+	}
+	return 0
+}
+
+func nakAll(msgs []jetstream.Msg, delay time.Duration) {
+	for _, m := range msgs {
+		if delay > 0 {
+			_ = m.NakWithDelay(delay)
+		} else {
+			_ = m.Nak()
+		}
+	}
+}

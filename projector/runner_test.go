@@ -1,0 +1,213 @@
+package projector_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/projector"
+)
+
+func TestRunnerProjectsASimpleThread(t *testing.T) {
+	e := newEnv(t)
+	e.start(t, projector.Config{})
+	c := &clock{t: time.Unix(1700000000, 0)}
+	e.publish(t, c.ev("acme", "t1", events.ThreadCreated{Title: "hello"}))
+	e.publish(t, c.ev("acme", "t1", events.UserMessage{Content: events.Text("hi")}))
+	last := e.publish(t, c.ev("acme", "t1", events.AssistantMessage{Content: events.Text("hello!")}))
+	e.waitVersion(t, "acme", "t1", last)
+	snap, err := e.snaps.Load(context.Background(), "acme", "t1")
+	require.NoError(t, err)
+	require.Len(t, snap.State.Messages, 2)
+	requireSameState(t, e.fold(t, "acme", "t1"), snap.State)
+}
+
+// chunkKeys lists the chunk keys of a thread in the snapshot bucket.
+func (e *env) chunkKeys(t testing.TB, tenant, thread string) []string {
+	t.Helper()
+	lister, err := e.res.Snapshots.ListKeysFiltered(context.Background(), tenant+"."+thread+".c.>")
+	require.NoError(t, err)
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+func (e *env) chunkKeysWant(tenant, thread string, snap *projector.Snapshot) []string {
+	var keys []string
+	for _, c := range snap.Chunks {
+		keys = append(keys, projector.ChunkKey(tenant, thread, snap.Gen, c.First, c.Count))
+	}
+	return keys
+}
+
+func content512(i int) events.Content {
+	s := fmt.Sprintf("message %06d ", i)
+	return events.Text(s + strings.Repeat("x", 512-len(s)))
+}
+
+// A thread of 20,000 messages of 512 bytes spans many chunks and reads back
+// whole and in order; a reset starts a new generation and purges the old
+// chunks; a compaction that cuts deep into the chunks loads only what it
+// keeps and gives the same result as a fold of the whole stream.
+func TestLongThreadSpansChunksAndGenerations(t *testing.T) {
+	e := newEnv(t)
+	e.start(t, projector.Config{})
+	ctx := context.Background()
+	c := &clock{t: time.Unix(1700000000, 0)}
+	const tenant, thread = "long", "t1"
+
+	evs := []events.Event{c.ev(tenant, thread, events.ThreadCreated{})}
+	for i := 0; i < 20_000; i++ {
+		if i%2 == 0 {
+			evs = append(evs, c.ev(tenant, thread, events.UserMessage{Content: content512(i)}))
+		} else {
+			evs = append(evs, c.ev(tenant, thread, events.AssistantMessage{Content: content512(i)}))
+		}
+	}
+	seqs := e.publishAsync(t, evs)
+	e.waitVersion(t, tenant, thread, seqs[len(seqs)-1])
+	snap, err := e.snaps.Load(ctx, tenant, thread)
+	require.NoError(t, err)
+	require.Len(t, snap.State.Messages, 20_000)
+	for i, m := range snap.State.Messages {
+		require.Equal(t, content512(i), m.Content, "message %d", i)
+		require.Equal(t, seqs[i+1], m.Seq)
+	}
+	require.Greater(t, len(snap.Chunks), 20, "about 13 MB of history in chunks of 256 KiB")
+	require.Greater(t, snap.Bytes, 20_000*512)
+	require.EqualValues(t, 0, snap.Gen)
+	requireSameState(t, e.fold(t, tenant, thread), snap.State)
+	require.ElementsMatch(t, e.chunkKeysWant(tenant, thread, snap), e.chunkKeys(t, tenant, thread),
+		"every chunk the head names exists, merged small chunks are purged")
+	head, err := e.snaps.LoadHead(ctx, tenant, thread)
+	require.NoError(t, err)
+	require.Equal(t, 20_000, head.State.MessageCount())
+	require.Less(t, head.Bytes, 80<<10, "the head stays small")
+
+	// A reset mid-way: a new generation; the old one's chunks are purged.
+	evs = []events.Event{c.ev(tenant, thread, events.Reset{Reason: "new topic"})}
+	for i := 0; i < 5_000; i++ {
+		evs = append(evs, c.ev(tenant, thread, events.UserMessage{Content: content512(i)}))
+		evs = append(evs, c.ev(tenant, thread, events.AssistantMessage{Content: content512(i)}))
+	}
+	seqs = e.publishAsync(t, evs)
+	e.waitVersion(t, tenant, thread, seqs[len(seqs)-1])
+	snap, err = e.snaps.Load(ctx, tenant, thread)
+	require.NoError(t, err)
+	require.Len(t, snap.State.Messages, 10_000)
+	require.EqualValues(t, 1, snap.Gen)
+	requireSameState(t, e.fold(t, tenant, thread), snap.State)
+	require.ElementsMatch(t, e.chunkKeysWant(tenant, thread, snap), e.chunkKeys(t, tenant, thread))
+
+	// A compaction that keeps the newest 3,000 messages.
+	cut := seqs[2*3500] // the assistant message of pair 3499
+	last := e.publish(t, c.ev(tenant, thread, events.Compaction{UpToSeq: cut, Summary: events.Text("long story")}))
+	e.waitVersion(t, tenant, thread, last)
+	snap, err = e.snaps.Load(ctx, tenant, thread)
+	require.NoError(t, err)
+	require.Len(t, snap.State.Messages, 1+3_000)
+	require.Equal(t, "long story", snap.State.Messages[0].Content.String())
+	require.EqualValues(t, 2, snap.Gen)
+	requireSameState(t, e.fold(t, tenant, thread), snap.State)
+	require.ElementsMatch(t, e.chunkKeysWant(tenant, thread, snap), e.chunkKeys(t, tenant, thread))
+}
+
+// Erasure: after the subject is purged and the marker appended, the thread
+// has no messages, no chunks and no index entry; other threads are intact.
+func TestErasureRemovesChunksAndIndexEntry(t *testing.T) {
+	e := newEnv(t)
+	e.start(t, projector.Config{ChunkBytes: 4 << 10, TailBytes: 1 << 10})
+	ctx := context.Background()
+	c := &clock{t: time.Unix(1700000000, 0)}
+	var evs []events.Event
+	for _, th := range []string{"gone", "kept"} {
+		evs = append(evs, c.ev("acme", th, events.ThreadCreated{Title: th}))
+		for i := 0; i < 200; i++ {
+			evs = append(evs, c.ev("acme", th, events.UserMessage{Content: content512(i)}))
+			evs = append(evs, c.ev("acme", th, events.AssistantMessage{Content: content512(i)}))
+		}
+	}
+	seqs := e.publishAsync(t, evs)
+	e.waitVersion(t, "acme", "gone", seqs[400])
+	e.waitVersion(t, "acme", "kept", seqs[len(seqs)-1])
+	require.NotEmpty(t, e.chunkKeys(t, "acme", "gone"))
+	_, err := e.res.Index.Get(ctx, projector.IndexKey("acme", "gone"))
+	require.NoError(t, err)
+
+	require.NoError(t, e.res.Stream.Purge(ctx, jetstream.WithPurgeSubject("conv.acme.gone")))
+	marker := e.publish(t, c.ev("acme", "gone", events.Erased{RemovedEvents: 401, LastSeq: seqs[400], Reason: "user request"}))
+	e.waitVersion(t, "acme", "gone", marker)
+
+	snap, err := e.snaps.Load(ctx, "acme", "gone")
+	require.NoError(t, err)
+	require.True(t, snap.State.Erased)
+	require.Empty(t, snap.State.Messages)
+	require.Empty(t, e.chunkKeys(t, "acme", "gone"))
+	_, err = e.res.Index.Get(ctx, projector.IndexKey("acme", "gone"))
+	require.ErrorIs(t, err, jetstream.ErrKeyNotFound)
+
+	kept, err := e.snaps.Load(ctx, "acme", "kept")
+	require.NoError(t, err)
+	require.Len(t, kept.State.Messages, 400)
+	_, err = e.res.Index.Get(ctx, projector.IndexKey("acme", "kept"))
+	require.NoError(t, err)
+}
+
+// The index holds one summary per thread that follows the thread.
+func TestIndexSummarizesEveryThread(t *testing.T) {
+	e := newEnv(t)
+	e.start(t, projector.Config{})
+	ctx := context.Background()
+	c := &clock{t: time.Unix(1700000000, 0)}
+	e.publish(t, c.ev("acme", "a", events.ThreadCreated{Owner: "u1", Agent: "bot", Title: "A", Metadata: map[string]string{"k": "v"}}))
+	e.publish(t, c.ev("acme", "a", events.UserMessage{Content: events.Text("hi")}))
+	e.publish(t, c.ev("acme", "a", events.AssistantMessage{ToolCalls: []events.ToolCall{{ID: "x", Name: "f", Arguments: "{}"}}}))
+	last := e.publish(t, c.ev("acme", "a", events.Deleted{}))
+	e.publish(t, c.ev("acme", "b", events.UserMessage{Content: events.Text("no thread")}))
+	lastB := e.publish(t, c.ev("acme", "b", events.ThreadCreated{Title: "B"}))
+	e.waitVersion(t, "acme", "a", last)
+	e.waitVersion(t, "acme", "b", lastB)
+
+	entry, err := e.res.Index.Get(ctx, projector.IndexKey("acme", "a"))
+	require.NoError(t, err)
+	sum, err := projector.UnmarshalSummary(entry.Value())
+	require.NoError(t, err)
+	require.Equal(t, projector.Summary{Tenant: "acme", Thread: "a", Owner: "u1", Agent: "bot", Title: "A",
+		Metadata: map[string]string{"k": "v"}, CreatedAt: time.Unix(1700000000, 1e6).UTC(), UpdatedAt: time.Unix(1700000000, 4e6).UTC(),
+		Version: last, Messages: 2, Pending: 1, Deleted: true}, sum)
+
+	entry, err = e.res.Index.Get(ctx, projector.IndexKey("acme", "b"))
+	require.NoError(t, err)
+	sum, err = projector.UnmarshalSummary(entry.Value())
+	require.NoError(t, err)
+	require.Equal(t, "B", sum.Title)
+	require.EqualValues(t, 1, sum.Rejected)
+	require.Equal(t, lastB, sum.Version)
+}
+
+func TestSnapshotsReportMissingThreadsAndBadIDs(t *testing.T) {
+	e := newEnv(t)
+	_, err := e.snaps.Load(context.Background(), "acme", "nope")
+	require.ErrorIs(t, err, projector.ErrNoSnapshot)
+	_, err = e.snaps.LoadHead(context.Background(), "acme", "nope")
+	require.ErrorIs(t, err, projector.ErrNoSnapshot)
+	_, err = e.snaps.Load(context.Background(), "acme", "a.b")
+	require.ErrorIs(t, err, events.ErrInvalidID)
+}
+
+func TestConfigValidateReportsEveryProblem(t *testing.T) {
+	require.NoError(t, projector.Config{}.Validate())
+	err := projector.Config{ChunkBytes: 10, TailBytes: 1, Workers: -1, SnapshotBucket: "x", IndexBucket: "x", AckWait: time.Millisecond}.Validate()
+	require.Error(t, err)
+	for _, want := range []string{"ChunkBytes", "TailBytes", "Workers", "buckets", "AckWait"} {
+		require.ErrorContains(t, err, want)
+	}
+}
