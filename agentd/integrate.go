@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -11,8 +11,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/convlog/convlog/agent/model"
+	"github.com/convlog/convlog/agent/tools"
 	"github.com/convlog/convlog/agentd/worker"
 	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/projector"
 )
 
@@ -42,11 +44,71 @@ func newHTTPHandler(ctx context.Context, cl *client.Client, cn *conn, f *serveFl
 }
 
 func buildOpenAI(s agentSpec) (model.Provider, error) {
-	return nil, errors.New("openai provider not wired yet")
+	key, err := apiKey(s)
+	if err != nil {
+		return nil, err
+	}
+	cfg := model.DefaultOpenAIConfig()
+	cfg.APIKey, cfg.Model = key, s.Model
+	if s.BaseURL != "" {
+		cfg.BaseURL = s.BaseURL
+	}
+	return model.NewOpenAI(cfg)
 }
 
+// buildTools returns the built-in tools named (all of them when names is
+// empty) as a worker tool set.
 func buildTools(names []string) (worker.Tools, error) {
-	return nil, nil
+	reg, err := tools.NewRegistry(tools.Config{})
+	if err != nil {
+		return nil, err
+	}
+	all := tools.Builtins(nil)
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	for _, t := range all {
+		if len(names) == 0 || want[t.Name] {
+			if err := reg.Register(t); err != nil {
+				return nil, err
+			}
+			delete(want, t.Name)
+		}
+	}
+	if len(want) > 0 {
+		var unknown []string
+		for n := range want {
+			unknown = append(unknown, n)
+		}
+		return nil, fmt.Errorf("unknown tool(s) %v (built-in: clock, calculator, kv_get, kv_set)", unknown)
+	}
+	return toolSet{reg: reg}, nil
+}
+
+// toolSet adapts a tools.Registry to worker.Tools.
+type toolSet struct{ reg *tools.Registry }
+
+func (t toolSet) Specs() []model.Tool {
+	specs := t.reg.Specs()
+	out := make([]model.Tool, len(specs))
+	for i, s := range specs {
+		out[i] = model.Tool(s)
+	}
+	return out
+}
+
+func (t toolSet) Run(ctx context.Context, call events.ToolCall, env worker.Env) events.ToolResult {
+	return t.reg.Run(ctx, call, tools.Env{Tenant: env.Tenant(), Thread: env.Thread(), State: envState{env}})
+}
+
+// envState exposes the worker's turn state to tools.
+type envState struct{ env worker.Env }
+
+func (s envState) Get(key string) (json.RawMessage, bool) { return s.env.Get(key) }
+func (s envState) Set(key string, value json.RawMessage) error {
+	s.env.Set(key, value)
+	return nil
 }
 
 // startLocalProjector runs the projector in this process (import with

@@ -33,6 +33,7 @@ type serveFlags struct {
 	APIKeysFile string
 	AllowOpen   bool
 	TokenDelay  time.Duration
+	AckWait     time.Duration
 }
 
 func newServeCmd(lf *logFlags) *cobra.Command {
@@ -76,6 +77,7 @@ CONVLOG_OPENAI_API_KEY, CONVLOG_LOG_FORMAT, CONVLOG_LOG_LEVEL.`,
 	fs.StringVar(&f.APIKeysFile, "api-keys-file", "", "file of tenant:key lines enabling bearer auth (or env CONVLOG_API_KEYS)")
 	fs.BoolVar(&f.AllowOpen, "insecure-no-auth", false, "allow a non-loopback --http-addr without API keys")
 	fs.DurationVar(&f.TokenDelay, "token-delay", 0, "offline model: pause between streamed tokens (demo pacing)")
+	fs.DurationVar(&f.AckWait, "worker-ack-wait", 30*time.Second, "time before work held by a crashed worker is redelivered")
 	return cmd
 }
 
@@ -214,7 +216,7 @@ func runServe(parent context.Context, cmd *cobra.Command, f *serveFlags, logger 
 		for n := range agents {
 			agentNames = append(agentNames, n)
 		}
-		pool, err := worker.New(cl, cn.NC, worker.Config{Agents: agents, Consumer: f.Consumer, Concurrency: f.Workers,
+		pool, err := worker.New(cl, cn.NC, worker.Config{Agents: agents, Consumer: f.Consumer, Concurrency: f.Workers, AckWait: f.AckWait,
 			Logger: logger.With("component", "worker"), OnTurn: m.onTurn})
 		if err != nil {
 			return err

@@ -13,16 +13,17 @@
 //
 // A worker builds a [Request] from the thread (system prompt, projected
 // history, offered tools) and calls [Provider.Generate]. While the model
-// generates, Generate passes [Delta]s (content, reasoning or tool-call
-// fragments) to the callback, which the worker forwards to the thread's live
-// delta subject. The returned [Response] is the complete assistant turn; its
-// [Response.AssistantMessage] is the payload of the durable event. Deltas are
-// provisional: a failed or retried Generate streams again from the start.
+// generates, Generate passes each [Delta] (a content, reasoning or
+// tool-call fragment) to the callback, which the worker forwards to the
+// thread's live delta subject. The returned [Response] is the complete
+// assistant turn; its [Response.AssistantMessage] is the payload of the
+// durable event. Deltas are provisional: a failed or retried Generate
+// streams again from the start.
 //
 // Folding every delta of one Generate call with an [Accumulator] gives
 // exactly the Response's text, reasoning and tool calls; the conformance
 // suite in agent/model/modeltest checks this for every provider.
 //
-// This package depends on events and the openai-go SDK only; it never
-// imports NATS.
+// This package depends on events, the openai-go SDK and the recording
+// matcher in agent/internal only; it never imports NATS.
 package model

@@ -19,6 +19,8 @@ var (
 // DivergedError says where a history left a [Replay] recording. It wraps
 // [ErrDiverged].
 type DivergedError struct {
+	// Thread is Request.Thread.
+	Thread string
 	// Recording is the conversation id of the recording ("" if it has none).
 	Recording string
 	// HistoryIndex is the index of the first differing message in
@@ -37,7 +39,7 @@ func (e *DivergedError) Error() string {
 	if e.RecordingIndex < 0 {
 		at = "past the end of the recording"
 	}
-	return fmt.Sprintf("model: replay %q: history message %d (%s) diverged: %s", e.Recording, e.HistoryIndex, at, e.Reason)
+	return fmt.Sprintf("model: replay %q, thread %s: history message %d (%s) diverged: %s", e.Recording, e.Thread, e.HistoryIndex, at, e.Reason)
 }
 
 // Unwrap returns [ErrDiverged].
@@ -51,6 +53,8 @@ type APIError struct {
 	Provider string
 	// Model is the model that was asked.
 	Model string
+	// Thread is Request.Thread.
+	Thread string
 	// StatusCode is the HTTP status, 0 when there was no response or the
 	// failure came after a 200 (in the stream).
 	StatusCode int
@@ -68,7 +72,7 @@ type APIError struct {
 
 // Error implements error.
 func (e *APIError) Error() string {
-	s := fmt.Sprintf("model: %s model %q: ", e.Provider, e.Model)
+	s := fmt.Sprintf("model: %s model %q, thread %s: ", e.Provider, e.Model, e.Thread)
 	if e.StatusCode != 0 {
 		s += fmt.Sprintf("HTTP %d: ", e.StatusCode)
 	}

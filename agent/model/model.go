@@ -15,8 +15,8 @@ import (
 // Generate has returned; onDelta must not block for long, since it holds up
 // the stream.
 //
-// Errors: when ctx is done before Generate returns, the error is ctx.Err()
-// itself (match with errors.Is). Other errors are provider specific and
+// Errors: when ctx is done while Generate runs, the error is ctx.Err()
+// itself (match with errors.Is) and no delta follows the cancellation. Other errors are provider specific and
 // wrapped with what failed; [IsRetryable] says whether calling again with
 // the same request may succeed. A Response is only valid when err is nil.
 //

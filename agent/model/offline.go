@@ -78,7 +78,9 @@ func (c OfflineConfig) Validate() error {
 //   - Otherwise (no tool applies): an echo reply, `You said: "...". This
 //     thread has N messages: ...`, with a hint listing what to try when it is
 //     the thread's first user message and tools are offered.
-//   - An empty history gets a greeting.
+//   - The last message is an assistant text turn (a worker does not ask
+//     then): as for the last user message.
+//   - A history without a user message gets a greeting.
 //
 // The reasoning, then the content, is streamed word by word through
 // onDelta, then each tool call as two fragments (id and name, then the
@@ -139,6 +141,8 @@ func offlineReply(req Request) Response {
 	case msgs[last].Role == events.RoleTool,
 		msgs[last].Role == events.RoleAssistant && len(msgs[last].ToolCalls) > 0:
 		r.Content = events.Text(answerResults(msgs[:last+1]))
+	case lastUser(msgs) < 0:
+		r.Content = events.Text(greeting(req.Tools))
 	default:
 		u := lastUser(msgs)
 		calls, why := userIntents(msgs[u].Content.String(), offered(req.Tools))
@@ -166,7 +170,7 @@ func lastUser(msgs []events.Message) int {
 			return i
 		}
 	}
-	return len(msgs) - 1
+	return -1
 }
 
 func offered(ts []Tool) map[string]bool {

@@ -204,11 +204,11 @@ func (p *OpenAI) Generate(ctx context.Context, req Request, onDelta func(Delta))
 		return Response{}, err
 	}
 	apiErr := func(status int, retryable bool, err error, format string, args ...any) error {
-		return &APIError{Provider: "openai", Model: modelName, StatusCode: status, Retryable: retryable,
+		return &APIError{Provider: "openai", Model: modelName, Thread: req.Thread, StatusCode: status, Retryable: retryable,
 			Message: fmt.Sprintf(format, args...), Err: err}
 	}
 	if err := stream.Err(); err != nil {
-		return Response{}, p.classify(ctx, modelName, err)
+		return Response{}, p.classify(ctx, modelName, req.Thread, err)
 	}
 	if !st.sawChoice {
 		return Response{}, apiErr(0, true, nil, "the stream ended without a choice")
@@ -261,8 +261,8 @@ func (p *OpenAI) params(req Request, modelName string) (openai.ChatCompletionNew
 }
 
 // classify turns a stream error into an *APIError.
-func (p *OpenAI) classify(ctx context.Context, modelName string, err error) error {
-	ae := &APIError{Provider: "openai", Model: modelName, Err: err, Message: err.Error()}
+func (p *OpenAI) classify(ctx context.Context, modelName, thread string, err error) error {
+	ae := &APIError{Provider: "openai", Model: modelName, Thread: thread, Err: err, Message: err.Error()}
 	var oe *openai.Error
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,7 +32,9 @@ func TestOpenAIConformance(t *testing.T) {
 		modeltest.Options{Deterministic: true})
 }
 
-func userMsg(s string) events.Message { return events.Message{Role: events.RoleUser, Content: events.Text(s)} }
+func userMsg(s string) events.Message {
+	return events.Message{Role: events.RoleUser, Content: events.Text(s)}
+}
 
 var calcTool = model.Tool{Name: "calculator", Description: "Evaluates arithmetic.",
 	Parameters: json.RawMessage(`{"type":"object","properties":{"expression":{"type":"string"}},"required":["expression"]}`)}
@@ -277,7 +280,7 @@ func TestOpenAIErrors(t *testing.T) {
 			require.Equal(t, c.retryable, ae.Retryable, "%v", err)
 			require.Equal(t, c.retryable, model.IsRetryable(err))
 			require.Contains(t, err.Error(), c.message)
-			require.Contains(t, err.Error(), `"fake-model"`, "the error names the model")
+			require.Contains(t, err.Error(), `"fake-model", thread t1`, "the error names the model and the thread")
 			require.Equal(t, c.requests, f.count())
 		})
 	}
@@ -308,21 +311,23 @@ func TestOpenAICancelWhileTheServerIsStillStreaming(t *testing.T) {
 	disconnected := make(chan struct{})
 	script(f, func(w http.ResponseWriter, r *http.Request, req fakeRequest) {
 		s := newSSE(w)
-		s.chunk("m", map[string]any{"content": "Hello"})
+		s.chunk("m", map[string]any{"reasoning_content": "Hmm.", "content": "Hello"})
 		<-r.Context().Done()
 		close(disconnected)
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
+	var deltas atomic.Int32
 	go func() {
 		_, err := newOpenAI(t, f, nil).Generate(ctx, model.Request{Messages: []events.Message{userMsg("x")}},
-			func(model.Delta) { cancel() })
+			func(model.Delta) { deltas.Add(1); cancel() })
 		done <- err
 	}()
 	select {
 	case err := <-done:
 		require.ErrorIs(t, err, context.Canceled)
+		require.Equal(t, int32(1), deltas.Load(), "no delta after cancel, not even from the same chunk")
 	case <-time.After(modeltest.Prompt):
 		t.Fatal("Generate did not return after cancel")
 	}

@@ -23,6 +23,9 @@ type ReplayConfig struct {
 	TokenDelay time.Duration
 }
 
+// DefaultReplayConfig returns the configuration the zero value stands for.
+func DefaultReplayConfig() ReplayConfig { return ReplayConfig{Model: DefaultReplayModel} }
+
 // Validate reports every problem with c.
 func (c ReplayConfig) Validate() error {
 	var errs []error
@@ -105,7 +108,7 @@ func (p *Replay) Generate(ctx context.Context, req Request, onDelta func(Delta))
 	if err != nil {
 		var mm *recording.Mismatch
 		if errors.As(err, &mm) {
-			return Response{}, &DivergedError{Recording: p.rec.ID, HistoryIndex: mm.HistoryIndex,
+			return Response{}, &DivergedError{Thread: req.Thread, Recording: p.rec.ID, HistoryIndex: mm.HistoryIndex,
 				RecordingIndex: mm.RecordingIndex, Reason: mm.Reason}
 		}
 		return Response{}, fmt.Errorf("model: replay %q: %w", p.rec.ID, err)

@@ -83,7 +83,7 @@ func TestReplayErrorsSayWhereTheHistoryDiverged(t *testing.T) {
 		{name: "a different assistant text", msgs: []events.Message{userMsg("Hello, how are you?"), {Role: events.RoleAssistant, Content: events.Text("Bad.")}},
 			histIdx: 1, recIdx: 2, reason: "assistant text differs"},
 		{name: "a different role", msgs: append(append([]events.Message{}, ok1...), events.Message{Role: events.RoleAssistant, Content: events.Text("x")}),
-			histIdx: 2, recIdx: 3, reason: "the history has a assistant message, the recording a user message"},
+			histIdx: 2, recIdx: 3, reason: `the history has a message with role "assistant", the recording one with role "user"`},
 		{name: "a different tool call", msgs: append(append([]events.Message{}, ok1...), userMsg("What is 6*7?"),
 			events.Message{Role: events.RoleAssistant, ToolCalls: []events.ToolCall{{ID: "call_1", Name: "calculator", Arguments: `{"expression":"6*8"}`}}}),
 			histIdx: 3, recIdx: 4, reason: "tool call 0 differs"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -73,7 +74,7 @@ func TestWorkersAnswerEveryUserMessageOnce(t *testing.T) {
 		go func() { defer wg.Done(); _ = p.Run(ctx) }()
 		<-p.Ready()
 	}
-	const threads, msgs = 40, 3
+	const threads, msgs = 200, 5
 	var ids []string
 	for i := 0; i < threads; i++ {
 		_, th, _, err := c.CreateThread(ctx, client.CreateOptions{ThreadCreated: events.ThreadCreated{Agent: "demo"}})
@@ -118,4 +119,59 @@ func TestWorkersAnswerEveryUserMessageOnce(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
+}
+
+// A worker cancelled at 20 random points of turns with tool calls: after
+// another worker takes over, every user message has exactly one complete
+// answer, every tool call exactly one result, and nothing was rejected.
+func TestWorkerCancelledAtRandomPointsAnswersOnce(t *testing.T) {
+	c, s, _ := setup(t)
+	slow, err := model.NewOffline(model.OfflineConfig{TokenDelay: 200 * time.Microsecond})
+	require.NoError(t, err)
+	agents := map[string]*worker.Agent{"demo": {Provider: slow, Tools: clockTools{}}}
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 20; i++ {
+		_, th, v, err := c.CreateThread(ctx, client.CreateOptions{ThreadCreated: events.ThreadCreated{Agent: "demo"}})
+		require.NoError(t, err)
+		pctx, cancel := context.WithCancel(ctx)
+		p, err := worker.New(c, s.NC, worker.Config{Agents: agents, Consumer: "kill-test", AckWait: time.Second})
+		require.NoError(t, err)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = p.Run(pctx) }()
+		<-p.Ready()
+		_, err = c.Append(ctx, "default", th, []events.Event{{Payload: events.UserMessage{Content: events.Text("what time is it? tell me the time now")}}}, client.ExpectVersion(v))
+		require.NoError(t, err)
+		time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond) // the random kill point
+		cancel()
+		<-done
+		// Another worker takes over.
+		p2, err := worker.New(c, s.NC, worker.Config{Agents: agents, Consumer: "kill-test", AckWait: time.Second})
+		require.NoError(t, err)
+		p2ctx, cancel2 := context.WithCancel(ctx)
+		done2 := make(chan struct{})
+		go func() { defer close(done2); _ = p2.Run(p2ctx) }()
+		require.Eventually(t, func() bool {
+			got, err := c.Get(ctx, "default", th, client.Consistent())
+			if err != nil {
+				return false
+			}
+			u, f, ok := finalAnswers(got)
+			return ok && u == 1 && f == 1
+		}, 30*time.Second, 5*time.Millisecond, "round %d", i)
+		cancel2()
+		<-done2
+		got, err := c.Get(ctx, "default", th, client.Consistent())
+		require.NoError(t, err)
+		require.Zero(t, got.RejectedCount)
+		require.Empty(t, got.Pending)
+		calls, results := 0, 0
+		for _, m := range got.Messages {
+			calls += len(m.ToolCalls)
+			if m.Role == events.RoleTool {
+				results++
+			}
+		}
+		require.Equal(t, calls, results)
+	}
 }

@@ -109,7 +109,7 @@ func (r *Recording) OriginalIndex(pos int) int {
 // differ returns why h does not match the recorded message m, or "".
 func differ(h, m events.Message) string {
 	if h.Role != m.Role {
-		return fmt.Sprintf("the history has a %s message, the recording a %s message", h.Role, m.Role)
+		return fmt.Sprintf("the history has a message with role %q, the recording one with role %q", h.Role, m.Role)
 	}
 	switch h.Role {
 	case events.RoleUser:

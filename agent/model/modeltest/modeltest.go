@@ -11,7 +11,8 @@
 // ctx makes Generate return promptly with ctx.Err(), also when cancelled
 // while streaming; 8 concurrent Generates; and, when the provider says so,
 // determinism. Every response must be a valid assistant-message event
-// (events.Event.Validate).
+// (events.Event.Validate). The provider must stream at least one delta for
+// the text prompt (the cancellation test cancels from the first one).
 package modeltest
 
 import (
