@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/convlog/convlog/agent/model"
 	"github.com/convlog/convlog/agent/tools"
+	"github.com/convlog/convlog/agentd/httpapi"
 	"github.com/convlog/convlog/agentd/worker"
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
@@ -39,8 +39,27 @@ func newProjector(cl *client.Client, cn *conn, f *serveFlags, logger *slog.Logge
 	return projector.New(cl.JetStream(), cfg)
 }
 
-func newHTTPHandler(ctx context.Context, cl *client.Client, cn *conn, f *serveFlags, logger *slog.Logger, agents []string) (http.Handler, error) {
-	return http.NotFoundHandler(), nil
+// newHTTPHandler builds the HTTP API (REST, SSE, OpenAI-compatible chat)
+// with auth from --api-keys-file or CONVLOG_API_KEYS (off when neither is
+// set: the loopback demo).
+func newHTTPHandler(ctx context.Context, cl *client.Client, cn *conn, f *serveFlags, logger *slog.Logger, agents []string, m *metrics) (*httpapi.Server, error) {
+	auth := httpapi.Auth{Disabled: true}
+	if f.APIKeysFile != "" {
+		keys, err := httpapi.LoadKeys(f.APIKeysFile)
+		if err != nil {
+			return nil, err
+		}
+		auth = httpapi.Auth{Keys: keys}
+	} else if keys, ok, err := httpapi.KeysFromEnv("CONVLOG_API_KEYS"); err != nil {
+		return nil, err
+	} else if ok {
+		auth = httpapi.Auth{Keys: keys}
+	}
+	cfg := httpapi.Config{Client: cl, NC: cn.NC, Logger: logger.With("component", "http"), Agents: agents, Auth: auth}
+	if m != nil {
+		cfg.Hooks = m.httpHooks()
+	}
+	return httpapi.New(cfg)
 }
 
 func buildOpenAI(s agentSpec) (model.Provider, error) {

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/convlog/convlog/agentd/httpapi"
 	"github.com/convlog/convlog/agentd/worker"
 )
 
@@ -16,6 +19,9 @@ type metrics struct {
 	projected      prometheus.Counter
 	rejections     *prometheus.CounterVec
 	projectorError prometheus.Counter
+	httpRequests   *prometheus.HistogramVec
+	httpDropped    *prometheus.CounterVec
+	chats          *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -37,6 +43,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		projectorError: prometheus.NewCounter(prometheus.CounterOpts{Name: "convlog_projector_errors_total",
 			Help: "Projector errors (retried)."}),
 	}
+	m.httpRequests = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "convlog_http_request_seconds",
+		Help: "HTTP API request duration by route and status (streams: their lifetime).", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)},
+		[]string{"route", "status"})
+	m.httpDropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "convlog_http_stream_dropped_total",
+		Help: "Streaming clients dropped because they were too slow."}, []string{"route"})
+	m.chats = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "convlog_chat_completions_total",
+		Help: "OpenAI-compatible chat completions by agent, conversation key tier and outcome."}, []string{"agent", "tier", "outcome"})
+	reg.MustRegister(m.httpRequests, m.httpDropped, m.chats)
 	reg.MustRegister(m.turns, m.turnSeconds, m.turnConflicts, m.projectionLag, m.projected, m.rejections, m.projectorError)
 	return m
 }
@@ -45,4 +59,16 @@ func (m *metrics) onTurn(r worker.TurnResult) {
 	m.turns.WithLabelValues(r.Agent, r.Outcome).Inc()
 	m.turnSeconds.WithLabelValues(r.Agent).Observe(r.Took.Seconds())
 	m.turnConflicts.Add(float64(r.Conflicts))
+}
+
+func (m *metrics) httpHooks() httpapi.Hooks {
+	return httpapi.Hooks{
+		Request: func(r httpapi.RequestInfo) {
+			m.httpRequests.WithLabelValues(r.Route, strconv.Itoa(r.Status)).Observe(r.Took.Seconds())
+		},
+		StreamDropped: func(d httpapi.StreamDrop) { m.httpDropped.WithLabelValues(d.Route).Inc() },
+		Chat: func(c httpapi.ChatInfo) {
+			m.chats.WithLabelValues(c.Agent, strconv.Itoa(int(c.Tier)), c.Outcome).Inc()
+		},
+	}
 }

@@ -223,25 +223,21 @@ func runServe(parent context.Context, cmd *cobra.Command, f *serveFlags, logger 
 		}
 		start("workers", pool.Run)
 		logger.Info("agent workers started", "concurrency", f.Workers, "agents", agentNames)
-	} else if f.AgentsFile != "" || true {
+	} else {
 		agentNames, _ = agentNamesFor(f)
 	}
 	// 5. HTTP
 	var srv *http.Server
+	var apiSrv interface{ Shutdown(context.Context) error }
 	if f.HTTPAddr != "" {
-		h, err := newHTTPHandler(ctx, cl, cn, f, logger, agentNames)
+		api, err := newHTTPHandler(ctx, cl, cn, f, logger, agentNames, m)
 		if err != nil {
 			return err
 		}
+		apiSrv = api
+		h := api.Handler()
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-			if !cn.NC.IsConnected() {
-				http.Error(w, "NATS disconnected", http.StatusServiceUnavailable)
-				return
-			}
-			fmt.Fprintln(w, "ok")
-		})
 		mux.Handle("/", h)
 		ln, err := net.Listen("tcp", f.HTTPAddr)
 		if err != nil {
@@ -269,6 +265,9 @@ func runServe(parent context.Context, cmd *cobra.Command, f *serveFlags, logger 
 	sctx, scancel := context.WithTimeout(context.Background(), f.Grace)
 	defer scancel()
 	if srv != nil {
+		if apiSrv != nil {
+			_ = apiSrv.Shutdown(sctx) // ends SSE streams so Shutdown does not wait for them
+		}
 		_ = srv.Shutdown(sctx)
 	}
 	cancelRun()

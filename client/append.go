@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
@@ -24,13 +26,34 @@ const MaxTurnEvents = 1000
 // JetStream error codes convlog handles. Source: nats-server errors.json,
 // measured on v2.15.2 (shared/research/nats_jetstream_facts.md §1.2, §3.1).
 const (
-	errCodeWrongLastSeq         = 10071 // wrong last sequence: N
-	errCodeWrongLastSeqConstant = 10164 // wrong last sequence (R>1, write in flight)
-	errCodeDupInProcess         = 10158 // duplicate message id is in process
-	errCodeExpectedNotReady     = 10163 // expected last seq per subject temporarily unavailable
-	errCodeTooManyRequests      = 10167 // stream ingest queue full
-	errCodeBatchDuplicate       = 10201 // atomic batch contains duplicate message id
+	errCodeMsgNotFound          = 10037 // no message found (last_by_subj on an empty subject)
 	errCodeMsgTooLarge          = 10054 // message exceeds maximum
+	errCodeWrongLastSeq         = 10071 // wrong last sequence: N
+	errCodeDupInProcess         = 10158 // duplicate message id is in process (R>1)
+	errCodeExpectedNotReady     = 10163 // expected last seq per subject temporarily unavailable
+	errCodeWrongLastSeqConstant = 10164 // wrong last sequence (R>1, a write to the subject is in flight)
+	errCodeTooManyRequests      = 10167 // stream ingest queue full
+	errCodeBatchIncomplete      = 10176 // atomic batch incomplete (abandoned): nothing stored
+	errCodeBatchDuplicate       = 10201 // atomic batch contains duplicate message id
+	errCodeBatchTooManyInflight = 10210 // too many atomic batches in flight
+)
+
+const (
+	// inFlightRetries bounds how often a publish answered with 10164 (R>1:
+	// another write to the thread is being replicated) is repeated before
+	// it is reported as a conflict. The repeat settles it: the other write
+	// either lands (10071 with the real version) or fails (ours lands).
+	inFlightRetries = 4
+	// minAttemptTimeout is the least time one publish attempt waits for its
+	// ack; see attemptTimeout.
+	minAttemptTimeout = 250 * time.Millisecond
+	// idTimeSkew is how much earlier than its id's UUIDv7 time an event may
+	// have been stored (writer clock ahead of the server's), for the search
+	// by id time.
+	idTimeSkew = 30 * time.Second
+	// dupSettle bounds the wait for events the server reported as
+	// duplicates (10201) to become readable.
+	dupSettle = 2 * time.Second
 )
 
 // AppendOption configures one Append.
@@ -61,8 +84,10 @@ func AnyVersion() AppendOption {
 // AppendResult is what an Append stored.
 type AppendResult struct {
 	Tenant, Thread string
-	// Version is the thread version after the append (the sequence of its
-	// last event).
+	// Version is the thread version after the append: the sequence of the
+	// last appended event. When Duplicate is set it is the sequence of the
+	// last event as stored by the earlier attempt (the thread may have
+	// moved on since).
 	Version uint64
 	// Events are the appended events with their sequences, ids, times and
 	// producers filled in. Pass the same events to retry an ambiguous
@@ -87,32 +112,52 @@ type AppendResult struct {
 // projector.ErrRejected), and nothing is published.
 //
 // Idempotency (invariant 4): the event id is the Nats-Msg-Id. A retry of
-// the same events, inside or outside the server's duplicate window, on R1 or
-// replicated streams, returns the original sequences with Duplicate set.
+// the same events returns the original sequences with Duplicate set and
+// stores nothing:
+//   - with [ExpectVersion] (the version the first attempt used), inside or
+//     outside the server's duplicate window, on R1 and replicated streams:
+//     the server's duplicate ack, or its version conflict (which is what R1
+//     streams answer, as they check the version before the id) resolved by
+//     reading the events right after the expected version;
+//   - with [AnyVersion], inside the window (the server's duplicate check),
+//     and outside it when the ids are UUIDv7 (the default): an event whose
+//     id is older than half the window is first looked up on the thread
+//     from its id's time.
 //
-// Errors: *events.ValidationError / *events.IDError (bad event or id),
-// *TooLargeError, *projector.RejectionError, *ConflictError, [ErrClosed],
-// ctx errors. Transient server errors (timeouts, no responders, 10158,
-// 10163, 10167, leader changes) are retried with backoff up to
-// Config.MaxRetries; if they persist the error is returned and the outcome
-// is ambiguous: retry with the same events (AppendResult is not available
-// then, but evs with ids you set are).
+// Errors: [ErrInvalidAppend] (no version option, no events, more than
+// [MaxTurnEvents]); *events.IDError (bad tenant or thread id);
+// *events.ValidationError (bad event, including an event whose tenant or
+// thread differs from the arguments); *TooLargeError;
+// *projector.RejectionError; *ConflictError (not retryable as is: reload,
+// re-decide, append with the new version); [ErrClosed]; ctx errors.
+//
+// Transient server errors are retried with backoff, each attempt waiting
+// at most a quarter of Config.Timeout (at least 250 ms) for its ack, up to
+// Config.MaxRetries times: timeouts, no responders (no stream leader),
+// disconnects, 10158 (same id in flight), 10163, 10167, 10176 (abandoned
+// batch), 10210 (too many batches in flight) and any 503/429 answer (leader
+// changes). If they persist, or ctx ends while an attempt is in flight, the
+// error is returned and the outcome is ambiguous: append the same events
+// (AppendResult.Events of the failed call is empty, so set event ids
+// yourself if you need to retry) to learn it.
 func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events.Event, opts ...AppendOption) (AppendResult, error) {
 	if err := c.check(); err != nil {
 		return AppendResult{}, err
 	}
 	var o appendOptions
 	for _, opt := range opts {
-		opt(&o)
+		if opt != nil {
+			opt(&o)
+		}
 	}
 	if !o.hasExpect && !o.any {
-		return AppendResult{}, errors.New("client: Append needs client.ExpectVersion(v) or client.AnyVersion()")
+		return AppendResult{}, fmt.Errorf("%w: pass client.ExpectVersion(v) or client.AnyVersion()", ErrInvalidAppend)
 	}
 	if len(evs) == 0 {
-		return AppendResult{}, errors.New("client: Append of no events")
+		return AppendResult{}, fmt.Errorf("%w: no events", ErrInvalidAppend)
 	}
 	if len(evs) > MaxTurnEvents {
-		return AppendResult{}, fmt.Errorf("client: Append of %d events: at most %d commit atomically", len(evs), MaxTurnEvents)
+		return AppendResult{}, fmt.Errorf("%w: %d events, at most %d commit atomically", ErrInvalidAppend, len(evs), MaxTurnEvents)
 	}
 	subject, err := c.subjects.Thread(tenant, thread)
 	if err != nil {
@@ -121,101 +166,143 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 
-	msgs, filled, err := c.prepare(tenant, thread, subject, evs)
+	p, err := c.prepare(tenant, thread, subject, evs)
 	if err != nil {
 		return AppendResult{}, err
 	}
 	key := tenant + "." + thread
-	ids := make([]string, len(filled))
-	for i, e := range filled {
-		ids[i] = e.ID
-	}
 
-	attempts := 0
-	for {
-		attempts++
+	for attempt := 1; ; attempt++ {
 		s, err := c.stateFor(ctx, tenant, thread, o)
 		if err != nil {
 			return AppendResult{}, err
 		}
+		if o.hasExpect && s.Version < o.expect {
+			// A replica that lags served the read (R>1), or the caller
+			// passed a version the thread never had.
+			if s, err = c.catchUp(ctx, s, o.expect); err != nil {
+				return AppendResult{}, err
+			}
+		}
 		if o.hasExpect && s.Version != o.expect {
-			if s.Version > o.expect {
-				// Maybe our own earlier attempt moved the thread on.
-				if res, ok, err := c.findStored(ctx, subject, tenant, thread, o.expect, filled); err != nil {
+			if s.Version > o.expect && !p.fresh {
+				// Maybe an earlier attempt of this append moved the thread on.
+				res, ok, err := c.findAfter(ctx, p, o.expect, s.Version)
+				if err != nil {
 					return AppendResult{}, err
-				} else if ok {
+				}
+				if ok {
+					c.logDuplicate(p, "already_stored", 0, res.Version)
 					return res, nil
 				}
 			}
 			return AppendResult{}, &ConflictError{Tenant: tenant, Thread: thread, Expected: o.expect, Actual: s.Version}
 		}
-		if err := checkAll(s, filled); err != nil {
-			// The same events may already be stored (a retry after the
-			// duplicate window with AnyVersion): a double answer would be
-			// rejected by the fold, so look before reporting.
-			if res, ok, ferr := c.findIDsInWindow(ctx, subject, tenant, thread, s, filled); ferr == nil && ok {
+		if o.any && attempt == 1 && !p.fresh && c.maybeForgotten(p) {
+			// Outside the duplicate window the server would store a second copy.
+			res, ok, err := c.findByIDTime(ctx, p)
+			if err != nil {
+				return AppendResult{}, err
+			}
+			if ok {
+				c.logDuplicate(p, "id_time_scan", 0, res.Version)
+				return res, nil
+			}
+		}
+		checked, err := c.checkAll(ctx, s, p.events)
+		if err != nil {
+			// The same events may be stored already (a retry whose first
+			// attempt landed): a second answer to a call is rejected by the
+			// fold, so look before reporting. Ids this call generated
+			// cannot be stored before it published.
+			if p.fresh {
+				return AppendResult{}, err
+			}
+			if res, ok, ferr := c.findAnywhere(ctx, p, s); ferr == nil && ok {
+				c.logDuplicate(p, "already_stored", 0, res.Version)
 				return res, nil
 			}
 			return AppendResult{}, err
 		}
-		seqs, dup, err := c.publish(ctx, subject, s.Version, msgs, ids)
+		seqs, dup, err := c.publish(ctx, p, s.Version)
 		if err == nil {
-			res := AppendResult{Tenant: tenant, Thread: thread, Duplicate: dup}
-			for i, e := range filled {
-				res.Events = append(res.Events, events.Stored{Event: e, Seq: seqs[i], StoredAt: time.Now().UTC()})
-			}
-			res.Version = seqs[len(seqs)-1]
-			if !dup {
-				ns := s
-				for _, st := range res.Events {
-					_ = projector.Apply(ns, st)
-				}
-				c.cache.put(key, ns)
-			} else {
+			res := p.result(seqs, nil, dup)
+			if dup {
 				c.cache.drop(key)
+				c.logDuplicate(p, "duplicate_ack", 0, res.Version)
+				return res, nil
 			}
+			c.remember(key, checked, res.Events)
 			return res, nil
 		}
-		var conflict *ConflictError
-		if !errors.As(err, &conflict) {
+		var sc *serverConflict
+		if !errors.As(err, &sc) {
 			return AppendResult{}, err
 		}
-		// Was it our own earlier attempt (lost ack, R1 check order)?
-		res, ok, ferr := c.findStored(ctx, subject, tenant, thread, s.Version, filled)
-		if ferr != nil {
-			return AppendResult{}, ferr
+		c.cache.drop(key)
+		res, ok, actual, err := c.resolve(ctx, p, s.Version, sc)
+		if err != nil {
+			return AppendResult{}, err
 		}
 		if ok {
-			c.cache.drop(key)
+			c.logDuplicate(p, "read_forward", sc.code, res.Version)
 			return res, nil
 		}
-		c.cache.drop(key)
-		conflict.Tenant, conflict.Thread, conflict.Expected = tenant, thread, s.Version
-		if conflict.Actual == 0 {
-			conflict.Actual, _ = c.lastSeq(ctx, subject)
-		}
-		if o.hasExpect || attempts >= c.cfg.MaxAnyVersionAttempts {
+		conflict := &ConflictError{Tenant: tenant, Thread: thread, Expected: s.Version, Actual: actual}
+		if o.hasExpect || attempt >= c.cfg.MaxAnyVersionAttempts {
 			return AppendResult{}, conflict
 		}
+		c.cfg.Logger.Debug("append conflict, retrying", "tenant", tenant, "thread", thread,
+			"expected", s.Version, "actual", actual, "attempt", attempt)
 		// Contention: back off a random, growing while before retrying.
-		wait := time.Duration(rand.Int64N(int64(min(attempts, 20))*int64(time.Millisecond) + 1))
-		select {
-		case <-ctx.Done():
-			return AppendResult{}, fmt.Errorf("client: append to %s/%s: %w (after %d conflicts)", tenant, thread, ctx.Err(), attempts)
-		case <-time.After(wait):
+		if err := sleep(ctx, time.Duration(rand.Int64N(int64(min(attempt, 20))*int64(time.Millisecond)+1))); err != nil {
+			return AppendResult{}, fmt.Errorf("client: append to %s/%s: %w (after %d conflicts)", tenant, thread, err, attempt)
 		}
 	}
 }
 
-// prepare completes, validates and encodes evs.
-func (c *Client) prepare(tenant, thread, subject string, evs []events.Event) ([]*nats.Msg, []events.Event, error) {
-	limit := int(c.nc.MaxPayload()) - 1024 // headers (ids, batch, OCC) fit in 1 KiB
+// prepared is an append ready to publish: the completed events, their
+// encoded messages and ids.
+type prepared struct {
+	tenant, thread, subject string
+	events                  []events.Event
+	msgs                    []*nats.Msg
+	ids                     []string
+	// fresh is true when every id was generated by this call: until it
+	// publishes, none of its events can be stored.
+	fresh bool
+}
+
+// result builds the AppendResult for events stored at seqs (times are the
+// server's when known).
+func (p *prepared) result(seqs []uint64, stored []*RawEvent, dup bool) AppendResult {
+	res := AppendResult{Tenant: p.tenant, Thread: p.thread, Duplicate: dup, Version: seqs[len(seqs)-1],
+		Events: make([]events.Stored, len(p.events))}
 	now := time.Now().UTC()
-	msgs := make([]*nats.Msg, len(evs))
-	filled := make([]events.Event, len(evs))
+	for i, e := range p.events {
+		st := events.Stored{Event: e, Seq: seqs[i], StoredAt: now}
+		if stored != nil {
+			st.StoredAt = stored[i].Time
+			if got, err := events.Unmarshal(stored[i].Data); err == nil {
+				st.Event = got // what the first attempt stored
+			}
+		}
+		res.Events[i] = st
+	}
+	return res
+}
+
+// prepare completes, validates and encodes evs.
+func (c *Client) prepare(tenant, thread, subject string, evs []events.Event) (*prepared, error) {
+	limit := c.maxEventSize()
+	now := time.Now().UTC()
+	p := &prepared{tenant: tenant, thread: thread, subject: subject, fresh: true,
+		events: make([]events.Event, len(evs)), msgs: make([]*nats.Msg, len(evs)), ids: make([]string, len(evs))}
 	for i, e := range evs {
 		if e.ID == "" {
 			e.ID = events.NewID()
+		} else {
+			p.fresh = false
 		}
 		if e.Time.IsZero() {
 			e.Time = now
@@ -236,53 +323,152 @@ func (c *Client) prepare(tenant, thread, subject string, evs []events.Event) ([]
 			e.Type = e.Payload.EventType()
 		}
 		if e.Tenant != tenant || e.Thread != thread {
-			return nil, nil, &events.ValidationError{EventID: e.ID, Type: e.Type, Field: "tenant/thread",
+			return nil, &events.ValidationError{EventID: e.ID, Type: e.Type, Field: "tenant/thread",
 				Reason: fmt.Sprintf("event is for %s/%s but is appended to %s/%s", e.Tenant, e.Thread, tenant, thread)}
 		}
 		if err := e.Validate(); err != nil {
-			return nil, nil, err
+			return nil, err
+		}
+		for j := range i {
+			if p.ids[j] == e.ID {
+				return nil, &events.ValidationError{EventID: e.ID, Type: e.Type, Field: "id",
+					Reason: fmt.Sprintf("events %d and %d of the append have the same id", j, i)}
+			}
 		}
 		data, err := events.Marshal(e)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if len(data) > limit {
-			return nil, nil, &TooLargeError{Tenant: tenant, Thread: thread, EventID: e.ID, Size: len(data), Limit: limit}
+			return nil, &TooLargeError{Tenant: tenant, Thread: thread, EventID: e.ID, Size: len(data), Limit: limit}
 		}
-		m := nats.NewMsg(subject)
-		m.Data = data
-		for k, v := range events.Headers(e) {
-			m.Header.Set(k, v)
-		}
-		msgs[i], filled[i] = m, e
+		m := &nats.Msg{Subject: subject, Data: data, Header: eventHeader(e)}
+		p.events[i], p.msgs[i], p.ids[i] = e, m, e.ID
 	}
-	return msgs, filled, nil
+	return p, nil
 }
 
-// checkAll runs the fold's verdict on each event in order, on a copy of s.
-func checkAll(s *projector.State, evs []events.Event) error {
-	w := s.Clone()
-	for i, e := range evs {
-		st := events.Stored{Event: e, Seq: w.Version + 1}
-		if err := projector.Check(w, st); err != nil {
-			if errors.Is(err, projector.ErrNeedHistory) {
-				return fmt.Errorf("client: event %d (%s): %w", i, e.ID, err)
-			}
+// eventHeader returns the NATS headers of e (events.Headers: type, schema
+// version, Nats-Msg-Id), with room for the OCC and stream headers.
+func eventHeader(e events.Event) nats.Header {
+	h := make(nats.Header, 5)
+	if e.SchemaVersion == events.SchemaVersion && e.ID != "" {
+		// The common case, without the map events.Headers builds.
+		h[events.HeaderType] = []string{string(e.Type)}
+		h[events.HeaderSchema] = []string{schemaHeader}
+		h[events.HeaderMsgID] = []string{e.ID}
+		return h
+	}
+	for k, v := range events.Headers(e) {
+		h[k] = []string{v}
+	}
+	return h
+}
+
+var schemaHeader = strconv.Itoa(events.SchemaVersion)
+
+// headerAllowance is what the encoded event leaves of the message size for
+// headers (type, schema, id, OCC, stream, batch).
+const headerAllowance = 1024
+
+// maxEventSize is the largest encoded event the server accepts: its max
+// payload, or the stream's MaxMsgSize when smaller, less headerAllowance.
+func (c *Client) maxEventSize() int {
+	limit := int(c.nc.MaxPayload())
+	if c.st != nil {
+		if info := c.st.CachedInfo(); info != nil && info.Config.MaxMsgSize > 0 && int(info.Config.MaxMsgSize) < limit {
+			limit = int(info.Config.MaxMsgSize)
+		}
+	}
+	return limit - headerAllowance
+}
+
+// checkWindow is how many of the newest messages a state is cut to for the
+// fold's verdict on appended events (as projector.Check does): enough for
+// everything but a compaction that cuts before them.
+const checkWindow = 4
+
+// checkAll gives the fold's verdict on evs appended in order to s (which it
+// does not change), and returns the state the verdict was given on: s, or
+// the thread's full state when an event needs history beyond s's window.
+func (c *Client) checkAll(ctx context.Context, s *projector.State, evs []events.Event) (*projector.State, error) {
+	err := checkEvents(s, evs, checkWindow)
+	if !errors.Is(err, projector.ErrNeedHistory) {
+		return s, err
+	}
+	// A compaction that cuts before the window: check on the whole history.
+	full, ferr := c.foldFrom(ctx, s.Tenant, s.Thread, s.Version)
+	if ferr != nil {
+		return nil, ferr
+	}
+	if full.Version != s.Version {
+		return nil, fmt.Errorf("client: thread %s/%s: history read up to version %d, expected %d", s.Tenant, s.Thread, full.Version, s.Version)
+	}
+	return full, checkEvents(full, evs, -1)
+}
+
+// checkEvents folds evs into a copy of s's newest window messages (all of
+// them when window < 0) and returns the first verdict that is not nil: a
+// *projector.RejectionError or projector.ErrNeedHistory. This is
+// projector.Check for a sequence of events, with one copy for all of them.
+func checkEvents(s *projector.State, evs []events.Event, window int) error {
+	w := windowCopy(s, window, len(evs))
+	for _, e := range evs {
+		if err := projector.Apply(w, events.Stored{Event: e, Seq: w.Version + 1}); err != nil {
 			return err
 		}
-		_ = projector.Apply(w, st)
 	}
 	return nil
 }
 
+// windowCopy returns a copy of s holding its newest window messages (all
+// when window < 0), with room for extra more.
+func windowCopy(s *projector.State, window, extra int) *projector.State {
+	keep := len(s.Messages)
+	if window >= 0 {
+		keep = min(keep, window)
+	}
+	drop := len(s.Messages) - keep
+	w := s.Clone0()
+	w.Messages = append(make([]events.Message, 0, keep+extra), s.Messages[drop:]...)
+	w.Base = s.Base + drop
+	return w
+}
+
+// remember folds appended events into a copy of s (the state they were
+// checked on, which may be shared with the cache and is not changed) and
+// caches the copy.
+func (c *Client) remember(key string, s *projector.State, stored []events.Stored) {
+	// Copy only what the cache keeps (the newest windowSize messages), into
+	// a slice with room for the new ones so that the fold does not grow it.
+	w := windowCopy(s, max(windowSize-len(stored), 0), len(stored))
+	for _, st := range stored {
+		if err := projector.Apply(w, st); err != nil {
+			c.cache.drop(key)
+			return
+		}
+	}
+	c.cache.own(key, w)
+}
+
 // stateFor returns the thread's state for an append: the cached state if it
-// is at the expected version, else the snapshot plus the stream's tail.
+// is at the expected version (shared with the cache: read only), else the
+// snapshot plus the stream's tail (a private copy).
 func (c *Client) stateFor(ctx context.Context, tenant, thread string, o appendOptions) (*projector.State, error) {
 	key := tenant + "." + thread
-	if s := c.cache.get(key); s != nil {
-		if o.hasExpect && s.Version == o.expect {
+	if o.hasExpect {
+		switch s := c.cache.peek(key); {
+		case s != nil && s.Version == o.expect:
+			// The hot path: a writer at the version it last wrote.
 			return s, nil
+		case s == nil && o.expect == 0:
+			// A new thread (CreateThread, a fork, an erasure marker):
+			// nothing to read. If the subject has events after all, the
+			// publish is refused (OCC).
+			return projector.NewState(tenant, thread), nil
 		}
+	}
+	if s := c.cache.get(key); s != nil {
 		// Catch up from the cached version: reads only the new events.
 		if err := c.foldTail(ctx, s, 0); err != nil {
 			return nil, err
@@ -298,14 +484,60 @@ func (c *Client) stateFor(ctx context.Context, tenant, thread string, o appendOp
 	return trim(s), nil
 }
 
-// publish sends msgs conditionally on the thread being at version expect and
-// returns the sequences. dup is true when the server reported the events as
-// already stored. A version mismatch returns *ConflictError (Actual set when
-// the server said it). Transient errors are retried.
-func (c *Client) publish(ctx context.Context, subject string, expect uint64, msgs []*nats.Msg, ids []string) (seqs []uint64, dup bool, err error) {
+// catchUp is called when s is older than the version the caller expects.
+// If the stream leader says the thread is at least at expect, the read was
+// served by a replica that lags (direct gets, R>1): read again until it
+// shows expect. Otherwise s is returned with its version raised to the
+// leader's, and the caller reports the conflict.
+func (c *Client) catchUp(ctx context.Context, s *projector.State, expect uint64) (*projector.State, error) {
+	subject, err := c.subjects.Thread(s.Tenant, s.Thread)
+	if err != nil {
+		return nil, err
+	}
+	last, err := c.leaderLastSeq(ctx, subject)
+	if err != nil {
+		return nil, err
+	}
+	if last < expect {
+		if last > s.Version {
+			// Only the version matters for the conflict report.
+			s.Version = last
+		}
+		return s, nil
+	}
+	for wait := time.Millisecond; s.Version < expect; wait = min(2*wait, 50*time.Millisecond) {
+		if err := sleep(ctx, wait); err != nil {
+			return nil, fmt.Errorf("client: thread %s/%s: waiting for replicas to show version %d (have %d): %w", s.Tenant, s.Thread, expect, s.Version, err)
+		}
+		if err := c.foldTail(ctx, s, 0); err != nil {
+			return nil, err
+		}
+	}
+	c.cache.put(s.Tenant+"."+s.Thread, s)
+	return trim(s), nil
+}
+
+// serverConflict is a publish answered with a version conflict (10071,
+// 10164) or, for a batch, a duplicate id (10201). actual is the thread's
+// version when the server said it (10071).
+type serverConflict struct {
+	code   int
+	actual uint64
+}
+
+func (e *serverConflict) Error() string {
+	return fmt.Sprintf("client: server conflict %d (last sequence %d)", e.code, e.actual)
+}
+
+// publish sends p conditionally on the thread being at version expect and
+// returns the sequences. dup is true when the server acknowledged the event
+// as already stored (a duplicate within the window). A version conflict
+// returns *serverConflict. Transient errors are retried.
+func (c *Client) publish(ctx context.Context, p *prepared, expect uint64) (seqs []uint64, dup bool, err error) {
 	backoff := c.cfg.RetryBackoff
-	for attempt := 0; ; attempt++ {
-		seqs, dup, err = c.publishOnce(ctx, expect, msgs, ids)
+	inFlight := 0
+	for attempt := 0; ; {
+		seqs, dup, err = c.publishOnce(ctx, p, expect)
 		if err == nil {
 			return seqs, dup, nil
 		}
@@ -313,69 +545,102 @@ func (c *Client) publish(ctx context.Context, subject string, expect uint64, msg
 		if errors.As(err, &apiErr) {
 			switch apiErr.ErrorCode {
 			case errCodeWrongLastSeq:
-				return nil, false, &ConflictError{Expected: expect, Actual: parseLastSeq(apiErr.Description)}
+				return nil, false, &serverConflict{code: errCodeWrongLastSeq, actual: parseLastSeq(apiErr.Description)}
 			case errCodeWrongLastSeqConstant:
-				return nil, false, &ConflictError{Expected: expect}
+				if inFlight < inFlightRetries && ctx.Err() == nil {
+					inFlight++
+					if err := sleep(ctx, time.Duration(rand.Int64N(int64(time.Millisecond)<<inFlight))); err == nil {
+						continue
+					}
+				}
+				return nil, false, &serverConflict{code: errCodeWrongLastSeqConstant}
 			case errCodeBatchDuplicate:
-				// An earlier attempt committed this batch.
-				return nil, false, &ConflictError{Expected: expect}
+				return nil, false, &serverConflict{code: errCodeBatchDuplicate}
 			case errCodeMsgTooLarge:
-				return nil, false, &TooLargeError{EventID: ids[0], Size: len(msgs[0].Data), Limit: int(c.nc.MaxPayload())}
+				i := largest(p.msgs)
+				return nil, false, &TooLargeError{Tenant: p.tenant, Thread: p.thread, EventID: p.ids[i],
+					Size: len(p.msgs[i].Data), Limit: c.maxEventSize()}
 			}
 		}
-		if !retryable(err) || attempt >= c.cfg.MaxRetries || ctx.Err() != nil {
-			if ctx.Err() != nil {
-				return nil, false, fmt.Errorf("client: append to %s: %w (the outcome is unknown: retry with the same event ids)", subject, ctx.Err())
-			}
-			return nil, false, fmt.Errorf("client: append to %s: %w", subject, err)
+		if ctx.Err() != nil {
+			return nil, false, fmt.Errorf("client: append to %s/%s: %w (the outcome is unknown: append the same events again to learn it)", p.tenant, p.thread, ctx.Err())
 		}
-		c.cfg.Logger.Debug("retrying append", "subject", subject, "attempt", attempt+1, "err", err)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, false, fmt.Errorf("client: append to %s: %w (the outcome is unknown: retry with the same event ids)", subject, ctx.Err())
-		case <-t.C:
+		if !retryable(err) {
+			return nil, false, fmt.Errorf("client: append to %s/%s: %w", p.tenant, p.thread, err)
+		}
+		if attempt >= c.cfg.MaxRetries {
+			return nil, false, fmt.Errorf("client: append to %s/%s: %w (after %d attempts; the outcome is unknown: append the same events again to learn it)", p.tenant, p.thread, err, attempt+1)
+		}
+		attempt++
+		c.cfg.Logger.Debug("retrying append", "tenant", p.tenant, "thread", p.thread, "attempt", attempt, "err", err)
+		if err := sleep(ctx, backoff/2+time.Duration(rand.Int64N(int64(backoff/2)+1))); err != nil {
+			return nil, false, fmt.Errorf("client: append to %s/%s: %w (the outcome is unknown: append the same events again to learn it)", p.tenant, p.thread, err)
 		}
 		backoff = min(backoff*2, 2*time.Second)
 	}
 }
 
-func (c *Client) publishOnce(ctx context.Context, expect uint64, msgs []*nats.Msg, ids []string) ([]uint64, bool, error) {
-	if len(msgs) == 1 {
-		m := copyMsg(msgs[0])
-		ack, err := c.js.PublishMsg(ctx, m, jetstream.WithMsgID(ids[0]),
-			jetstream.WithExpectLastSequencePerSubject(expect), jetstream.WithExpectStream(c.stream))
+// attemptTimeout is how long one publish attempt waits for its ack: a
+// quarter of Config.Timeout, at least minAttemptTimeout, so that a lost ack
+// is retried (with the same ids) within the call.
+func (c *Client) attemptTimeout() time.Duration {
+	return max(c.cfg.Timeout/4, minAttemptTimeout)
+}
+
+func (c *Client) publishOnce(ctx context.Context, p *prepared, expect uint64) ([]uint64, bool, error) {
+	timeout := c.attemptTimeout()
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	exp := strconv.FormatUint(expect, 10)
+	if len(p.msgs) == 1 {
+		m := p.msgs[0]
+		// Headers set here rather than with publish options: the message is
+		// reused as is by retries.
+		m.Header[jetstream.ExpectedLastSubjSeqHeader] = []string{exp}
+		m.Header[jetstream.ExpectedStreamHeader] = []string{c.stream}
+		ack, err := c.js.PublishMsg(actx, m)
 		if err != nil {
 			return nil, false, err
 		}
 		return []uint64{ack.Sequence}, ack.Duplicate, nil
 	}
-	batch := make([]*nats.Msg, len(msgs))
-	for i, m := range msgs {
+	batch := make([]*nats.Msg, len(p.msgs))
+	for i, m := range p.msgs {
 		batch[i] = copyMsg(m)
-		batch[i].Header.Set(jetstream.MsgIDHeader, ids[i])
 	}
-	batch[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect, 10))
+	// OCC on the first message only: a second expected-sequence check on
+	// the same subject in one batch is refused (10164).
+	batch[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, exp)
 	batch[0].Header.Set(jetstream.ExpectedStreamHeader, c.stream)
-	ack, err := jetstreamext.PublishMsgBatch(ctx, c.js, batch)
+	ack, err := jetstreamext.PublishMsgBatch(actx, c.js, batch,
+		jetstreamext.BatchFlowControl{AckFirst: true, AckTimeout: timeout})
 	if err != nil {
 		return nil, false, err
 	}
-	seqs := make([]uint64, len(msgs))
+	// An atomic batch is stored at consecutive stream sequences.
+	seqs := make([]uint64, len(p.msgs))
 	for i := range seqs {
-		seqs[i] = ack.Sequence - uint64(len(msgs)-1-i)
+		seqs[i] = ack.Sequence - uint64(len(p.msgs)-1-i)
 	}
 	return seqs, false, nil
 }
 
 func copyMsg(m *nats.Msg) *nats.Msg {
-	n := nats.NewMsg(m.Subject)
-	n.Data = m.Data
+	n := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: make(nats.Header, len(m.Header)+4)}
 	for k, v := range m.Header {
 		n.Header[k] = append([]string(nil), v...)
 	}
 	return n
+}
+
+func largest(msgs []*nats.Msg) int {
+	j := 0
+	for i, m := range msgs {
+		if len(m.Data) > len(msgs[j].Data) {
+			j = i
+		}
+	}
+	return j
 }
 
 // retryable reports whether err is a transient publish error: the same
@@ -384,15 +649,16 @@ func retryable(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode {
-		case errCodeDupInProcess, errCodeExpectedNotReady, errCodeTooManyRequests:
+		case errCodeDupInProcess, errCodeExpectedNotReady, errCodeTooManyRequests,
+			errCodeBatchIncomplete, errCodeBatchTooManyInflight:
 			return true
 		}
-		return apiErr.Code == 503
+		return apiErr.Code == 503 || apiErr.Code == 429
 	}
 	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
-		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, jetstreamext.ErrBatchPublishIncomplete) ||
-		errors.Is(err, jetstreamext.ErrInvalidBatchAck)
+		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected) ||
+		errors.Is(err, jetstreamext.ErrInvalidBatchAck) || errors.Is(err, jetstream.ErrInvalidJSAck)
 }
 
 // parseLastSeq reads N from "wrong last sequence: N"; 0 if absent.
@@ -405,46 +671,318 @@ func parseLastSeq(desc string) uint64 {
 	return n
 }
 
-// findStored looks for filled's first event id among the thread's events
-// after version from (DESIGN.md invariant 4: a retry after a lost ack, after
-// the duplicate window, or on R1 where the version is checked before the id).
-// It returns the stored sequences when every event is found.
-func (c *Client) findStored(ctx context.Context, subject, tenant, thread string, from uint64, filled []events.Event) (AppendResult, bool, error) {
-	want := make(map[string]int, len(filled))
-	for i, e := range filled {
-		want[e.ID] = i
+// resolve settles a publish conflict at version expect: were the events
+// stored by an earlier attempt (lost ack; on R1 the server checks the
+// version before the id, so a plain retry gets 10071), or did another
+// writer move the thread on? It returns the stored events when they are
+// found, else the thread's actual version.
+func (c *Client) resolve(ctx context.Context, p *prepared, expect uint64, sc *serverConflict) (AppendResult, bool, uint64, error) {
+	if sc.code != errCodeBatchDuplicate {
+		res, ok, err := c.findAfter(ctx, p, expect, sc.actual)
+		if err != nil || ok {
+			return res, ok, 0, err
+		}
+		actual := sc.actual
+		if actual == 0 {
+			if actual, err = c.leaderLastSeq(ctx, p.subject); err != nil {
+				return AppendResult{}, false, 0, err
+			}
+		}
+		return AppendResult{}, false, actual, nil
 	}
-	seqs := make([]uint64, len(filled))
-	found := 0
-	for m, err := range c.readRaw(ctx, subject, from+1, 0) {
+	// 10201: the server knows at least one of the ids (stored, or being
+	// stored). Usually right after expect (a retry of the same append);
+	// else earlier in the thread (a retry with a newer version).
+	deadline := time.Now().Add(dupSettle)
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		res, ok, err := c.findAfter(ctx, p, expect, 0)
+		if err != nil || ok {
+			return res, ok, 0, err
+		}
+		if res, ok, err = c.findByIDTime(ctx, p); err != nil || ok {
+			return res, ok, 0, err
+		}
+		if time.Now().After(deadline) {
+			return AppendResult{}, false, 0, fmt.Errorf("client: append to %s/%s: the server reports event ids %s as already stored (10201) but they are not on the thread; the thread may have been erased within the duplicate window: use new event ids",
+				p.tenant, p.thread, strings.Join(p.ids, ","))
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return AppendResult{}, false, 0, fmt.Errorf("client: append to %s/%s: %w (the events are being stored by an earlier attempt)", p.tenant, p.thread, err)
+		}
+	}
+}
+
+// findAfter reports whether p's events are the events right after version
+// from on the thread: where an earlier attempt of an append conditional on
+// from must have stored them. atLeast is the thread's version when known
+// (0 = unknown): a read that shows less came from a replica that lags, and
+// is repeated.
+func (c *Client) findAfter(ctx context.Context, p *prepared, from, atLeast uint64) (AppendResult, bool, error) {
+	n := len(p.ids)
+	askedLeader := false
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		msgs, err := c.readAfter(ctx, p.subject, from, n, p.ids[0])
 		if err != nil {
 			return AppendResult{}, false, err
 		}
-		if i, ok := want[m.Header.Get(jetstream.MsgIDHeader)]; ok && seqs[i] == 0 {
-			seqs[i] = m.Sequence
-			found++
-			if found == len(filled) {
-				break
+		if len(msgs) > 0 && msgs[0].Header.Get(jetstream.MsgIDHeader) != p.ids[0] {
+			return AppendResult{}, false, nil // another writer's event
+		}
+		if len(msgs) == n {
+			seqs := make([]uint64, n)
+			for i, m := range msgs {
+				if m.Header.Get(jetstream.MsgIDHeader) != p.ids[i] {
+					return AppendResult{}, false, nil
+				}
+				seqs[i] = m.Sequence
+			}
+			return p.result(seqs, msgs, true), true, nil
+		}
+		// Less than the whole append is visible after from.
+		if atLeast == 0 && !askedLeader {
+			askedLeader = true
+			if atLeast, err = c.leaderLastSeq(ctx, p.subject); err != nil {
+				return AppendResult{}, false, err
 			}
 		}
-	}
-	if found != len(filled) {
-		return AppendResult{}, false, nil
-	}
-	res := AppendResult{Tenant: tenant, Thread: thread, Duplicate: true, Version: seqs[len(seqs)-1]}
-	for i, e := range filled {
-		res.Events = append(res.Events, events.Stored{Event: e, Seq: seqs[i]})
-	}
-	return res, true, nil
-}
-
-// findIDsInWindow checks whether the events are already among the newest
-// messages of s (their ids), and if so where.
-func (c *Client) findIDsInWindow(ctx context.Context, subject, tenant, thread string, s *projector.State, filled []events.Event) (AppendResult, bool, error) {
-	for _, m := range s.Messages {
-		if m.EventID == filled[0].ID && m.Seq > 0 {
-			return c.findStored(ctx, subject, tenant, thread, m.Seq-1, filled)
+		var seen uint64
+		if len(msgs) > 0 {
+			seen = msgs[len(msgs)-1].Sequence
+		}
+		if atLeast <= max(from, seen) {
+			return AppendResult{}, false, nil
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return AppendResult{}, false, fmt.Errorf("client: thread %s/%s: waiting for replicas to show version %d: %w", p.tenant, p.thread, atLeast, err)
 		}
 	}
-	return AppendResult{}, false, nil
+}
+
+// readAfter returns up to n messages of subject after sequence from. The
+// first is read with a single direct get; the others, when the first has id
+// firstID, with one batched direct get.
+func (c *Client) readAfter(ctx context.Context, subject string, from uint64, n int, firstID string) ([]*RawEvent, error) {
+	first, err := c.st.GetMsg(ctx, from+1, jetstream.WithGetMsgSubject(subject))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("client: read %s after seq %d: %w", subject, from, err)
+	}
+	if n == 1 || first.Header.Get(jetstream.MsgIDHeader) != firstID {
+		return []*RawEvent{first}, nil
+	}
+	it, err := jetstreamext.GetBatch(ctx, c.js, c.stream, n,
+		jetstreamext.GetBatchSubject(subject), jetstreamext.GetBatchSeq(from+1))
+	if err != nil {
+		return nil, fmt.Errorf("client: read %s after seq %d: %w", subject, from, err)
+	}
+	var out []*RawEvent
+	for m, err := range it {
+		if errors.Is(err, jetstreamext.ErrNoMessages) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("client: read %s after seq %d: %w", subject, from, err)
+		}
+		out = append(out, m)
+		if len(out) == n {
+			break
+		}
+	}
+	return out, nil
+}
+
+// findAnywhere looks for p's events on the thread without knowing the
+// version they were appended at: among the newest messages of s, then from
+// the time of the first event's id.
+func (c *Client) findAnywhere(ctx context.Context, p *prepared, s *projector.State) (AppendResult, bool, error) {
+	for _, m := range s.Messages {
+		if m.EventID == p.ids[0] && m.Seq > 0 {
+			return c.findAfter(ctx, p, m.Seq-1, m.Seq)
+		}
+	}
+	return c.findByIDTime(ctx, p)
+}
+
+// maybeForgotten reports whether the server may have forgotten p's first
+// id: its UUIDv7 time is more than half the duplicate window ago.
+func (c *Client) maybeForgotten(p *prepared) bool {
+	t, ok := idTime(p.ids[0])
+	return ok && time.Since(t) > c.dupWindow()/2
+}
+
+func (c *Client) dupWindow() time.Duration {
+	if c.st != nil {
+		if info := c.st.CachedInfo(); info != nil && info.Config.Duplicates > 0 {
+			return info.Config.Duplicates
+		}
+	}
+	return 2 * time.Minute
+}
+
+// findByIDTime looks for p's events among the thread's events stored since
+// the time of the first event's id (UUIDv7; other ids are not searched).
+func (c *Client) findByIDTime(ctx context.Context, p *prepared) (AppendResult, bool, error) {
+	t, ok := idTime(p.ids[0])
+	if !ok {
+		// Not a UUIDv7 (e.g. ids derived from an Idempotency-Key): the
+		// server said the id is in its duplicate window, so it was stored
+		// within that window.
+		t = time.Now().Add(-c.dupWindow())
+	}
+	want := make(map[string]int, len(p.ids))
+	for i, id := range p.ids {
+		want[id] = i
+	}
+	seqs := make([]uint64, len(p.ids))
+	stored := make([]*RawEvent, len(p.ids))
+	found := 0
+	opt := jetstreamext.GetBatchStartTime(t.Add(-idTimeSkew))
+	for {
+		it, err := jetstreamext.GetBatch(ctx, c.js, c.stream, pageSize, jetstreamext.GetBatchSubject(p.subject), opt)
+		if err != nil {
+			return AppendResult{}, false, fmt.Errorf("client: search %s for event %s: %w", p.subject, p.ids[0], err)
+		}
+		n := 0
+		var last uint64
+		for m, err := range it {
+			if errors.Is(err, jetstreamext.ErrNoMessages) {
+				break
+			}
+			if err != nil {
+				return AppendResult{}, false, fmt.Errorf("client: search %s for event %s: %w", p.subject, p.ids[0], err)
+			}
+			n++
+			last = m.Sequence
+			if i, ok := want[m.Header.Get(jetstream.MsgIDHeader)]; ok && seqs[i] == 0 {
+				seqs[i], stored[i] = m.Sequence, m
+				if found++; found == len(p.ids) {
+					return p.result(seqs, stored, true), true, nil
+				}
+			}
+		}
+		if n < pageSize {
+			return AppendResult{}, false, nil
+		}
+		opt = jetstreamext.GetBatchSeq(last + 1)
+	}
+}
+
+// idTime returns the time of a UUIDv7 id.
+func idTime(id string) (time.Time, bool) {
+	u, err := uuid.Parse(id)
+	if err != nil || u.Version() != 7 {
+		return time.Time{}, false
+	}
+	sec, nsec := u.Time().UnixTime()
+	return time.Unix(sec, nsec), true
+}
+
+// leaderLastSeq returns the sequence of subject's last message as the
+// stream leader has it (a non-direct get: direct gets may be answered by a
+// replica that lags), 0 if the subject is empty.
+func (c *Client) leaderLastSeq(ctx context.Context, subject string) (uint64, error) {
+	req, err := json.Marshal(struct {
+		LastBySubject string `json:"last_by_subj"`
+	}{subject})
+	if err != nil {
+		return 0, err
+	}
+	msg, err := c.nc.RequestWithContext(ctx, c.apiPrefix()+"STREAM.MSG.GET."+c.stream, req)
+	if err != nil {
+		return 0, fmt.Errorf("client: last sequence of %s: %w", subject, err)
+	}
+	var resp struct {
+		Error   *jetstream.APIError `json:"error"`
+		Message *struct {
+			Seq uint64 `json:"seq"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return 0, fmt.Errorf("client: last sequence of %s: %w", subject, err)
+	}
+	if resp.Error != nil {
+		if resp.Error.ErrorCode == errCodeMsgNotFound {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("client: last sequence of %s: %w", subject, resp.Error)
+	}
+	if resp.Message == nil {
+		return 0, fmt.Errorf("client: last sequence of %s: empty answer", subject)
+	}
+	return resp.Message.Seq, nil
+}
+
+// apiPrefix is the JetStream API subject prefix of c.js, ending in ".".
+func (c *Client) apiPrefix() string {
+	o := c.js.Options()
+	switch {
+	case o.APIPrefix != "":
+		return strings.TrimSuffix(o.APIPrefix, ".") + "."
+	case o.Domain != "":
+		return "$JS." + o.Domain + ".API."
+	}
+	return jetstream.DefaultAPIPrefix
+}
+
+func (c *Client) logDuplicate(p *prepared, how string, code int, version uint64) {
+	c.cfg.Logger.Debug("append was already stored", "tenant", p.tenant, "thread", p.thread,
+		"how", how, "code", code, "seq", version, "events", len(p.ids))
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// peek returns the cached state of key itself, not a copy: callers must
+// not change it. Used by the append hot path with [stateCache.own] (they
+// belong beside get and put in cache.go).
+func (c *stateCache) peek(key string) *projector.State {
+	if c.max <= 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[key]; ok {
+		c.ll.MoveToFront(e)
+		return e.Value.(*cacheEntry).s
+	}
+	return nil
+}
+
+// own is [stateCache.put] without the copy: the cache takes s, which must
+// hold at most windowSize messages and not be changed by anyone after.
+func (c *stateCache) own(key string, s *projector.State) {
+	if c.max <= 0 || s == nil {
+		return
+	}
+	if len(s.Messages) > windowSize {
+		c.put(key, s)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[key]; ok {
+		ent := e.Value.(*cacheEntry)
+		if ent.s.Version <= s.Version {
+			ent.s = s
+		}
+		c.ll.MoveToFront(e)
+		return
+	}
+	c.m[key] = c.ll.PushFront(&cacheEntry{key: key, s: s})
+	for c.ll.Len() > c.max {
+		old := c.ll.Back()
+		c.ll.Remove(old)
+		delete(c.m, old.Value.(*cacheEntry).key)
+	}
 }

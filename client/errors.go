@@ -20,6 +20,10 @@ var (
 	ErrTooLarge = errors.New("client: event too large")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("client: closed")
+	// ErrInvalidAppend: an Append call that cannot be made as written (no
+	// version option, no events, more events than commit atomically). A
+	// programming error: not retryable.
+	ErrInvalidAppend = errors.New("client: invalid append")
 )
 
 // ConflictError says which version the writer expected and which the thread

@@ -19,7 +19,7 @@ func TestWatchResumesWithoutGapOrDuplicate(t *testing.T) {
 	ctx := context.Background()
 	tenant, thread, _, err := c.CreateThread(ctx, client.CreateOptions{})
 	require.NoError(t, err)
-	const n = 600
+	const n = 5000
 	go func() {
 		for i := 0; i < n; i++ {
 			if _, err := c.Append(ctx, tenant, thread, []events.Event{user("m")}, client.AnyVersion()); err != nil {
@@ -30,10 +30,11 @@ func TestWatchResumesWithoutGapOrDuplicate(t *testing.T) {
 	}()
 	var got []uint64
 	var last uint64
+	reconnects := 0
 	for len(got) < n+1 {
 		w, err := c.Watch(ctx, tenant, thread, client.WatchOptions{After: last})
 		require.NoError(t, err)
-		stopAfter := 1 + rand.IntN(40)
+		stopAfter := 1 + rand.IntN(2*n/100) // about 100 disconnects
 		for i := 0; i < stopAfter && len(got) < n+1; i++ {
 			select {
 			case u := <-w.C:
@@ -41,12 +42,14 @@ func TestWatchResumesWithoutGapOrDuplicate(t *testing.T) {
 				require.NoError(t, u.Err)
 				got = append(got, u.Event.Seq)
 				last = u.Event.Seq
-			case <-time.After(10 * time.Second):
+			case <-time.After(30 * time.Second):
 				t.Fatalf("no event after seq %d", last)
 			}
 		}
 		w.Stop()
+		reconnects++
 	}
+	require.Greater(t, reconnects, 50)
 	for i := 1; i < len(got); i++ {
 		require.Greater(t, got[i], got[i-1], "order/duplicate at %d", i)
 	}

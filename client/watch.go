@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -99,7 +100,9 @@ func (c *Client) Watch(ctx context.Context, tenant, thread string, opts WatchOpt
 	ch := make(chan Update, opts.Buffer)
 	w := &Watcher{C: ch, c: ch, cancel: cancel, done: make(chan struct{})}
 
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	// The server removes the ordered consumer 5 s after its reader stops.
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy,
+		InactiveThreshold: 5 * time.Second}
 	if opts.After > 0 {
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = opts.After + 1

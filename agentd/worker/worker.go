@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -100,7 +101,15 @@ type Pool struct {
 	nc    *nats.Conn
 	ready chan struct{}
 	once  sync.Once
+
+	mu       sync.Mutex
+	inflight map[string]*flight // threads this process is working on
 }
+
+// flight is a thread being worked on; again records triggers that arrived
+// meanwhile, so the running turn looks at the thread once more instead of
+// a second goroutine generating the same step.
+type flight struct{ again bool }
 
 // New returns a pool using c. It validates cfg.
 func New(c *client.Client, nc *nats.Conn, cfg Config) (*Pool, error) {
@@ -133,7 +142,7 @@ func New(c *client.Client, nc *nats.Conn, cfg Config) (*Pool, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Pool{c: c, cfg: cfg, js: c.JetStream(), nc: nc, ready: make(chan struct{})}, nil
+	return &Pool{c: c, cfg: cfg, js: c.JetStream(), nc: nc, ready: make(chan struct{}), inflight: map[string]*flight{}}, nil
 }
 
 // Ready is closed once the pool consumes.
@@ -183,7 +192,15 @@ func (p *Pool) Run(ctx context.Context) error {
 			return fmt.Errorf("worker: consume: %w", err)
 		}
 		switch events.Type(msg.Headers().Get(events.HeaderType)) {
-		case events.TypeUserMessage, events.TypeToolResult, events.TypeRestore, events.TypeCompaction:
+		case events.TypeUserMessage, events.TypeRestore, events.TypeCompaction:
+		case events.TypeToolResult:
+			// Results a worker appended in the same atomic step as its
+			// assistant message need no trigger: that worker's turn goes on
+			// (and if it crashed, its unacked work item is redelivered).
+			if ev, err := events.Unmarshal(msg.Data()); err == nil && strings.HasPrefix(ev.Producer, p.cfg.Producer+"/") {
+				_ = msg.Ack()
+				continue
+			}
 		default:
 			_ = msg.Ack()
 			continue
@@ -226,7 +243,32 @@ func (p *Pool) handle(ctx context.Context, msg jetstream.Msg) {
 			}
 		}
 	}()
-	res := p.Turn(ctx, tenant, thread)
+	key := tenant + "." + thread
+	p.mu.Lock()
+	if f, ok := p.inflight[key]; ok {
+		// Another goroutine of this process is on the thread: hand the
+		// trigger over to it.
+		f.again = true
+		p.mu.Unlock()
+		_ = msg.Ack()
+		return
+	}
+	f := &flight{}
+	p.inflight[key] = f
+	p.mu.Unlock()
+	var res TurnResult
+	for {
+		res = p.Turn(ctx, tenant, thread)
+		p.mu.Lock()
+		if f.again && res.Outcome != "error" && res.Outcome != "failed" && ctx.Err() == nil {
+			f.again = false
+			p.mu.Unlock()
+			continue
+		}
+		delete(p.inflight, key)
+		p.mu.Unlock()
+		break
+	}
 	res.Took = time.Since(start)
 	if res.Outcome == "declined" {
 		p.cfg.Logger.Debug("model declined to answer", "tenant", tenant, "thread", thread)

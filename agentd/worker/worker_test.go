@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"sync"
 	"testing"
 	"time"
@@ -99,7 +100,7 @@ func TestWorkersAnswerEveryUserMessageOnce(t *testing.T) {
 					}
 					u, f, ok := finalAnswers(got)
 					return ok && u == j && f == j
-				}, 30*time.Second, 20*time.Millisecond)
+				}, 120*time.Second, 100*time.Millisecond)
 				_, err := c.Append(ctx, "default", th, []events.Event{{Payload: events.UserMessage{Content: events.Text(text)}}}, client.AnyVersion())
 				require.NoError(t, err)
 			}
@@ -112,7 +113,7 @@ func TestWorkersAnswerEveryUserMessageOnce(t *testing.T) {
 			require.NoError(t, err)
 			u, f, ok := finalAnswers(got)
 			return ok && u == msgs && f == msgs
-		}, 30*time.Second, 20*time.Millisecond, "thread %s", th)
+		}, 120*time.Second, 100*time.Millisecond, "thread %s", th)
 		got, err := c.Get(ctx, "default", th, client.Consistent())
 		require.NoError(t, err)
 		require.Zero(t, got.RejectedCount)
@@ -174,4 +175,51 @@ func TestWorkerCancelledAtRandomPointsAnswersOnce(t *testing.T) {
 		}
 		require.Equal(t, calls, results)
 	}
+}
+
+// countingProvider counts model calls.
+type countingProvider struct {
+	model.Provider
+	n atomic.Int64
+}
+
+func (c *countingProvider) Generate(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Response, error) {
+	c.n.Add(1)
+	return c.Provider.Generate(ctx, req, onDelta)
+}
+
+// A tool-calling turn costs exactly two model calls: the tool results the
+// worker appended with its step do not start a second, concurrent step.
+func TestToolStepIsGeneratedOnce(t *testing.T) {
+	c, s, _ := setup(t)
+	off, err := model.NewOffline(model.OfflineConfig{})
+	require.NoError(t, err)
+	cp := &countingProvider{Provider: off}
+	p, err := worker.New(c, s.NC, worker.Config{Agents: map[string]*worker.Agent{"demo": {Provider: cp, Tools: clockTools{}}}, Concurrency: 4})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	<-p.Ready()
+	const turns = 10
+	var ids []string
+	for i := 0; i < turns; i++ {
+		_, th, v, err := c.CreateThread(ctx, client.CreateOptions{ThreadCreated: events.ThreadCreated{Agent: "demo"}})
+		require.NoError(t, err)
+		_, err = c.Append(ctx, "default", th, []events.Event{{Payload: events.UserMessage{Content: events.Text("what time is it?")}}}, client.ExpectVersion(v))
+		require.NoError(t, err)
+		ids = append(ids, th)
+	}
+	for _, th := range ids {
+		require.Eventually(t, func() bool {
+			got, err := c.Get(ctx, "default", th, client.Consistent())
+			if err != nil {
+				return false
+			}
+			u, f, ok := finalAnswers(got)
+			return ok && u == 1 && f == 1
+		}, 30*time.Second, 10*time.Millisecond)
+	}
+	require.Equal(t, int64(2*turns), cp.n.Load())
 }

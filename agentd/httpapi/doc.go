@@ -1,0 +1,176 @@
+// Package httpapi is convlog's HTTP API: REST for threads, server-sent
+// events of a thread's log with resume, and an OpenAI-compatible
+// /v1/chat/completions with sticky multi-turn sessions. agentd mounts
+// [Server.Handler]; every endpoint is documented in the embedded OpenAPI 3.1
+// document served at GET /openapi.json ([OpenAPI]); a test keeps the two
+// in step.
+//
+// # Routes
+//
+//	GET    /openapi.json                 this API's OpenAPI 3.1 document (public)
+//	GET    /healthz                      200, or 503 while NATS is disconnected (public)
+//	GET    /v1/models                    the agents served, as OpenAI models
+//	GET    /v1/models/{model}            one agent
+//	POST   /v1/chat/completions          OpenAI-compatible chat (see below)
+//	POST   /v1/threads                   create (id, owner, agent, system_prompt, title, metadata, replies, pending_policy)
+//	GET    /v1/threads                   list: owner, agent, metadata.<k>=<v>, limit, cursor, include_deleted
+//	GET    /v1/threads/{id}              read: consistent, at_seq, as_of (RFC 3339), events, include_deleted; ETag = version
+//	DELETE /v1/threads/{id}              soft delete (idempotent)
+//	POST   /v1/threads/{id}/events       append one event or an atomic turn: {"events": [{"type", "id"?, "payload"}]}
+//	GET    /v1/threads/{id}/events       SSE stream (Accept: text/event-stream), else a JSON page (after, limit)
+//	POST   /v1/threads/{id}/fork         {at_seq?, id?}
+//	POST   /v1/threads/{id}/undelete     reverse a soft delete (idempotent)
+//	POST   /v1/threads/{id}/erase        {"confirm": true, reason?}: purge irreversibly; returns the report
+//	GET    /v1/threads/{id}/export       ?format=events|openai: streamed JSON lines (application/x-ndjson)
+//
+// Appends take If-Match: "<version>" (the ETag of a read) for optimistic
+// concurrency ([client.ExpectVersion]); without it they apply at any version
+// ([client.AnyVersion]). An Idempotency-Key header derives the ids of events
+// that carry none (UUIDv5 of tenant, thread, key and index), so a retried
+// request stores nothing twice; on create and fork it also derives the new
+// thread's id. Request bodies are limited (Config.MaxBodyBytes) and ids must
+// match ^[A-Za-z0-9_-]{1,128}$.
+//
+// # Errors
+//
+// Every error is an RFC 9457 application/problem+json [Problem] whose type
+// is urn:convlog:problem:<code> and whose extension members name the
+// field, the thread, the sequence, the event and the versions involved.
+// Mapping:
+//
+//	malformed JSON, trailing data, empty body        400 malformed-json
+//	bad id in the path or body                        400 bad-id          (field "id")
+//	bad query parameter / header / list cursor        400 bad-query, bad-header, bad-cursor
+//	missing, malformed or unknown API key             401 unauthorized    (WWW-Authenticate: Bearer)
+//	unknown thread, another tenant's thread, erased   404 not-found       (never 403)
+//	unknown model                                     404 model-not-found (field "model")
+//	thread id taken (create, fork)                    409 thread-exists
+//	version conflict without If-Match                 409 conflict
+//	chat history diverged from the thread             409 history-diverged
+//	If-Match names another version                    412 version-conflict (current_version, ETag)
+//	body or event too large                           413 too-large       (limit)
+//	body not application/json                         415 unsupported-media-type
+//	wrong JSON type, unknown field, invalid request   422 invalid-request (field)
+//	event fails validation                            422 invalid-event   (field "events[i].payload....")
+//	event rejected by the fold                        422 rejected        (code = the fold's code, seq, event_id)
+//	agent did not answer in time                      504 answer-timeout  (the answer still lands in the thread)
+//
+// On the OpenAI-compatible routes problems also carry OpenAI's "error"
+// object, so the SDKs report the message; 4xx answers carry
+// X-Should-Retry: false so the SDKs do not retry a conflict.
+//
+// # Auth and tenancy
+//
+// Bearer API keys are bound to tenants ([Auth]; keys are loaded from a file
+// or an env var with [LoadKeys] / [KeysFromEnv] and held only as SHA-256
+// hashes). A request only ever sees its tenant's threads: thread ids are
+// looked up under the key's tenant, so another tenant's thread is simply
+// not found. With auth disabled every request is tenant "default"
+// ([Server.AuthEnabled] tells agentd whether it may bind a non-loopback
+// address).
+//
+// # Server-sent events
+//
+// GET /v1/threads/{id}/events with Accept: text/event-stream streams the
+// thread's durable events through [client.Client.Watch]:
+//
+//	id: <stream sequence>
+//	event: <event type>
+//	data: <the event's JSON form with "seq" and "stored_at">
+//
+// Resume: a reader passes the last sequence it received as Last-Event-ID
+// (browsers' EventSource does so on reconnect; it wins) or ?after=<seq>.
+// The watch starts right after that sequence on the thread's own subject
+// with an ordered consumer, so a reconnect gets every later event once, in
+// order, with no gap and no duplicate; a frame cut off by a disconnect is
+// never dispatched and is sent again. ?deltas=true adds live token deltas
+// as "event: delta" frames without id (not resumable, best effort, dropped
+// for slow readers). A ": heartbeat" comment goes out every
+// Config.Heartbeat (15 s) so idle proxies keep the connection; a
+// "retry: 1000" hint opens the stream. Headers for buffering proxies:
+// Content-Type: text/event-stream, Cache-Control: no-cache,
+// X-Accel-Buffering: no (nginx), Connection: keep-alive; every frame is
+// flushed. Each write has a deadline (Config.WriteTimeout, via
+// http.ResponseController): a client that does not take a frame in time is
+// dropped and counted (Hooks.StreamDropped). A slow reader never slows the
+// log: its watch is its own ordered consumer. The framing is written here
+// (a few lines); no SSE library is used.
+//
+// # OpenAI-compatible chat: sticky sessions
+//
+// Each request's conversation key is resolved with
+// [client.ResolveConvKey], the Agenticore seed's 4 tiers: a header
+// (X-Conversation-Id, X-LibreChat-Conversation-Id, X-OpenWebUI-Chat-Id),
+// then body metadata.conversation_id or a UUID-shaped user, then
+// sha256(system prompt + first user message)[:16] (off with
+// Config.DisableConvHashFallback), else an ephemeral key. The key is scoped
+// by agent (the "model" field, which must name a served agent) and user
+// (X-User-Id or the body's user) and maps to a deterministic thread id, so
+// two users never share a thread. The first turn creates the thread
+// (agent = model, system prompt = the leading system message, owner = user,
+// metadata conv_key / conv_tier / conv_source, and stateless=true for tier
+// 4 — ephemeral conversations are recorded too) together with the
+// request's messages, in one atomic append. The answer is the worker's:
+// the handler watches the thread (with deltas when streaming) from before
+// its append and collects the assistant messages whose ReplyTo is the
+// answered user message until one has no tool calls. Response headers name
+// the thread (X-Convlog-Thread), the key (X-Conversation-Id: send it back to
+// stay on the thread) and the tier; the body's "convlog" member says the
+// same and lists the tool calls the agent ran. One log line per request
+// carries conv_key, tier, agent and stateless (Hooks.Chat for metrics).
+//
+// Non-streamed answers are a chat.completion whose message content is the
+// steps' contents joined by a blank line, without tool calls (the agent ran
+// them; they are not for the client to run). Streamed answers
+// (stream: true) are chat.completion.chunk events: the role first, then
+// content, reasoning_content and tool_calls deltas (index, id, type,
+// function name, then argument pieces) as the agent generates, a
+// finish_reason "stop" chunk, a usage chunk when stream_options.include_usage,
+// then data: [DONE]. Whatever live deltas missed, the stored step supplies,
+// so the streamed text is the stored answer.
+//
+// # Divergence policy
+//
+// OpenAI clients resend the whole history on every turn. The request's
+// messages (without the leading system message) are compared with the
+// thread's history, both reduced to user messages (by text) and answer
+// blocks (consecutive assistant and tool messages, by the text of their
+// assistant contents; tool calls and results are not compared, because
+// clients keep them in different shapes):
+//
+//  1. The thread's history is a prefix of the request: the new suffix is
+//     appended (user messages, and tool results for pending calls when the
+//     client ran tools), conditional on the version read; a conflict with a
+//     concurrent request re-reads and re-plans. A changed system prompt is
+//     recorded with thread.updated in the same atomic append. If nothing is
+//     new and the thread still waits for its agent, the handler waits for
+//     that answer.
+//  2. The request is the thread's history up to a user message the thread
+//     has already answered, and nothing else: a retry. The stored answer is
+//     returned; nothing is appended ("replayed": true).
+//  3. The request holds only user messages that do not continue the
+//     history: the client sends just the new message (the seed's curl
+//     example); they are appended.
+//  4. Otherwise the histories diverge (an edited earlier message, a
+//     different answer, a regenerated turn): the request is REJECTED with
+//     409 history-diverged, naming the first differing message (field
+//     "messages[i]", index) and the thread's sequence it was compared
+//     with. The thread is the record and is never rewritten or silently
+//     forked. The client should start a new conversation id (a new
+//     X-Conversation-Id), or fork the thread at the last common sequence
+//     (POST /v1/threads/{id}/fork {"at_seq": N}) and continue the fork
+//     through the REST and SSE API.
+//
+// A history compacted or restored through the REST API no longer matches
+// full-history clients (rule 4); delta clients (rule 3) are unaffected.
+//
+// # Lifecycle
+//
+// Shutdown order, for agentd:
+//
+//  1. [Server.Shutdown]: streams get a final "event: shutdown" frame and end,
+//     chat requests waiting for an answer get 503 (the answer still lands),
+//     and Shutdown waits for those handlers;
+//  2. http.Server.Shutdown: stops accepting and drains the short requests;
+//  3. the worker pool and the NATS connection.
+package httpapi

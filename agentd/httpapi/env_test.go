@@ -1,0 +1,246 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/convlog/convlog/agent/model"
+	"github.com/convlog/convlog/agentd/httpapi"
+	"github.com/convlog/convlog/agentd/worker"
+	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/natstest"
+	"github.com/convlog/convlog/projector"
+)
+
+// API keys of the test tenants.
+const (
+	keyAcme   = "sk-acme-0123456789"
+	keyGlobex = "sk-globex-0123456789"
+)
+
+// clockTools is the tool set of the test agent: a fixed clock (the offline
+// model calls it for "what time is it?").
+type clockTools struct{}
+
+func (clockTools) Specs() []model.Tool {
+	return []model.Tool{{Name: model.ToolClock, Description: "current time", Parameters: json.RawMessage(`{"type":"object"}`)}}
+}
+
+func (clockTools) Run(ctx context.Context, call events.ToolCall, env worker.Env) events.ToolResult {
+	return events.ToolResult{ToolCallID: call.ID, Name: call.Name, Content: events.Text("2026-01-02T03:04:05Z")}
+}
+
+// env is a running API: embedded JetStream, agent workers (offline model,
+// agent "demo"), the HTTP server, and two tenants with API keys.
+type env struct {
+	t   testing.TB
+	ns  *natstest.Server
+	c   *client.Client
+	api *httpapi.Server
+	srv *httptest.Server
+
+	mu      sync.Mutex
+	dropped []httpapi.StreamDrop
+	chats   []httpapi.ChatInfo
+}
+
+// envSettings are what envOptions change.
+type envSettings struct {
+	cfg       httpapi.Config
+	noWorkers bool
+	projector bool
+}
+
+type envOption func(*envSettings)
+
+// withConfig changes the API's configuration.
+func withConfig(f func(*httpapi.Config)) envOption { return func(s *envSettings) { f(&s.cfg) } }
+
+// withProjector also runs a projector (snapshots and the thread index that
+// List reads).
+func withProjector() envOption { return func(s *envSettings) { s.projector = true } }
+
+// withoutWorkers runs no agent workers.
+func withoutWorkers() envOption { return func(s *envSettings) { s.noWorkers = true } }
+
+func newEnv(t testing.TB, opts ...envOption) *env {
+	t.Helper()
+	var set envSettings
+	for _, o := range opts {
+		o(&set)
+	}
+	ns := natstest.Run(t)
+	ctx := context.Background()
+	c, err := client.New(ctx, ns.NC, client.Config{Provision: true})
+	require.NoError(t, err)
+	off, err := model.NewOffline(model.OfflineConfig{TokenDelay: time.Millisecond})
+	require.NoError(t, err)
+	pool, err := worker.New(c, ns.NC, worker.Config{Agents: map[string]*worker.Agent{"demo": {Provider: off, Tools: clockTools{}}}, Concurrency: 4})
+	require.NoError(t, err)
+	wctx, stopWorkers := context.WithCancel(ctx)
+	workersDone := make(chan struct{})
+	if set.noWorkers {
+		close(workersDone)
+	} else {
+		go func() { defer close(workersDone); _ = pool.Run(wctx) }()
+		select {
+		case <-pool.Ready():
+		case <-workersDone:
+			t.Fatal("worker pool stopped before it was ready")
+		}
+	}
+	projDone := make(chan struct{})
+	if set.projector {
+		proj, err := projector.New(ns.JS, projector.Config{})
+		require.NoError(t, err)
+		go func() { defer close(projDone); _ = proj.Run(wctx) }()
+		select {
+		case <-proj.Ready():
+		case <-projDone:
+			t.Fatal("projector stopped before it was ready")
+		}
+	} else {
+		close(projDone)
+	}
+	e := &env{t: t, ns: ns, c: c}
+	cfg := set.cfg
+	base := httpapi.Config{Client: c, NC: ns.NC, Agents: []string{"demo"},
+		Auth:          httpapi.Auth{Keys: map[string]string{httpapi.HashKey(keyAcme): "acme", httpapi.HashKey(keyGlobex): "globex"}},
+		AnswerTimeout: 30 * time.Second,
+		Hooks: httpapi.Hooks{
+			StreamDropped: func(d httpapi.StreamDrop) { e.mu.Lock(); e.dropped = append(e.dropped, d); e.mu.Unlock() },
+			Chat:          func(ci httpapi.ChatInfo) { e.mu.Lock(); e.chats = append(e.chats, ci); e.mu.Unlock() },
+		}}
+	cfg.Client, cfg.NC, cfg.Agents, cfg.Hooks = base.Client, base.NC, base.Agents, base.Hooks
+	if !cfg.Auth.Disabled && cfg.Auth.Keys == nil {
+		cfg.Auth = base.Auth
+	}
+	if cfg.AnswerTimeout == 0 {
+		cfg.AnswerTimeout = base.AnswerTimeout
+	}
+	e.api, err = httpapi.New(cfg)
+	require.NoError(t, err)
+	e.srv = httptest.NewServer(e.api.Handler())
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, e.api.Shutdown(sctx))
+		e.srv.Close()
+		stopWorkers()
+		<-workersDone
+		<-projDone
+	})
+	return e
+}
+
+// resp is an HTTP answer read whole.
+type resp struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r resp) json(t testing.TB, v any) {
+	t.Helper()
+	require.NoError(t, json.Unmarshal(r.body, v), "body: %s", r.body)
+}
+
+// problem decodes a problem+json answer and checks its media type.
+func (r resp) problem(t testing.TB) map[string]any {
+	t.Helper()
+	require.Equal(t, "application/problem+json", r.header.Get("Content-Type"), "body: %s", r.body)
+	var p map[string]any
+	r.json(t, &p)
+	require.Equal(t, float64(r.status), p["status"])
+	require.NotEmpty(t, p["type"])
+	require.NotEmpty(t, p["title"])
+	return p
+}
+
+// do sends a request as key (""= no Authorization) with headers kv.
+func (e *env) do(method, path, key string, body any, kv ...string) resp {
+	e.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = bytes.NewBufferString(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		require.NoError(e.t, err)
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	require.NoError(e.t, err)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		req.Header.Set(kv[i], kv[i+1])
+	}
+	res, err := e.srv.Client().Do(req)
+	require.NoError(e.t, err)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	require.NoError(e.t, err)
+	return resp{status: res.StatusCode, header: res.Header, body: b}
+}
+
+// streamMsgs is the number of messages in the event stream.
+func (e *env) streamMsgs() uint64 {
+	e.t.Helper()
+	st, err := e.ns.JS.Stream(context.Background(), e.c.Config().Resources.Stream)
+	require.NoError(e.t, err)
+	info, err := st.Info(context.Background())
+	require.NoError(e.t, err)
+	return info.State.Msgs
+}
+
+// createThread creates a thread for tenant acme over HTTP and returns its id.
+func (e *env) createThread(body map[string]any) string {
+	e.t.Helper()
+	r := e.do("POST", "/v1/threads", keyAcme, body)
+	require.Equal(e.t, http.StatusCreated, r.status, "%s", r.body)
+	var th struct {
+		Thread string `json:"thread"`
+	}
+	r.json(e.t, &th)
+	return th.Thread
+}
+
+// userEvent is the JSON of a user message event.
+func userEvent(text string) map[string]any {
+	return map[string]any{"type": "message.user", "payload": map[string]any{"content": text}}
+}
+
+// waitAnswered polls until every user message of tenant/thread has a final
+// answer, and returns the thread.
+func (e *env) waitAnswered(tenant, thread string) *client.Thread {
+	e.t.Helper()
+	var th *client.Thread
+	require.Eventually(e.t, func() bool {
+		got, err := e.c.Get(context.Background(), tenant, thread, client.Consistent())
+		if err != nil {
+			return false
+		}
+		th = got
+		n := len(got.Messages)
+		return n > 0 && got.Messages[n-1].Role == events.RoleAssistant && len(got.Messages[n-1].ToolCalls) == 0
+	}, 20*time.Second, 5*time.Millisecond)
+	return th
+}

@@ -1,0 +1,155 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/convlog/convlog/events"
+)
+
+// History matching for /v1/chat/completions: OpenAI-compatible clients
+// resend the whole conversation on every turn. The request's messages are
+// compared with the thread's history to find what is new. Both sides are
+// reduced to the same view (see doc.go, "Divergence policy"):
+//
+//   - a user message is one item, compared by its text (CRLF as LF,
+//     surrounding white space trimmed; non-text parts compared as JSON);
+//   - consecutive assistant and tool messages are one "answer block",
+//     compared by the text of its assistant contents joined by a blank line
+//     (what this API answers with), or by the last assistant content alone.
+//     Tool calls and tool results inside a block are not compared: clients
+//     keep them in different shapes (the SDK's stream accumulator merges
+//     the tool-call steps into the answer message; others drop them).
+
+// viewItem is one item of a history view.
+type viewItem struct {
+	user bool
+	// text is the user message's text or the block's joined content.
+	text string
+	// last is the block's last non-empty assistant content.
+	last string
+	// msgs are the messages of the item, first (index in the source) at from.
+	msgs []events.Message
+	from int
+}
+
+// normText is the comparable text of a content.
+func normText(c events.Content) string {
+	var s string
+	switch c.Kind {
+	case events.ContentText:
+		s = c.Text
+	case events.ContentParts:
+		allText := true
+		for _, p := range c.Parts {
+			if p.Type != events.PartText {
+				allText = false
+			}
+		}
+		if allText {
+			s = c.String()
+		} else {
+			b, _ := json.Marshal(c.Parts)
+			s = string(b)
+		}
+	}
+	return strings.TrimSpace(strings.ReplaceAll(s, "\r\n", "\n"))
+}
+
+// blockText joins the contents of a block's assistant messages the way the
+// answer is built: non-empty contents separated by a blank line.
+func blockText(msgs []events.Message) (joined, last string) {
+	var parts []string
+	for _, m := range msgs {
+		if m.Role != events.RoleAssistant {
+			continue
+		}
+		if t := m.Content.String(); strings.TrimSpace(t) != "" {
+			parts = append(parts, t)
+			last = t
+		}
+	}
+	norm := func(s string) string { return strings.TrimSpace(strings.ReplaceAll(s, "\r\n", "\n")) }
+	return norm(strings.Join(parts, "\n\n")), norm(last)
+}
+
+// viewOf reduces a history to its view. System messages are their own
+// (user-less) items and never match a user item.
+func viewOf(msgs []events.Message) []viewItem {
+	var out []viewItem
+	for i := 0; i < len(msgs); {
+		m := msgs[i]
+		if m.Role == events.RoleUser || m.Role == events.RoleSystem {
+			out = append(out, viewItem{user: m.Role == events.RoleUser, text: normText(m.Content), msgs: msgs[i : i+1], from: i})
+			if m.Role == events.RoleSystem {
+				out[len(out)-1].text = "\x00system\x00" + out[len(out)-1].text
+			}
+			i++
+			continue
+		}
+		j := i
+		for j < len(msgs) && (msgs[j].Role == events.RoleAssistant || msgs[j].Role == events.RoleTool) {
+			j++
+		}
+		it := viewItem{msgs: msgs[i:j], from: i}
+		it.text, it.last = blockText(it.msgs)
+		out = append(out, it)
+		i = j
+	}
+	return out
+}
+
+func sameItem(thread, req viewItem) bool {
+	if thread.user != req.user {
+		return false
+	}
+	if thread.user {
+		return thread.text == req.text
+	}
+	return req.text == thread.text || (req.text != "" && req.text == thread.last)
+}
+
+// matchKind is the outcome of matching a request against a thread.
+type matchKind int
+
+const (
+	// matchAppend: the thread's history is a prefix of the request; the
+	// request's suffix (possibly empty) is new.
+	matchAppend matchKind = iota
+	// matchReplay: the request is the thread's history up to a user message
+	// that the thread already answers (a retry): answer with that answer.
+	matchReplay
+	// matchDelta: the request holds only user messages that do not continue
+	// the history: the client sends just the new message (Agenticore's curl
+	// example); they are appended.
+	matchDelta
+	// matchDiverged: the request's history differs from the thread's.
+	matchDiverged
+)
+
+// match compares a thread's view with a request's view. For matchAppend,
+// n is how many request items the thread already has; for matchReplay, n is
+// the index in the thread view of the user item being retried; for
+// matchDiverged, n is the first request item that differs (len(req) when
+// the request stops short).
+func match(thread, req []viewItem) (kind matchKind, n int) {
+	i := 0
+	for i < len(thread) && i < len(req) && sameItem(thread[i], req[i]) {
+		i++
+	}
+	onlyUsers := len(req) > 0
+	for _, it := range req {
+		if !it.user {
+			onlyUsers = false
+		}
+	}
+	switch {
+	case i == len(thread):
+		return matchAppend, i
+	case len(req) > 0 && i == len(req) && req[i-1].user && len(thread) == len(req)+1 && !thread[i].user:
+		return matchReplay, i - 1
+	case onlyUsers:
+		return matchDelta, 0
+	}
+	return matchDiverged, i
+}

@@ -1,0 +1,351 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/projector"
+)
+
+// ProblemTypePrefix prefixes the type URI of every problem this API
+// returns: "urn:convlog:problem:" + the problem's slug, e.g.
+// "urn:convlog:problem:version-conflict".
+const ProblemTypePrefix = "urn:convlog:problem:"
+
+// Problem is an RFC 9457 problem details object, served as
+// application/problem+json. Type, Title and Status are always set; the
+// extension members name the field, thread, sequence and versions involved
+// where they are known.
+type Problem struct {
+	Type     string `json:"type"`
+	Title    string `json:"title"`
+	Status   int    `json:"status"`
+	Detail   string `json:"detail,omitempty"`
+	Instance string `json:"instance,omitempty"`
+
+	// Code is a stable machine-readable code: the slug of Type, or for
+	// events the fold rejected, the fold's rejection code
+	// (e.g. "tool_call_not_pending").
+	Code string `json:"code,omitempty"`
+	// Field is the request field at fault, as a path ("events[1].payload.content",
+	// "at_seq", "If-Match").
+	Field string `json:"field,omitempty"`
+	// Thread is the thread id involved.
+	Thread string `json:"thread,omitempty"`
+	// Seq is the stream sequence involved (a rejected event's would-be
+	// sequence, the message a chat history diverged at).
+	Seq uint64 `json:"seq,omitempty"`
+	// EventID is the id of the event involved.
+	EventID string `json:"event_id,omitempty"`
+	// Index is the position of the offending item in the request (an event
+	// of an append, a message of a chat request).
+	Index *int `json:"index,omitempty"`
+	// ExpectedVersion and CurrentVersion accompany version conflicts: the
+	// current version is the one to retry with.
+	ExpectedVersion *uint64 `json:"expected_version,omitempty"`
+	CurrentVersion  *uint64 `json:"current_version,omitempty"`
+	// Limit is the limit exceeded (bytes, events).
+	Limit int64 `json:"limit,omitempty"`
+	// OpenAI is the OpenAI error object ("error"), set on the OpenAI-compatible routes
+	// so that OpenAI SDKs read the message.
+	OpenAI *OpenAIError `json:"error,omitempty"`
+
+	headers http.Header
+}
+
+// OpenAIError is the "error" member OpenAI clients look for.
+type OpenAIError struct {
+	// Message is the problem's detail (or title).
+	Message string `json:"message"`
+	// Type is OpenAI's error class: "invalid_request_error",
+	// "authentication_error", "not_found_error", "conflict_error" or
+	// "server_error".
+	Type string `json:"type"`
+	// Param is the problem's field, Code its code.
+	Param *string `json:"param"`
+	Code  *string `json:"code"`
+}
+
+// Error implements error.
+func (p *Problem) Error() string {
+	s := fmt.Sprintf("%d %s", p.Status, p.Title)
+	if p.Detail != "" {
+		s += ": " + p.Detail
+	}
+	return s
+}
+
+func newProblem(status int, slug, title, detail string) *Problem {
+	return &Problem{Type: ProblemTypePrefix + slug, Title: title, Status: status, Detail: detail, Code: slug}
+}
+
+func (p *Problem) header(k, v string) *Problem {
+	if p.headers == nil {
+		p.headers = http.Header{}
+	}
+	p.headers.Set(k, v)
+	return p
+}
+
+func (p *Problem) field(f string) *Problem    { p.Field = f; return p }
+func (p *Problem) thread(t string) *Problem   { p.Thread = t; return p }
+func (p *Problem) index(i int) *Problem       { p.Index = &i; return p }
+func (p *Problem) seq(s uint64) *Problem      { p.Seq = s; return p }
+func (p *Problem) eventID(id string) *Problem { p.EventID = id; return p }
+
+// Problem constructors for the common cases.
+func badRequest(slug, detail string) *Problem {
+	return newProblem(http.StatusBadRequest, slug, "Bad request", detail)
+}
+
+func invalid(field, detail string) *Problem {
+	return newProblem(http.StatusUnprocessableEntity, "invalid-request", "Invalid request", detail).field(field)
+}
+
+func notFound(thread string) *Problem {
+	return newProblem(http.StatusNotFound, "not-found", "Thread not found",
+		fmt.Sprintf("thread %q does not exist for this tenant", thread)).thread(thread)
+}
+
+// writeProblem writes p as application/problem+json.
+func writeProblem(w http.ResponseWriter, p *Problem) {
+	for k, vs := range p.headers {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	if p.Status >= 400 && p.Status < 500 && p.Status != http.StatusRequestTimeout && p.Status != http.StatusTooManyRequests {
+		// OpenAI SDKs retry 409 by default; a conflict here needs a new
+		// decision, not the same request again.
+		w.Header().Set("X-Should-Retry", "false")
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(p.Status)
+	b, _ := json.Marshal(p)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// errCtx is what a handler knows about an error's circumstances.
+type errCtx struct {
+	thread  string
+	ifMatch bool
+	// eventIndex maps event ids of an append to their request positions.
+	eventIndex map[string]int
+	// fieldPrefix prefixes event field paths ("events[1].").
+	fieldPrefix func(i int) string
+}
+
+// problemFor maps an error from client/, events/ or projector/ to a
+// problem (see doc.go for the table).
+func problemFor(err error, ec errCtx) *Problem {
+	var (
+		p        *Problem
+		maxBytes *http.MaxBytesError
+		idErr    *events.IDError
+		valErr   *events.ValidationError
+		rejErr   *projector.RejectionError
+		conflict *client.ConflictError
+		nf       *client.NotFoundError
+		tooLarge *client.TooLargeError
+		keyErr   *client.ConvKeyError
+	)
+	idx := func(id string) (int, bool) {
+		i, ok := ec.eventIndex[id]
+		return i, ok
+	}
+	prefix := func(id string) string {
+		if i, ok := idx(id); ok && ec.fieldPrefix != nil {
+			return ec.fieldPrefix(i)
+		}
+		return ""
+	}
+	switch {
+	case errors.As(err, &p):
+		return p
+	case errors.As(err, &maxBytes):
+		return tooLargeBody(maxBytes.Limit)
+	case errors.As(err, &keyErr):
+		return invalid(keyErr.Source, keyErr.Error())
+	case errors.As(err, &idErr):
+		f := "id"
+		if idErr.Kind == "tenant" {
+			f = "tenant"
+		}
+		return newProblem(http.StatusBadRequest, "bad-id", "Invalid id", idErr.Error()).field(f).thread(ec.thread)
+	case errors.As(err, &valErr):
+		q := newProblem(http.StatusUnprocessableEntity, "invalid-event", "Invalid event", valErr.Error()).
+			field(prefix(valErr.EventID) + valErr.Field).thread(ec.thread).eventID(valErr.EventID)
+		if i, ok := idx(valErr.EventID); ok {
+			q.index(i)
+		}
+		return q
+	case errors.As(err, &rejErr):
+		var q *Problem
+		switch rejErr.Code {
+		case projector.CodeNoThread, projector.CodeErased:
+			q = notFound(ec.thread)
+			q.Detail += " (" + rejErr.Reason + ")"
+		default:
+			q = newProblem(http.StatusUnprocessableEntity, "rejected", "Event rejected", rejErr.Error())
+			q.Code = string(rejErr.Code)
+		}
+		q.thread(ec.thread).seq(rejErr.Seq).eventID(rejErr.EventID)
+		if i, ok := idx(rejErr.EventID); ok {
+			q.index(i)
+		}
+		return q
+	case errors.Is(err, client.ErrThreadExists):
+		return newProblem(http.StatusConflict, "thread-exists", "Thread exists",
+			fmt.Sprintf("thread %q already exists: choose another id or omit it", ec.thread)).thread(ec.thread).field("id")
+	case errors.As(err, &conflict):
+		exp, cur := conflict.Expected, conflict.Actual
+		var q *Problem
+		if ec.ifMatch {
+			q = newProblem(http.StatusPreconditionFailed, "version-conflict", "Version conflict",
+				fmt.Sprintf("If-Match named version %d but thread %q is at version %d: reload it and retry with If-Match: \"%d\"", exp, ec.thread, cur, cur))
+		} else {
+			q = newProblem(http.StatusConflict, "conflict", "Conflict", conflict.Error())
+		}
+		q.ExpectedVersion, q.CurrentVersion = &exp, &cur
+		if cur != 0 {
+			q.header("ETag", etag(cur))
+		}
+		return q.thread(ec.thread)
+	case errors.As(err, &nf):
+		q := notFound(ec.thread)
+		if nf.Reason != "" && !strings.HasPrefix(nf.Reason, "deleted") {
+			q.Detail += " (" + nf.Reason + ")"
+		}
+		return q
+	case errors.Is(err, client.ErrThreadNotFound):
+		return notFound(ec.thread)
+	case errors.As(err, &tooLarge):
+		q := newProblem(http.StatusRequestEntityTooLarge, "too-large", "Event too large", tooLarge.Error()).
+			thread(ec.thread).eventID(tooLarge.EventID)
+		q.Limit = int64(tooLarge.Limit)
+		if i, ok := idx(tooLarge.EventID); ok {
+			q.index(i)
+		}
+		return q
+	case errors.Is(err, client.ErrBadCursor):
+		return badRequest("bad-cursor", err.Error()).field("cursor")
+	case errors.Is(err, client.ErrClosed):
+		return newProblem(http.StatusServiceUnavailable, "unavailable", "Service unavailable", "the server is shutting down")
+	case errors.Is(err, context.DeadlineExceeded):
+		return newProblem(http.StatusGatewayTimeout, "timeout", "Timeout", err.Error()).thread(ec.thread)
+	case errors.Is(err, context.Canceled):
+		return newProblem(499, "canceled", "Request canceled", err.Error()).thread(ec.thread)
+	}
+	return newProblem(http.StatusInternalServerError, "internal", "Internal error", err.Error()).thread(ec.thread)
+}
+
+func tooLargeBody(limit int64) *Problem {
+	q := newProblem(http.StatusRequestEntityTooLarge, "too-large", "Request body too large",
+		fmt.Sprintf("the request body exceeds %d bytes", limit))
+	q.Limit = limit
+	return q
+}
+
+// decodeJSON decodes the request body into v. An empty body is allowed
+// when allowEmpty (v is left as is). Unknown fields are rejected when
+// strict. Errors are problems: malformed JSON 400, wrong types and unknown
+// fields 422, too large 413, wrong content type 415.
+func decodeJSON(r *http.Request, v any, strict, allowEmpty bool) *Problem {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, _ := strings.Cut(ct, ";")
+		mt = strings.ToLower(strings.TrimSpace(mt))
+		if mt != "application/json" && !strings.HasSuffix(mt, "+json") {
+			return newProblem(http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type",
+				fmt.Sprintf("the body must be application/json, not %q", mt)).field("Content-Type")
+		}
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return tooLargeBody(mb.Limit)
+		}
+		return badRequest("malformed-json", "reading the body: "+err.Error())
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		if allowEmpty {
+			return nil
+		}
+		return badRequest("malformed-json", "the request body is empty; send a JSON object")
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	if strict {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(v); err != nil {
+		return jsonProblem(err, "")
+	}
+	if dec.More() {
+		return badRequest("malformed-json", "the body holds more than one JSON value")
+	}
+	return nil
+}
+
+// jsonProblem maps a json decoding error; prefix is prepended to field paths.
+func jsonProblem(err error, prefix string) *Problem {
+	var (
+		syn *json.SyntaxError
+		typ *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &syn):
+		return badRequest("malformed-json", fmt.Sprintf("malformed JSON at byte %d: %v", syn.Offset, syn))
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return badRequest("malformed-json", "malformed JSON: the body ends early")
+	case errors.As(err, &typ):
+		f := prefix + typ.Field
+		if typ.Field == "" {
+			f = strings.TrimSuffix(prefix, ".")
+		}
+		return invalid(f, fmt.Sprintf("%s must be %s, got a JSON %s", orBody(f), jsonTypeName(typ.Type), typ.Value))
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
+		return invalid(prefix+name, fmt.Sprintf("unknown field %q", name))
+	}
+	return invalid(strings.TrimSuffix(prefix, "."), err.Error())
+}
+
+func orBody(f string) string {
+	if f == "" {
+		return "the body"
+	}
+	return f
+}
+
+func jsonTypeName(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a non-negative integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "of type " + t.String()
+}

@@ -1,0 +1,320 @@
+package httpapi
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/convlog/convlog/client"
+)
+
+//go:embed openapi.json
+var openAPIDoc []byte
+
+// OpenAPI returns the embedded OpenAPI 3.1 document served at
+// GET /openapi.json.
+func OpenAPI() []byte { return slices.Clone(openAPIDoc) }
+
+// Route is one endpoint the server registers.
+type Route struct {
+	// Method is the HTTP method (GET routes also answer HEAD).
+	Method string
+	// Path is the path pattern, with {name} wildcards as in OpenAPI.
+	Path string
+	// Public routes need no API key.
+	Public bool
+}
+
+// Server serves the HTTP API. Create it with [New], mount [Server.Handler]
+// on an http.Server, and call [Server.Shutdown] before http.Server.Shutdown.
+type Server struct {
+	cfg     Config
+	c       *client.Client
+	log     *slog.Logger
+	mux     *http.ServeMux
+	handler http.Handler
+	routes  []Route
+	agents  map[string]bool
+	started time.Time
+
+	// base is canceled by Shutdown: long-lived handlers (SSE, chat
+	// completions waiting for an answer) derive from it and end.
+	base     context.Context
+	stopBase context.CancelFunc
+	// long counts long-lived handlers in flight, for Shutdown.
+	long sync.WaitGroup
+}
+
+// New returns a server for cfg. It validates cfg (every problem at once).
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	s := &Server{cfg: cfg, c: cfg.Client, log: cfg.Logger, mux: http.NewServeMux(),
+		agents: map[string]bool{}, started: time.Now()}
+	for _, a := range cfg.Agents {
+		s.agents[a] = true
+	}
+	s.base, s.stopBase = context.WithCancel(context.Background())
+
+	s.route("GET /openapi.json", true, false, s.getOpenAPI)
+	s.route("GET /healthz", true, false, s.getHealth)
+	s.route("GET /v1/models", false, false, s.listModels)
+	s.route("GET /v1/models/{model}", false, false, s.getModel)
+	s.route("POST /v1/chat/completions", false, true, s.chatCompletions)
+	s.route("POST /v1/threads", false, false, s.createThread)
+	s.route("GET /v1/threads", false, false, s.listThreads)
+	s.route("GET /v1/threads/{id}", false, false, s.getThread)
+	s.route("DELETE /v1/threads/{id}", false, false, s.deleteThread)
+	s.route("POST /v1/threads/{id}/events", false, false, s.appendEvents)
+	s.route("GET /v1/threads/{id}/events", false, true, s.getEvents)
+	s.route("POST /v1/threads/{id}/fork", false, false, s.forkThread)
+	s.route("POST /v1/threads/{id}/undelete", false, false, s.undeleteThread)
+	s.route("POST /v1/threads/{id}/erase", false, false, s.eraseThread)
+	s.route("GET /v1/threads/{id}/export", false, true, s.exportThread)
+	s.mux.HandleFunc("/", s.unmatched)
+	s.handler = s.mux
+	return s, nil
+}
+
+// Handler returns the HTTP handler of the API.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Routes returns the registered endpoints (the OpenAPI document lists
+// exactly these; a test checks it).
+func (s *Server) Routes() []Route { return slices.Clone(s.routes) }
+
+// AuthEnabled reports whether requests need an API key. agentd serve
+// refuses to listen on a non-loopback address when it is false, unless
+// forced.
+func (s *Server) AuthEnabled() bool { return s.cfg.Auth.Enabled() }
+
+// Shutdown ends the long-lived requests: it
+//
+//  1. cancels every SSE stream (after a final "event: shutdown" frame) and
+//     every chat completion still waiting for its answer (503; the answer
+//     still lands in the thread), so their handlers return;
+//  2. waits for those handlers until ctx ends.
+//
+// Call it before (or register it with http.Server.RegisterOnShutdown
+// through a goroutine) http.Server.Shutdown, which waits for handlers to
+// return and would otherwise wait for every open stream. Requests that
+// arrive later are served normally except that streams end at once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.stopBase()
+	done := make(chan struct{})
+	go func() { s.long.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("httpapi: shutdown: %w (streams still open)", ctx.Err())
+	}
+}
+
+// handlerFunc serves one route; a returned error becomes a problem
+// response unless the handler already wrote a response.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// route registers pattern. long marks handlers that may run for long
+// (streams, waits): they are tracked for Shutdown.
+func (s *Server) route(pattern string, public, long bool, h handlerFunc) {
+	method, path, _ := strings.Cut(pattern, " ")
+	s.routes = append(s.routes, Route{Method: method, Path: path, Public: public})
+	openai := strings.HasPrefix(path, "/v1/chat/") || strings.HasPrefix(path, "/v1/models")
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &recorder{ResponseWriter: w}
+		tenant := ""
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("handler panicked", "route", pattern, "panic", v)
+				if !rec.wrote {
+					writeProblem(rec, newProblem(http.StatusInternalServerError, "internal", "Internal error", fmt.Sprint(v)))
+				}
+			}
+			took := time.Since(start)
+			s.log.Debug("request", "route", pattern, "tenant", tenant, "status", rec.status(), "took", took)
+			if s.cfg.Hooks.Request != nil {
+				s.cfg.Hooks.Request(RequestInfo{Route: pattern, Tenant: tenant, Status: rec.status(), Took: took})
+			}
+		}()
+		if long {
+			s.long.Add(1)
+			defer s.long.Done()
+		}
+		if !public {
+			t, p := s.authenticate(r)
+			if p != nil {
+				s.fail(rec, r, p, openai)
+				return
+			}
+			tenant = t
+			r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, t))
+		}
+		if r.Body != nil && s.cfg.MaxBodyBytes > 0 {
+			r.Body = http.MaxBytesReader(rec, r.Body, s.cfg.MaxBodyBytes)
+		}
+		if err := h(rec, r); err != nil {
+			if rec.wrote {
+				s.log.Warn("request failed after the response started", "route", pattern, "tenant", tenant, "err", err)
+				return
+			}
+			s.fail(rec, r, problemFor(err, errCtx{thread: r.PathValue("id")}), openai)
+		}
+	})
+}
+
+// fail writes p; on OpenAI routes it also carries the OpenAI error object.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, p *Problem, openai bool) {
+	if p.Instance == "" {
+		p.Instance = r.URL.Path
+	}
+	if openai && p.OpenAI == nil {
+		p.OpenAI = openAIErrorOf(p)
+	}
+	if p.Status >= 500 {
+		s.log.Error("request failed", "path", r.URL.Path, "status", p.Status, "detail", p.Detail)
+	}
+	writeProblem(w, p)
+}
+
+func openAIErrorOf(p *Problem) *OpenAIError {
+	typ := "invalid_request_error"
+	switch {
+	case p.Status == http.StatusUnauthorized:
+		typ = "authentication_error"
+	case p.Status == http.StatusNotFound:
+		typ = "not_found_error"
+	case p.Status == http.StatusConflict:
+		typ = "conflict_error"
+	case p.Status >= 500:
+		typ = "server_error"
+	}
+	msg := p.Title
+	if p.Detail != "" {
+		msg = p.Detail
+	}
+	e := &OpenAIError{Message: msg, Type: typ}
+	if p.Field != "" {
+		f := p.Field
+		e.Param = &f
+	}
+	if p.Code != "" {
+		c := p.Code
+		e.Code = &c
+	}
+	return e
+}
+
+// unmatched answers paths no route matches: 405 with Allow when the path
+// exists for other methods, else 404. Both are problems.
+func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, rt := range s.routes {
+		if pathMatches(rt.Path, r.URL.Path) {
+			allow = append(allow, rt.Method)
+			if rt.Method == http.MethodGet {
+				allow = append(allow, http.MethodHead)
+			}
+		}
+	}
+	if len(allow) > 0 {
+		p := newProblem(http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed",
+			fmt.Sprintf("%s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+		p.header("Allow", strings.Join(allow, ", "))
+		s.fail(w, r, p, false)
+		return
+	}
+	s.fail(w, r, newProblem(http.StatusNotFound, "no-route", "Not found",
+		fmt.Sprintf("no endpoint at %s; see /openapi.json", r.URL.Path)), false)
+}
+
+func pathMatches(pattern, path string) bool {
+	ps, qs := strings.Split(pattern, "/"), strings.Split(path, "/")
+	if len(ps) != len(qs) {
+		return false
+	}
+	for i := range ps {
+		if strings.HasPrefix(ps[i], "{") {
+			if qs[i] == "" {
+				return false
+			}
+			continue
+		}
+		if ps[i] != qs[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) getOpenAPI(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	_, err := w.Write(openAPIDoc)
+	return err
+}
+
+func (s *Server) getHealth(w http.ResponseWriter, r *http.Request) error {
+	if s.cfg.NC != nil && !s.cfg.NC.IsConnected() {
+		return newProblem(http.StatusServiceUnavailable, "unavailable", "Service unavailable",
+			"not connected to NATS (status "+s.cfg.NC.Status().String()+")")
+	}
+	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// writeJSON writes v as JSON with status.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// recorder remembers whether and with which status a response started.
+type recorder struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.code, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if !r.wrote {
+		r.code, r.wrote = http.StatusOK, true
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (flush, write
+// deadlines).
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func (r *recorder) status() int {
+	if !r.wrote {
+		return http.StatusOK
+	}
+	return r.code
+}

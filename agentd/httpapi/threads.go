@@ -1,0 +1,605 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/projector"
+)
+
+// idemNamespace is the UUIDv5 namespace of ids derived from Idempotency-Key.
+var idemNamespace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://github.com/convlog/convlog/idempotency-key"))
+
+// idemID derives a deterministic id from an Idempotency-Key: the UUIDv5 of
+// tenant, thread, key and a purpose ("event:3", "thread"), so a retried
+// request produces the same event ids and the client's idempotent append
+// (DESIGN.md invariant 4) stores nothing twice.
+func idemID(tenant, thread, key, purpose string) string {
+	return uuid.NewSHA1(idemNamespace, []byte(tenant+"\x00"+thread+"\x00"+key+"\x00"+purpose)).String()
+}
+
+// maxIdemKeyLen bounds the Idempotency-Key header.
+const maxIdemKeyLen = 256
+
+func idempotencyKey(r *http.Request) (string, *Problem) {
+	k := strings.TrimSpace(r.Header.Get("Idempotency-Key"))
+	if len(k) > maxIdemKeyLen {
+		return "", badRequest("bad-header", fmt.Sprintf("Idempotency-Key is %d bytes, the limit is %d", len(k), maxIdemKeyLen)).field("Idempotency-Key")
+	}
+	return k, nil
+}
+
+// threadID returns the validated {id} of the path.
+func threadID(r *http.Request) (string, *Problem) {
+	id := r.PathValue("id")
+	if err := events.ValidateThreadID(id); err != nil {
+		return "", newProblem(http.StatusBadRequest, "bad-id", "Invalid id", err.Error()).field("id")
+	}
+	return id, nil
+}
+
+// etag is the strong ETag of a thread version.
+func etag(v uint64) string { return `"` + strconv.FormatUint(v, 10) + `"` }
+
+// parseIfMatch reads If-Match: a quoted version ("12"), also accepted bare
+// or weak (W/"12"), or "*" (any version). ok is false when absent.
+func parseIfMatch(r *http.Request) (v uint64, any, ok bool, p *Problem) {
+	h := strings.TrimSpace(r.Header.Get("If-Match"))
+	if h == "" {
+		return 0, false, false, nil
+	}
+	if h == "*" {
+		return 0, true, true, nil
+	}
+	s := strings.TrimPrefix(h, "W/")
+	s = strings.Trim(s, `"`)
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, false, false, badRequest("bad-header",
+			fmt.Sprintf("If-Match must be the thread version as an ETag, e.g. \"12\", got %q", h)).field("If-Match")
+	}
+	return n, false, true, nil
+}
+
+// query helpers; each returns a 400 problem naming the parameter.
+func queryBool(q url.Values, name string) (bool, *Problem) {
+	v := q.Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, badRequest("bad-query", fmt.Sprintf("%s must be true or false, got %q", name, v)).field(name)
+	}
+	return b, nil
+}
+
+func querySeq(q url.Values, name string) (uint64, *Problem) {
+	v := q.Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || n == 0 {
+		return 0, badRequest("bad-query", fmt.Sprintf("%s must be a stream sequence (an integer >= 1), got %q", name, v)).field(name)
+	}
+	return n, nil
+}
+
+func queryInt(q url.Values, name string, lo, hi int) (int, *Problem) {
+	v := q.Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, badRequest("bad-query", fmt.Sprintf("%s must be an integer in %d..%d, got %q", name, lo, hi, v)).field(name)
+	}
+	return n, nil
+}
+
+// storedJSON is the JSON form of a stored event: the event's JSON form
+// with "seq" and "stored_at" added. An event that did not decode is
+// {"seq", "stored_at", "id", "type", "error"}.
+func storedJSON(st events.Stored, decodeErr error) []byte {
+	head := fmt.Sprintf(`{"seq":%d,"stored_at":%q`, st.Seq, st.StoredAt.UTC().Format(time.RFC3339Nano))
+	if decodeErr == nil && st.Payload != nil {
+		if b, err := st.Event.MarshalJSON(); err == nil && len(b) > 2 {
+			return append([]byte(head+","), b[1:]...)
+		}
+	}
+	msg := "the event could not be decoded"
+	if decodeErr != nil {
+		msg = decodeErr.Error()
+	}
+	tail, _ := json.Marshal(struct {
+		ID    string      `json:"id,omitempty"`
+		Type  events.Type `json:"type,omitempty"`
+		Error string      `json:"error"`
+	}{st.ID, st.Type, msg})
+	return append([]byte(head+","), tail[1:]...)
+}
+
+// threadBody is a thread as the API returns it: the projected state plus,
+// when asked, the raw events.
+type threadBody struct {
+	*projector.State
+	MessageCount int               `json:"message_count"`
+	Events       []json.RawMessage `json:"events,omitempty"`
+}
+
+func threadJSON(th *client.Thread) threadBody {
+	b := threadBody{State: th.State, MessageCount: th.State.MessageCount()}
+	if th.Events != nil {
+		b.Events = make([]json.RawMessage, 0, len(th.Events))
+		for _, st := range th.Events {
+			b.Events = append(b.Events, storedJSON(st, nil))
+		}
+	}
+	return b
+}
+
+// writeThread writes th with its ETag.
+func writeThread(w http.ResponseWriter, r *http.Request, status int, th *client.Thread) error {
+	tag := etag(th.Version)
+	w.Header().Set("ETag", tag)
+	if status == http.StatusOK && r.Header.Get("If-None-Match") == tag {
+		w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
+	return writeJSON(w, status, threadJSON(th))
+}
+
+// createRequest is the body of POST /v1/threads.
+type createRequest struct {
+	ID            string               `json:"id"`
+	Owner         string               `json:"owner"`
+	Agent         string               `json:"agent"`
+	SystemPrompt  *string              `json:"system_prompt"`
+	Title         string               `json:"title"`
+	Metadata      map[string]string    `json:"metadata"`
+	Replies       events.ReplyMode     `json:"replies"`
+	PendingPolicy events.PendingPolicy `json:"pending_policy"`
+}
+
+func (s *Server) createThread(w http.ResponseWriter, r *http.Request) error {
+	tenant := tenantOf(r.Context())
+	var req createRequest
+	if p := decodeJSON(r, &req, true, true); p != nil {
+		return p
+	}
+	key, p := idempotencyKey(r)
+	if p != nil {
+		return p
+	}
+	if req.ID != "" {
+		if err := events.ValidateThreadID(req.ID); err != nil {
+			return newProblem(http.StatusBadRequest, "bad-id", "Invalid id", err.Error()).field("id")
+		}
+	} else if key != "" {
+		req.ID = "t-" + idemID(tenant, "", key, "thread")
+	}
+	if req.ID == "" {
+		req.ID = events.NewID()
+	}
+	opts := client.CreateOptions{Tenant: tenant, ThreadID: req.ID, ThreadCreated: events.ThreadCreated{
+		Owner: req.Owner, Agent: req.Agent, SystemPrompt: req.SystemPrompt, Title: req.Title,
+		Metadata: req.Metadata, Replies: req.Replies, PendingPolicy: req.PendingPolicy}}
+	if key != "" {
+		opts.EventID = idemID(tenant, req.ID, key, "created")
+	}
+	_, thread, version, err := s.c.CreateThread(r.Context(), opts)
+	if err != nil {
+		q := problemFor(err, errCtx{thread: req.ID, eventIndex: map[string]int{}})
+		if q.Field != "" && strings.HasPrefix(q.Field, "payload.") {
+			q.Field = strings.TrimPrefix(q.Field, "payload.")
+		}
+		return q
+	}
+	th, err := s.c.Get(r.Context(), tenant, thread, client.AtLeastVersion(version))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/v1/threads/"+thread)
+	return writeThread(w, r, http.StatusCreated, th)
+}
+
+// listParams are the query parameters GET /v1/threads accepts (plus
+// metadata.<key>).
+var listParams = map[string]bool{"owner": true, "agent": true, "limit": true, "cursor": true, "include_deleted": true}
+
+func (s *Server) listThreads(w http.ResponseWriter, r *http.Request) error {
+	tenant := tenantOf(r.Context())
+	q := r.URL.Query()
+	opts := client.ListOptions{Owner: q.Get("owner"), Agent: q.Get("agent"), Cursor: q.Get("cursor")}
+	for name, vs := range q {
+		if k, ok := strings.CutPrefix(name, "metadata."); ok && k != "" {
+			if opts.Metadata == nil {
+				opts.Metadata = map[string]string{}
+			}
+			opts.Metadata[k] = vs[0]
+			continue
+		}
+		if !listParams[name] {
+			return badRequest("bad-query", fmt.Sprintf("unknown query parameter %q (use owner, agent, metadata.<key>, limit, cursor, include_deleted)", name)).field(name)
+		}
+	}
+	var p *Problem
+	if opts.Limit, p = queryInt(q, "limit", 1, 1000); p != nil {
+		return p
+	}
+	if opts.IncludeDeleted, p = queryBool(q, "include_deleted"); p != nil {
+		return p
+	}
+	page, err := s.c.List(r.Context(), tenant, opts)
+	if err != nil {
+		return err
+	}
+	if page.Threads == nil {
+		page.Threads = []client.ThreadSummary{}
+	}
+	return writeJSON(w, http.StatusOK, page)
+}
+
+func (s *Server) getThread(w http.ResponseWriter, r *http.Request) error {
+	tenant := tenantOf(r.Context())
+	id, p := threadID(r)
+	if p != nil {
+		return p
+	}
+	q := r.URL.Query()
+	var opts []client.GetOption
+	for _, b := range []struct {
+		name string
+		opt  client.GetOption
+	}{{"consistent", client.Consistent()}, {"events", client.WithEvents()}, {"include_deleted", client.IncludeDeleted()}} {
+		on, p := queryBool(q, b.name)
+		if p != nil {
+			return p
+		}
+		if on {
+			opts = append(opts, b.opt)
+		}
+	}
+	atSeq, p := querySeq(q, "at_seq")
+	if p != nil {
+		return p
+	}
+	if atSeq != 0 {
+		opts = append(opts, client.AtSeq(atSeq))
+	}
+	if v := q.Get("as_of"); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return badRequest("bad-query", fmt.Sprintf("as_of must be an RFC 3339 time such as 2026-01-02T03:04:05Z, got %q", v)).field("as_of")
+		}
+		opts = append(opts, client.AsOf(t))
+	}
+	th, err := s.c.Get(r.Context(), tenant, id, opts...)
+	if err != nil {
+		return err
+	}
+	return writeThread(w, r, http.StatusOK, th)
+}
+
+// appendRequest is the body of POST /v1/threads/{id}/events.
+type appendRequest struct {
+	Events []json.RawMessage `json:"events"`
+}
+
+// appendedEvent is one event of an append's answer.
+type appendedEvent struct {
+	ID   string      `json:"id"`
+	Type events.Type `json:"type"`
+	Seq  uint64      `json:"seq"`
+}
+
+// appendResponse answers POST /v1/threads/{id}/events.
+type appendResponse struct {
+	Tenant    string          `json:"tenant"`
+	Thread    string          `json:"thread"`
+	Version   uint64          `json:"version"`
+	Duplicate bool            `json:"duplicate"`
+	Events    []appendedEvent `json:"events"`
+}
+
+func (s *Server) appendEvents(w http.ResponseWriter, r *http.Request) error {
+	tenant := tenantOf(r.Context())
+	id, p := threadID(r)
+	if p != nil {
+		return p
+	}
+	expect, anyVersion, hasIfMatch, p := parseIfMatch(r)
+	if p != nil {
+		return p
+	}
+	key, p := idempotencyKey(r)
+	if p != nil {
+		return p
+	}
+	var req appendRequest
+	if p := decodeJSON(r, &req, true, false); p != nil {
+		return p
+	}
+	if len(req.Events) == 0 {
+		return invalid("events", "events must hold at least one event")
+	}
+	if len(req.Events) > client.MaxTurnEvents {
+		q := invalid("events", fmt.Sprintf("%d events: at most %d commit atomically", len(req.Events), client.MaxTurnEvents))
+		q.Limit = client.MaxTurnEvents
+		return q
+	}
+	evs := make([]events.Event, len(req.Events))
+	index := make(map[string]int, len(evs))
+	for i, raw := range req.Events {
+		f := fmt.Sprintf("events[%d]", i)
+		if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+			return invalid(f, f+" must be an event object {\"type\": ..., \"payload\": {...}}").index(i)
+		}
+		var e events.Event
+		if err := json.Unmarshal(raw, &e); err != nil {
+			field := f + ".payload"
+			switch {
+			case errors.Is(err, events.ErrUnknownType):
+				field = f + ".type"
+			case errors.Is(err, events.ErrNewerSchema):
+				field = f + ".v"
+			case strings.Contains(err.Error(), "cannot unmarshal") && !strings.Contains(err.Error(), "payload"):
+				field = f
+			}
+			return invalid(field, fmt.Sprintf("%s: %v", f, err)).index(i).thread(id)
+		}
+		switch e.Type {
+		case events.TypeErased:
+			return invalid(f+".type", "thread.erased is written by POST /v1/threads/{id}/erase only").index(i).thread(id)
+		}
+		if e.ID == "" {
+			if key != "" {
+				e.ID = idemID(tenant, id, key, "event:"+strconv.Itoa(i))
+			} else {
+				e.ID = events.NewID()
+			}
+		}
+		if e.Producer == "" {
+			e.Producer = s.cfg.Producer
+		}
+		if _, dup := index[e.ID]; dup {
+			return invalid(f+".id", fmt.Sprintf("event id %s appears twice in the request", e.ID)).index(i).thread(id)
+		}
+		index[e.ID] = i
+		evs[i] = e
+	}
+	opt := client.AnyVersion()
+	if hasIfMatch && !anyVersion {
+		opt = client.ExpectVersion(expect)
+	}
+	res, err := s.c.Append(r.Context(), tenant, id, evs, opt)
+	if err != nil {
+		return problemFor(err, errCtx{thread: id, ifMatch: hasIfMatch && !anyVersion, eventIndex: index,
+			fieldPrefix: func(i int) string { return fmt.Sprintf("events[%d].", i) }})
+	}
+	out := appendResponse{Tenant: tenant, Thread: id, Version: res.Version, Duplicate: res.Duplicate}
+	for _, st := range res.Events {
+		out.Events = append(out.Events, appendedEvent{ID: st.ID, Type: st.Type, Seq: st.Seq})
+	}
+	w.Header().Set("ETag", etag(res.Version))
+	return writeJSON(w, http.StatusCreated, out)
+}
+
+// forkRequest is the body of POST /v1/threads/{id}/fork.
+type forkRequest struct {
+	AtSeq uint64 `json:"at_seq"`
+	ID    string `json:"id"`
+}
+
+func (s *Server) forkThread(w http.ResponseWriter, r *http.Request) error {
+	tenant := tenantOf(r.Context())
+	id, p := threadID(r)
+	if p != nil {
+		return p
+	}
+	var req forkRequest
+	if p := decodeJSON(r, &req, true, true); p != nil {
+		return p
+	}
+	key, p := idempotencyKey(r)
+	if p != nil {
+		return p
+	}
+	derived := false
+	switch {
+	case req.ID != "":
+		if err := events.ValidateThreadID(req.ID); err != nil {
+			return newProblem(http.StatusBadRequest, "bad-id", "Invalid id", err.Error()).field("id")
+		}
+	case key != "":
+		req.ID, derived = "t-"+idemID(tenant, id, key, "fork"), true
+	default:
+		req.ID = events.NewID()
+	}
+	src, err := s.c.Get(r.Context(), tenant, id, client.Consistent())
+	if err != nil {
+		return err
+	}
+	if req.AtSeq > src.Version {
+		return invalid("at_seq", fmt.Sprintf("at_seq %d is past the thread's version %d", req.AtSeq, src.Version)).thread(id).seq(req.AtSeq)
+	}
+	_, nthread, version, err := s.c.Fork(r.Context(), tenant, id, client.ForkOptions{AtSeq: req.AtSeq, Tenant: tenant, ThreadID: req.ID})
+	var conflict *client.ConflictError
+	switch {
+	case errors.As(err, &conflict):
+		if derived {
+			// A retry of the same fork request: answer with the fork made then.
+			if th, gerr := s.c.Get(r.Context(), tenant, req.ID, client.Consistent()); gerr == nil &&
+				th.ForkedFrom != nil && th.ForkedFrom.Thread == id && th.ForkedFrom.Tenant == tenant {
+				w.Header().Set("Location", "/v1/threads/"+req.ID)
+				return writeThread(w, r, http.StatusCreated, th)
+			}
+		}
+		return newProblem(http.StatusConflict, "thread-exists", "Thread exists",
+			fmt.Sprintf("thread %q already exists: choose another id for the fork", req.ID)).field("id").thread(req.ID)
+	case errors.Is(err, client.ErrThreadNotFound) && req.AtSeq != 0:
+		return invalid("at_seq", fmt.Sprintf("the thread has no events at or before seq %d", req.AtSeq)).thread(id).seq(req.AtSeq)
+	case err != nil:
+		return err
+	}
+	th, err := s.c.Get(r.Context(), tenant, nthread, client.AtLeastVersion(version))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/v1/threads/"+nthread)
+	return writeThread(w, r, http.StatusCreated, th)
+}
+
+// reasonRequest is the optional body of DELETE and undelete.
+type reasonRequest struct {
+	Reason string `json:"reason"`
+}
+
+// lifecycleResponse answers delete and undelete.
+type lifecycleResponse struct {
+	Tenant  string `json:"tenant"`
+	Thread  string `json:"thread"`
+	Version uint64 `json:"version"`
+	Deleted bool   `json:"deleted"`
+}
+
+func (s *Server) deleteThread(w http.ResponseWriter, r *http.Request) error {
+	return s.setDeleted(w, r, true)
+}
+
+func (s *Server) undeleteThread(w http.ResponseWriter, r *http.Request) error {
+	return s.setDeleted(w, r, false)
+}
+
+// setDeleted soft-deletes or undeletes; both are idempotent: a thread
+// already in the wanted state answers 200 with its version.
+func (s *Server) setDeleted(w http.ResponseWriter, r *http.Request, del bool) error {
+	tenant := tenantOf(r.Context())
+	id, p := threadID(r)
+	if p != nil {
+		return p
+	}
+	var req reasonRequest
+	if p := decodeJSON(r, &req, true, true); p != nil {
+		return p
+	}
+	th, err := s.c.Get(r.Context(), tenant, id, client.Consistent(), client.IncludeDeleted())
+	if err != nil {
+		return err
+	}
+	version := th.Version
+	if th.Deleted != del {
+		if del {
+			version, err = s.c.Delete(r.Context(), tenant, id, req.Reason)
+		} else {
+			version, err = s.c.Undelete(r.Context(), tenant, id, req.Reason)
+		}
+		if err != nil {
+			return problemFor(err, errCtx{thread: id})
+		}
+	}
+	w.Header().Set("ETag", etag(version))
+	return writeJSON(w, http.StatusOK, lifecycleResponse{Tenant: tenant, Thread: id, Version: version, Deleted: del})
+}
+
+// eraseRequest is the body of POST /v1/threads/{id}/erase.
+type eraseRequest struct {
+	Confirm bool   `json:"confirm"`
+	Reason  string `json:"reason"`
+}
+
+// eraseResponse is client.ErasureReport as JSON.
+type eraseResponse struct {
+	Tenant        string   `json:"tenant"`
+	Thread        string   `json:"thread"`
+	RemovedEvents uint64   `json:"removed_events"`
+	LastSeq       uint64   `json:"last_seq"`
+	SnapshotKeys  []string `json:"snapshot_keys"`
+	IndexKeys     []string `json:"index_keys"`
+}
+
+func (s *Server) eraseThread(w http.ResponseWriter, r *http.Request) error {
+	tenant := tenantOf(r.Context())
+	id, p := threadID(r)
+	if p != nil {
+		return p
+	}
+	var req eraseRequest
+	if p := decodeJSON(r, &req, true, false); p != nil {
+		return p
+	}
+	if !req.Confirm {
+		return invalid("confirm", `erasure purges the thread's events irreversibly: send {"confirm": true}`).thread(id)
+	}
+	rep, err := s.c.Erase(r.Context(), tenant, id, req.Reason)
+	if err != nil {
+		return err
+	}
+	out := eraseResponse{Tenant: rep.Tenant, Thread: rep.Thread, RemovedEvents: rep.RemovedEvents, LastSeq: rep.LastSeq,
+		SnapshotKeys: rep.SnapshotKeys, IndexKeys: rep.IndexKeys}
+	if out.SnapshotKeys == nil {
+		out.SnapshotKeys = []string{}
+	}
+	if out.IndexKeys == nil {
+		out.IndexKeys = []string{}
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) exportThread(w http.ResponseWriter, r *http.Request) error {
+	tenant := tenantOf(r.Context())
+	id, p := threadID(r)
+	if p != nil {
+		return p
+	}
+	format := r.URL.Query().Get("format")
+	switch format {
+	case "":
+		format = string(client.ExportEvents)
+	case string(client.ExportEvents), string(client.ExportOpenAI):
+	default:
+		return badRequest("bad-query", fmt.Sprintf("format must be %q or %q, got %q", client.ExportOpenAI, client.ExportEvents, format)).field("format")
+	}
+	lw := &lazyWriter{w: w, start: func(h http.Header) {
+		h.Set("Content-Type", "application/x-ndjson")
+		h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s.%s.jsonl"`, id, format))
+		h.Set("X-Accel-Buffering", "no")
+	}}
+	err := s.c.ExportThread(r.Context(), tenant, id, client.ExportFormat(format), lw)
+	if err != nil {
+		return err
+	}
+	if !lw.started {
+		return notFound(id)
+	}
+	return nil
+}
+
+// lazyWriter sets the response headers on the first write, so an export
+// that fails before writing anything can still answer with a problem.
+type lazyWriter struct {
+	w       http.ResponseWriter
+	start   func(http.Header)
+	started bool
+}
+
+func (l *lazyWriter) Write(b []byte) (int, error) {
+	if !l.started {
+		l.started = true
+		l.start(l.w.Header())
+		l.w.WriteHeader(http.StatusOK)
+	}
+	return l.w.Write(b)
+}

@@ -1,0 +1,89 @@
+package agentkit_test
+
+import (
+	"context"
+	"os"
+	"sync/atomic"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/client/agentkit"
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/embedded"
+	"github.com/convlog/convlog/internal/natstest"
+)
+
+// newClient starts an embedded JetStream server and returns a provisioned
+// client on it.
+func newClient(t *testing.T) *client.Client {
+	t.Helper()
+	s := natstest.Run(t)
+	c, err := client.New(context.Background(), s.NC, client.Config{Provision: true})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
+// runNATS starts an embedded JetStream server in a temporary directory
+// (what `agentd serve` runs) for the examples, and returns a connection
+// and a function that stops both.
+func runNATS() (*nats.Conn, func()) {
+	dir, err := os.MkdirTemp("", "convlog-example-")
+	if err != nil {
+		panic(err)
+	}
+	s, err := embedded.Start(embedded.Config{StoreDir: dir})
+	if err != nil {
+		panic(err)
+	}
+	nc, err := s.Connect()
+	if err != nil {
+		panic(err)
+	}
+	return nc, func() { nc.Close(); s.Shutdown(); os.RemoveAll(dir) }
+}
+
+// countingLog counts the reads made through it.
+type countingLog struct {
+	agentkit.Log
+	gets atomic.Int64
+}
+
+func (l *countingLog) Get(ctx context.Context, tenant, thread string, opts ...client.GetOption) (*client.Thread, error) {
+	l.gets.Add(1)
+	return l.Log.Get(ctx, tenant, thread, opts...)
+}
+
+func text(s string) events.Content { return events.Text(s) }
+
+func user(s string) events.Message {
+	return events.Message{Role: events.RoleUser, Content: text(s)}
+}
+
+func assistant(agent, s string, calls ...events.ToolCall) events.Message {
+	m := events.Message{Role: events.RoleAssistant, Agent: agent, ToolCalls: calls}
+	if s != "" {
+		m.Content = text(s)
+	}
+	return m
+}
+
+func call(id, name, args string) events.ToolCall {
+	return events.ToolCall{ID: id, Name: name, Arguments: args}
+}
+
+func toolResult(id, s string) events.Message {
+	return events.Message{Role: events.RoleTool, ToolCallID: id, Content: text(s)}
+}
+
+// contents returns "role:content" of each message, for compact comparisons.
+func contents(ms []events.Message) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = string(m.Role) + ":" + m.Content.String()
+	}
+	return out
+}
