@@ -41,6 +41,7 @@ func newImportCmd(lf *logFlags) *cobra.Command {
 	var replies string
 	var agent string
 	var noProgress bool
+	var format string
 	cmd := &cobra.Command{
 		Use:   "import FILE.jsonl...",
 		Short: "Import OpenAI-format JSONL conversations (one per line) as threads",
@@ -67,6 +68,38 @@ projects the threads.`,
 			rm := events.ReplyMode(replies)
 			if rm != events.RepliesOff && rm != events.RepliesAuto {
 				return usageError{fmt.Errorf("--replies %q: want off or auto", replies)}
+			}
+			if format == "events" {
+				return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
+					total := client.EventsImportReport{}
+					for _, file := range args {
+						fh, err := os.Open(file)
+						if err != nil {
+							return err
+						}
+						tenant := ""
+						if cmd.Flags().Changed("tenant") {
+							tenant = e.tenant
+						}
+						rep, err := e.c.ImportEvents(ctx, fh, tenant)
+						fh.Close()
+						total.Threads += rep.Threads
+						total.Events += rep.Events
+						total.Already += rep.Already
+						total.Rejected += rep.Rejected
+						if err != nil {
+							return fmt.Errorf("%s: %w", file, err)
+						}
+					}
+					if e.json {
+						return e.printJSON(total)
+					}
+					fmt.Fprintf(e.out, "imported %d threads, %d events (%d already present), %d rejected\n", total.Threads, total.Events, total.Already, total.Rejected)
+					return nil
+				})
+			}
+			if format != "openai" {
+				return usageError{fmt.Errorf("--format %q: want openai or events", format)}
 			}
 			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
 				var stop func() error
@@ -100,6 +133,7 @@ projects the threads.`,
 	cmd.Flags().StringVar(&replies, "replies", "off", "reply mode of the imported threads: off (a record) or auto (agents answer)")
 	cmd.Flags().StringVar(&agent, "agent", "", "agent recorded on the imported threads")
 	cmd.Flags().BoolVar(&noProgress, "no-progress", false, "no progress bar")
+	cmd.Flags().StringVar(&format, "format", "openai", "openai (conversations) or events (raw events from `thread export --format events`)")
 	return cmd
 }
 

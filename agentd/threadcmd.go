@@ -185,13 +185,24 @@ func newThreadCmd(lf *logFlags) *cobra.Command {
 	fork.Flags().StringVar(&forkID, "id", "", "id of the new thread (default generated)")
 
 	var format string
-	export := &cobra.Command{Use: "export THREAD", Short: "Write a thread as JSONL to stdout", Args: exactArgs(1),
+	var all bool
+	export := &cobra.Command{Use: "export [THREAD]", Short: "Write a thread (or with --all the whole tenant) as JSONL to stdout",
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if all == (len(args) == 1) {
+				return usageError{fmt.Errorf("export takes a THREAD or --all")}
+			}
 			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
+				if all {
+					n, err := e.c.ExportTenant(ctx, e.tenant, client.ExportFormat(format), e.out)
+					e.logger.Info("exported", "tenant", e.tenant, "threads", n)
+					return err
+				}
 				return e.c.ExportThread(ctx, e.tenant, args[0], client.ExportFormat(format), e.out)
 			})
 		}}
-	export.Flags().StringVar(&format, "format", "openai", "openai (messages) or events (raw events)")
+	export.Flags().StringVar(&format, "format", "openai", "openai (messages, re-importable with `agentd import`) or events (raw events, `agentd import --format events`)")
+	export.Flags().BoolVar(&all, "all", false, "export every thread of the tenant")
 
 	var reason string
 	del := &cobra.Command{Use: "delete THREAD", Short: "Soft-delete a thread (hidden, kept for audit, reversible with undelete)", Args: exactArgs(1),

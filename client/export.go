@@ -22,16 +22,11 @@ const (
 	// shape, so `agentd import` reads it back.
 	ExportOpenAI ExportFormat = "openai"
 	// ExportEvents writes one stored event per line: the event's JSON form
-	// (schemas/envelope.json) plus "seq" and "stored_at".
+	// (schemas/envelope.json) with "seq" and "stored_at" added (see
+	// events.Stored.MarshalJSON); an undecodable event is {"seq",
+	// "stored_at", "id", "type", "error", "data" (base64 bytes)}.
 	ExportEvents ExportFormat = "events"
 )
-
-// StoredJSON is the JSON line of an [ExportEvents] export.
-type StoredJSON struct {
-	Seq      uint64          `json:"seq"`
-	StoredAt time.Time       `json:"stored_at"`
-	Event    json.RawMessage `json:"event"`
-}
 
 // ExportThread streams tenant/thread to w as JSONL in format. Events are
 // read page by page, so memory does not grow with the thread (the openai
@@ -52,17 +47,20 @@ func (c *Client) ExportThread(ctx context.Context, tenant, thread string, format
 				return err
 			}
 			st, derr := decodeRaw(m)
-			var raw json.RawMessage
+			var line []byte
 			if derr == nil {
-				raw, derr = json.Marshal(st.Event)
+				line, derr = json.Marshal(st)
 			}
 			if derr != nil {
-				// Keep undecodable events in the export, as a JSON string of their bytes.
-				raw, _ = json.Marshal(map[string]any{"undecodable": m.Data, "error": derr.Error()})
-			}
-			line, err := json.Marshal(StoredJSON{Seq: m.Sequence, StoredAt: m.Time.UTC(), Event: raw})
-			if err != nil {
-				return err
+				// Undecodable events stay in the export, marked.
+				line, _ = json.Marshal(struct {
+					Seq      uint64    `json:"seq"`
+					StoredAt time.Time `json:"stored_at"`
+					ID       string    `json:"id,omitempty"`
+					Type     string    `json:"type,omitempty"`
+					Error    string    `json:"error"`
+					Data     []byte    `json:"data"`
+				}{m.Sequence, m.Time.UTC(), st.ID, string(st.Type), derr.Error(), m.Data})
 			}
 			bw.Write(line)
 			bw.WriteByte('\n')
@@ -106,4 +104,29 @@ func ConversationOf(th *Thread) events.Conversation {
 		conv.Messages = append(conv.Messages, events.ToOpenAIFlat(m))
 	}
 	return conv
+}
+
+// ExportTenant streams every thread of tenant (as listed by [Client.List],
+// newest first, soft-deleted ones included) to w as JSONL in format, one
+// thread after another, and returns how many threads it wrote. Memory stays
+// bounded by one thread (openai) or one page of events (events).
+func (c *Client) ExportTenant(ctx context.Context, tenant string, format ExportFormat, w io.Writer) (int, error) {
+	n := 0
+	opts := ListOptions{Limit: MaxListLimit, IncludeDeleted: true}
+	for {
+		page, err := c.List(ctx, tenant, opts)
+		if err != nil {
+			return n, err
+		}
+		for _, t := range page.Threads {
+			if err := c.ExportThread(ctx, tenant, t.Thread, format, w); err != nil {
+				return n, fmt.Errorf("client: export %s/%s: %w", tenant, t.Thread, err)
+			}
+			n++
+		}
+		if page.NextCursor == "" {
+			return n, nil
+		}
+		opts.Cursor = page.NextCursor
+	}
 }

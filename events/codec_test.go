@@ -496,3 +496,19 @@ func TestDeltaJSONShape(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"reply_to":"r","step":0}`, string(b))
 }
+
+// A stored event's JSON form is the event's JSON with seq and stored_at
+// first, and it decodes back to the same stored event.
+func TestStoredJSONRoundTrip(t *testing.T) {
+	ev := events.New("acme", "th1", "test", events.UserMessage{Content: events.Text("hi")})
+	st := events.Stored{Event: ev, Seq: 42, StoredAt: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)}
+	b, err := json.Marshal(st)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(b), `{"seq":42,"stored_at":"2026-01-02T03:04:05.000000006Z","id":"`), string(b))
+	var back events.Stored
+	require.NoError(t, json.Unmarshal(b, &back))
+	require.Equal(t, st.Seq, back.Seq)
+	require.True(t, st.StoredAt.Equal(back.StoredAt))
+	require.Equal(t, st.Event.Payload, back.Event.Payload)
+	require.Equal(t, st.ID, back.ID)
+}
