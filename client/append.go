@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -173,7 +174,7 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 	key := tenant + "." + thread
 
 	for attempt := 1; ; attempt++ {
-		s, err := c.stateFor(ctx, tenant, thread, o)
+		s, err := c.stateFor(ctx, tenant, thread, o, attempt)
 		if err != nil {
 			return AppendResult{}, err
 		}
@@ -210,6 +211,9 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 			}
 		}
 		checked, err := c.checkAll(ctx, s, p.events)
+		if err != nil && o.any && attempt == 1 && errors.Is(err, projector.ErrRejected) {
+			continue // checked on the cached state, which may be behind: read, check again
+		}
 		if err != nil {
 			// The same events may be stored already (a retry whose first
 			// attempt landed): a second answer to a call is rejected by the
@@ -218,17 +222,16 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 			if p.fresh {
 				return AppendResult{}, err
 			}
-			if res, ok, ferr := c.findAnywhere(ctx, p, s); ferr == nil && ok {
+			if res, ok, ferr := c.findAnywhere(ctx, p, s, o.any); ferr == nil && ok {
 				c.logDuplicate(p, "already_stored", 0, res.Version)
 				return res, nil
 			}
 			return AppendResult{}, err
 		}
-		seqs, dup, err := c.publish(ctx, p, s.Version)
+		seqs, dup, maybeStored, err := c.publish(ctx, p, s.Version)
 		if err == nil {
 			res := p.result(seqs, nil, dup)
 			if dup {
-				c.cache.drop(key)
 				c.logDuplicate(p, "duplicate_ack", 0, res.Version)
 				return res, nil
 			}
@@ -239,14 +242,27 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 		if !errors.As(err, &sc) {
 			return AppendResult{}, err
 		}
-		c.cache.drop(key)
-		res, ok, actual, err := c.resolve(ctx, p, s.Version, sc)
-		if err != nil {
-			return AppendResult{}, err
-		}
-		if ok {
-			c.logDuplicate(p, "read_forward", sc.code, res.Version)
-			return res, nil
+		// The cached state stays: it is right for its version, and the next
+		// read catches up from it.
+		actual := sc.actual
+		if p.fresh && !maybeStored && sc.code != errCodeBatchDuplicate {
+			// Refused, and no earlier send may have stored them: new ids
+			// cannot be on the thread.
+			if actual == 0 && o.hasExpect {
+				if actual, err = c.leaderLastSeq(ctx, subject); err != nil {
+					return AppendResult{}, err
+				}
+			}
+		} else {
+			res, ok, a, err := c.resolve(ctx, p, s.Version, sc)
+			if err != nil {
+				return AppendResult{}, err
+			}
+			if ok {
+				c.logDuplicate(p, "read_forward", sc.code, res.Version)
+				return res, nil
+			}
+			actual = a
 		}
 		conflict := &ConflictError{Tenant: tenant, Thread: thread, Expected: s.Version, Actual: actual}
 		if o.hasExpect || attempt >= c.cfg.MaxAnyVersionAttempts {
@@ -329,11 +345,9 @@ func (c *Client) prepare(tenant, thread, subject string, evs []events.Event) (*p
 		if err := e.Validate(); err != nil {
 			return nil, err
 		}
-		for j := range i {
-			if p.ids[j] == e.ID {
-				return nil, &events.ValidationError{EventID: e.ID, Type: e.Type, Field: "id",
-					Reason: fmt.Sprintf("events %d and %d of the append have the same id", j, i)}
-			}
+		if j := slices.Index(p.ids[:i], e.ID); j >= 0 {
+			return nil, &events.ValidationError{EventID: e.ID, Type: e.Type, Field: "id",
+				Reason: fmt.Sprintf("events %d and %d of the append have the same id", j, i)}
 		}
 		data, err := events.Marshal(e)
 		if err != nil {
@@ -383,16 +397,20 @@ func (c *Client) maxEventSize() int {
 	return limit - headerAllowance
 }
 
-// checkWindow is how many of the newest messages a state is cut to for the
-// fold's verdict on appended events (as projector.Check does): enough for
-// everything but a compaction that cuts before them.
-const checkWindow = 4
-
 // checkAll gives the fold's verdict on evs appended in order to s (which it
 // does not change), and returns the state the verdict was given on: s, or
 // the thread's full state when an event needs history beyond s's window.
 func (c *Client) checkAll(ctx context.Context, s *projector.State, evs []events.Event) (*projector.State, error) {
-	err := checkEvents(s, evs, checkWindow)
+	// The fold answers ErrNeedHistory when a window lacks messages it
+	// needs, so any window gives the right verdict; only a compaction reads
+	// past messages, so the others are checked on none (a smaller copy).
+	window := 0
+	for _, e := range evs {
+		if _, ok := e.Payload.(events.Compaction); ok {
+			window = -1
+		}
+	}
+	err := checkEvents(s, evs, window)
 	if !errors.Is(err, projector.ErrNeedHistory) {
 		return s, err
 	}
@@ -452,10 +470,17 @@ func (c *Client) remember(key string, s *projector.State, stored []events.Stored
 }
 
 // stateFor returns the thread's state for an append: the cached state if it
-// is at the expected version (shared with the cache: read only), else the
-// snapshot plus the stream's tail (a private copy).
-func (c *Client) stateFor(ctx context.Context, tenant, thread string, o appendOptions) (*projector.State, error) {
+// is at the expected version, or, on the first attempt of an AnyVersion
+// append, whatever version it is at (the publish is conditional on it; a
+// conflict makes the next attempt read) -- shared with the cache: read only;
+// else the snapshot plus the stream's tail (a private copy).
+func (c *Client) stateFor(ctx context.Context, tenant, thread string, o appendOptions, attempt int) (*projector.State, error) {
 	key := tenant + "." + thread
+	if o.any && attempt == 1 {
+		if s := c.cache.peek(key); s != nil {
+			return s, nil
+		}
+	}
 	if o.hasExpect {
 		switch s := c.cache.peek(key); {
 		case s != nil && s.Version == o.expect:
@@ -531,50 +556,60 @@ func (e *serverConflict) Error() string {
 
 // publish sends p conditionally on the thread being at version expect and
 // returns the sequences. dup is true when the server acknowledged the event
-// as already stored (a duplicate within the window). A version conflict
-// returns *serverConflict. Transient errors are retried.
-func (c *Client) publish(ctx context.Context, p *prepared, expect uint64) (seqs []uint64, dup bool, err error) {
+// as already stored (a duplicate within the window). maybeStored is true
+// when a send whose outcome is unknown (no answer, a lost connection, an id
+// in flight) was repeated: that send may have stored the events. A version
+// conflict returns *serverConflict. Transient errors are retried.
+func (c *Client) publish(ctx context.Context, p *prepared, expect uint64) (seqs []uint64, dup, maybeStored bool, err error) {
 	backoff := c.cfg.RetryBackoff
 	inFlight := 0
 	for attempt := 0; ; {
 		seqs, dup, err = c.publishOnce(ctx, p, expect)
 		if err == nil {
-			return seqs, dup, nil
+			return seqs, dup, maybeStored, nil
 		}
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) {
 			switch apiErr.ErrorCode {
 			case errCodeWrongLastSeq:
-				return nil, false, &serverConflict{code: errCodeWrongLastSeq, actual: parseLastSeq(apiErr.Description)}
+				return nil, false, maybeStored, &serverConflict{code: errCodeWrongLastSeq, actual: parseLastSeq(apiErr.Description)}
 			case errCodeWrongLastSeqConstant:
+				// Refused while another write to the thread is replicated:
+				// send again once it has settled.
 				if inFlight < inFlightRetries && ctx.Err() == nil {
 					inFlight++
 					if err := sleep(ctx, time.Duration(rand.Int64N(int64(time.Millisecond)<<inFlight))); err == nil {
 						continue
 					}
 				}
-				return nil, false, &serverConflict{code: errCodeWrongLastSeqConstant}
+				return nil, false, maybeStored, &serverConflict{code: errCodeWrongLastSeqConstant}
 			case errCodeBatchDuplicate:
-				return nil, false, &serverConflict{code: errCodeBatchDuplicate}
+				return nil, false, maybeStored, &serverConflict{code: errCodeBatchDuplicate}
 			case errCodeMsgTooLarge:
 				i := largest(p.msgs)
-				return nil, false, &TooLargeError{Tenant: p.tenant, Thread: p.thread, EventID: p.ids[i],
+				return nil, false, maybeStored, &TooLargeError{Tenant: p.tenant, Thread: p.thread, EventID: p.ids[i],
 					Size: len(p.msgs[i].Data), Limit: c.maxEventSize()}
 			}
 		}
+		unknown := "(the outcome is unknown: append the same events again to learn it)"
 		if ctx.Err() != nil {
-			return nil, false, fmt.Errorf("client: append to %s/%s: %w (the outcome is unknown: append the same events again to learn it)", p.tenant, p.thread, ctx.Err())
+			return nil, false, true, fmt.Errorf("client: append to %s/%s: %w %s", p.tenant, p.thread, ctx.Err(), unknown)
 		}
 		if !retryable(err) {
-			return nil, false, fmt.Errorf("client: append to %s/%s: %w", p.tenant, p.thread, err)
+			return nil, false, true, fmt.Errorf("client: append to %s/%s: %w", p.tenant, p.thread, err)
 		}
 		if attempt >= c.cfg.MaxRetries {
-			return nil, false, fmt.Errorf("client: append to %s/%s: %w (after %d attempts; the outcome is unknown: append the same events again to learn it)", p.tenant, p.thread, err, attempt+1)
+			return nil, false, true, fmt.Errorf("client: append to %s/%s: %w (after %d attempts) %s", p.tenant, p.thread, err, attempt+1, unknown)
+		}
+		// A server's error answer, or no responders, stored nothing; other
+		// failures may have.
+		if apiErr == nil || apiErr.ErrorCode == errCodeDupInProcess {
+			maybeStored = maybeStored || !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, nats.ErrNoResponders)
 		}
 		attempt++
 		c.cfg.Logger.Debug("retrying append", "tenant", p.tenant, "thread", p.thread, "attempt", attempt, "err", err)
 		if err := sleep(ctx, backoff/2+time.Duration(rand.Int64N(int64(backoff/2)+1))); err != nil {
-			return nil, false, fmt.Errorf("client: append to %s/%s: %w (the outcome is unknown: append the same events again to learn it)", p.tenant, p.thread, err)
+			return nil, false, true, fmt.Errorf("client: append to %s/%s: %w %s", p.tenant, p.thread, err, unknown)
 		}
 		backoff = min(backoff*2, 2*time.Second)
 	}
@@ -794,13 +829,17 @@ func (c *Client) readAfter(ctx context.Context, subject string, from uint64, n i
 }
 
 // findAnywhere looks for p's events on the thread without knowing the
-// version they were appended at: among the newest messages of s, then from
-// the time of the first event's id.
-func (c *Client) findAnywhere(ctx context.Context, p *prepared, s *projector.State) (AppendResult, bool, error) {
+// version they were appended at: among the newest messages of s, then, if
+// scan, from the time of the first event's id (appends without a version;
+// with one, the events can only be after it, which the caller checked).
+func (c *Client) findAnywhere(ctx context.Context, p *prepared, s *projector.State, scan bool) (AppendResult, bool, error) {
 	for _, m := range s.Messages {
 		if m.EventID == p.ids[0] && m.Seq > 0 {
 			return c.findAfter(ctx, p, m.Seq-1, m.Seq)
 		}
+	}
+	if !scan {
+		return AppendResult{}, false, nil
 	}
 	return c.findByIDTime(ctx, p)
 }
@@ -985,4 +1024,33 @@ func (c *stateCache) own(key string, s *projector.State) {
 		c.ll.Remove(old)
 		delete(c.m, old.Value.(*cacheEntry).key)
 	}
+}
+
+// findStored looks for evs (complete events, ids set) among the thread's
+// events after version from, reading forward to the end of the thread, and
+// returns them as a duplicate AppendResult when every one is found. Unlike
+// the append path's lookups it does not know where they should be, so it
+// reads everything after from: use it for rare settling (imports).
+func (c *Client) findStored(ctx context.Context, subject, tenant, thread string, from uint64, evs []events.Event) (AppendResult, bool, error) {
+	p := &prepared{tenant: tenant, thread: thread, subject: subject, events: evs, ids: make([]string, len(evs))}
+	want := make(map[string]int, len(evs))
+	for i, e := range evs {
+		p.ids[i] = e.ID
+		want[e.ID] = i
+	}
+	seqs := make([]uint64, len(evs))
+	stored := make([]*RawEvent, len(evs))
+	found := 0
+	for m, err := range c.readRaw(ctx, subject, from+1, 0) {
+		if err != nil {
+			return AppendResult{}, false, err
+		}
+		if i, ok := want[m.Header.Get(jetstream.MsgIDHeader)]; ok && seqs[i] == 0 {
+			seqs[i], stored[i] = m.Sequence, m
+			if found++; found == len(evs) {
+				return p.result(seqs, stored, true), true, nil
+			}
+		}
+	}
+	return AppendResult{}, false, nil
 }

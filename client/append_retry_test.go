@@ -11,6 +11,7 @@ import (
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/internal/provision"
+	"github.com/convlog/convlog/projector"
 )
 
 // TestRetriedAppendAfterALostAckReturnsTheOriginalSequence covers DESIGN.md
@@ -81,13 +82,18 @@ func TestRetriedAppendAfterALostAckReturnsTheOriginalSequence(t *testing.T) {
 					require.Equal(t, tc.r3orCode, got[0]["code"], "resolved after the expected server answer")
 				}
 
-				// A second retry, now with the client's cache at the new
-				// version, is found without publishing.
-				env.logs.reset()
+				// A second retry is settled the same way, and so is one from
+				// another client that has never seen the thread (cold cache:
+				// it reads the thread and finds the events after version v).
 				again, err := env.c.Append(ctx, events.DefaultTenant, thread, evs, client.ExpectVersion(v))
 				require.NoError(t, err)
 				require.True(t, again.Duplicate)
 				require.Equal(t, first, resultSeqs(again))
+				env.logs.reset()
+				cold, err := env.newClient(t, env.nc).Append(ctx, events.DefaultTenant, thread, evs, client.ExpectVersion(v))
+				require.NoError(t, err)
+				require.True(t, cold.Duplicate)
+				require.Equal(t, first, resultSeqs(cold))
 				require.Len(t, env.logs.find("append was already stored", "how", "already_stored"), 1)
 				require.Equal(t, before, env.stored(t, events.DefaultTenant, thread))
 
@@ -185,4 +191,28 @@ func TestCreateThreadRetriedWithTheSameEventIDReturnsTheSameVersion(t *testing.T
 	_, hooked, _, err := env.c.CreateThread(ctx, client.CreateOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "from-the-hook", hooked, "without an id the create hook names the thread")
+}
+
+// TestAnyVersionAppendIsCheckedOnTheThreadAsItIsNotAsTheCacheRemembers: a
+// client whose cached state is behind (another service called a tool since)
+// still accepts the result: a verdict on the cached state is confirmed on
+// the current one before it is reported.
+func TestAnyVersionAppendIsCheckedOnTheThreadAsItIsNotAsTheCacheRemembers(t *testing.T) {
+	env := newAppendEnv(t, provision.Config{})
+	ctx := context.Background()
+	thread, v := env.createThread(t, client.CreateOptions{})
+	runner := env.newClient(t, env.nc)
+	_, err := runner.Append(ctx, events.DefaultTenant, thread, []events.Event{userEvent("what time is it?")}, client.AnyVersion())
+	require.NoError(t, err) // the runner's cache now knows the thread, without calls
+
+	_, err = env.c.Append(ctx, events.DefaultTenant, thread, []events.Event{callsEvent("call_clock")}, client.AnyVersion())
+	require.NoError(t, err)
+	res, err := runner.Append(ctx, events.DefaultTenant, thread, []events.Event{resultEvent("call_clock")}, client.AnyVersion())
+	require.NoError(t, err)
+	require.Greater(t, res.Version, v)
+
+	_, err = runner.Append(ctx, events.DefaultTenant, thread, []events.Event{resultEvent("call_clock")}, client.AnyVersion())
+	var rej *projector.RejectionError
+	require.ErrorAs(t, err, &rej, "a second answer is still refused")
+	require.Equal(t, projector.CodeNotPending, rej.Code)
 }
