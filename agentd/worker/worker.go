@@ -108,8 +108,12 @@ type Pool struct {
 
 // flight is a thread being worked on; again records triggers that arrived
 // meanwhile, so the running turn looks at the thread once more instead of
-// a second goroutine generating the same step.
-type flight struct{ again bool }
+// a second goroutine generating the same step. seq is the highest stream
+// sequence of those triggers: the turn reads the thread at least up to it.
+type flight struct {
+	again bool
+	seq   uint64
+}
 
 // New returns a pool using c. It validates cfg.
 func New(c *client.Client, nc *nats.Conn, cfg Config) (*Pool, error) {
@@ -169,7 +173,10 @@ func (p *Pool) Run(ctx context.Context) error {
 	sem := make(chan struct{}, p.cfg.Concurrency)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	it, err := cons.Messages(jetstream.PullMaxMessages(p.cfg.Concurrency * 4))
+	// A short pull expiry (heartbeat 2.5 s) notices a consumer leader lost
+	// with its NATS node within seconds; the default (30 s) stalls the
+	// workers that long (deploy/clustertest).
+	it, err := cons.Messages(jetstream.PullMaxMessages(p.cfg.Concurrency*4), jetstream.PullExpiry(5*time.Second))
 	if err != nil {
 		return fmt.Errorf("worker: consume: %w", err)
 	}
@@ -188,6 +195,11 @@ func (p *Pool) Run(ctx context.Context) error {
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 				return nil
+			}
+			if errors.Is(err, jetstream.ErrNoHeartbeat) {
+				// The consumer leader changed or a node was lost: the
+				// iterator pulls again by itself.
+				continue
 			}
 			return fmt.Errorf("worker: consume: %w", err)
 		}
@@ -243,22 +255,33 @@ func (p *Pool) handle(ctx context.Context, msg jetstream.Msg) {
 			}
 		}
 	}()
+	// The turn reads the thread at least up to the trigger: on a
+	// replicated stream a read may be served by a replica that lags, and
+	// must not miss the message it is to answer (or conclude that a newer
+	// user message superseded it).
+	var seq uint64
+	if md, err := msg.Metadata(); err == nil {
+		seq = md.Sequence.Stream
+	}
 	key := tenant + "." + thread
 	p.mu.Lock()
 	if f, ok := p.inflight[key]; ok {
 		// Another goroutine of this process is on the thread: hand the
 		// trigger over to it.
-		f.again = true
+		f.again, f.seq = true, max(f.seq, seq)
 		p.mu.Unlock()
 		_ = msg.Ack()
 		return
 	}
-	f := &flight{}
+	f := &flight{seq: seq}
 	p.inflight[key] = f
 	p.mu.Unlock()
 	var res TurnResult
 	for {
-		res = p.Turn(ctx, tenant, thread)
+		p.mu.Lock()
+		seq = f.seq
+		p.mu.Unlock()
+		res = p.turn(ctx, tenant, thread, seq)
 		p.mu.Lock()
 		if f.again && res.Outcome != "error" && res.Outcome != "failed" && ctx.Err() == nil {
 			f.again = false
@@ -304,10 +327,17 @@ func waiting(s *projector.State) bool {
 // Turn runs the agent on tenant/thread until it is no longer waiting for it.
 // It is exported for tests and for running a turn synchronously.
 func (p *Pool) Turn(ctx context.Context, tenant, thread string) TurnResult {
+	return p.turn(ctx, tenant, thread, 0)
+}
+
+// turn is Turn reading the thread at version atLeast or later.
+func (p *Pool) turn(ctx context.Context, tenant, thread string, atLeast uint64) TurnResult {
 	res := TurnResult{Tenant: tenant, Thread: thread}
 	var replyTo string
 	for {
-		th, err := p.c.Get(ctx, tenant, thread, client.Consistent())
+		gctx, cancel := context.WithTimeout(ctx, p.c.Config().Timeout)
+		th, err := p.c.Get(gctx, tenant, thread, client.Consistent(), client.AtLeastVersion(atLeast))
+		cancel()
 		if err != nil {
 			if errors.Is(err, client.ErrThreadNotFound) {
 				res.Outcome = "skipped"
@@ -355,7 +385,10 @@ func (p *Pool) Turn(ctx context.Context, tenant, thread string) TurnResult {
 		switch {
 		case errors.As(err, &conflict):
 			res.Conflicts++
-			continue // reload: someone else moved the thread
+			// Reload (someone else moved the thread), at least at the
+			// version the server reported: a replica may lag it.
+			atLeast = max(atLeast, conflict.Actual)
+			continue
 		case errors.Is(err, projector.ErrRejected):
 			res.Conflicts++
 			continue
