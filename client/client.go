@@ -99,3 +99,13 @@ func (c *Client) check() error {
 	}
 	return nil
 }
+
+// replicated reports whether the stream has more than one replica, so that
+// direct gets may be answered by a lagging follower.
+func (c *Client) replicated() bool {
+	if c.st == nil {
+		return false
+	}
+	info := c.st.CachedInfo()
+	return info != nil && info.Config.Replicas > 1
+}

@@ -176,22 +176,32 @@ func (c *Client) Get(ctx context.Context, tenant, thread string, opts ...GetOpti
 			return nil, err
 		}
 	default:
-		for {
-			s, err := c.loadState(ctx, tenant, thread, 0)
+		atLeast := o.atLeast
+		if o.consistent && c.replicated() {
+			// Direct gets may be served by a lagging replica (DESIGN.md):
+			// ask the stream leader how far the thread goes.
+			last, err := c.leaderLastSeq(ctx, subject)
 			if err != nil {
 				return nil, err
 			}
-			if s.Version >= o.atLeast {
-				t.State = s
-				break
-			}
-			// A direct get served by a lagging replica: poll until visible.
+			atLeast = max(atLeast, last)
+		}
+		s, err := c.loadState(ctx, tenant, thread, 0)
+		if err != nil {
+			return nil, err
+		}
+		for s.Version < atLeast {
+			// Not visible yet on the replica that answered: poll the tail.
 			select {
 			case <-ctx.Done():
-				return nil, fmt.Errorf("client: thread %s/%s at version %d, waiting for %d: %w", tenant, thread, s.Version, o.atLeast, ctx.Err())
+				return nil, fmt.Errorf("client: thread %s/%s at version %d, waiting for %d: %w", tenant, thread, s.Version, atLeast, ctx.Err())
 			case <-time.After(10 * time.Millisecond):
 			}
+			if err := c.foldTail(ctx, s, 0); err != nil {
+				return nil, err
+			}
 		}
+		t.State = s
 	}
 	if t.Version == 0 || !t.Exists && t.Events == nil && t.RejectedCount == 0 {
 		return nil, &NotFoundError{Tenant: tenant, Thread: thread}

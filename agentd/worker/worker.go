@@ -157,7 +157,7 @@ func (p *Pool) Ready() <-chan struct{} { return p.ready }
 // returns nil on ctx cancellation, or the error that stopped consumption.
 func (p *Pool) Run(ctx context.Context) error {
 	rc := p.c.Config().Resources
-	cons, err := p.js.CreateOrUpdateConsumer(ctx, rc.Stream, jetstream.ConsumerConfig{
+	ccfg := jetstream.ConsumerConfig{
 		Durable:        p.cfg.Consumer,
 		Description:    "convlog agent workers: threads waiting for their agent",
 		FilterSubjects: []string{rc.SubjectPrefix + ".*.*"},
@@ -166,9 +166,22 @@ func (p *Pool) Run(ctx context.Context) error {
 		AckWait:        p.cfg.AckWait,
 		MaxAckPending:  max(64, p.cfg.Concurrency*16),
 		MaxDeliver:     -1,
-	})
-	if err != nil {
-		return fmt.Errorf("worker: consumer %s: %w", p.cfg.Consumer, err)
+	}
+	// The consumer may not be creatable yet (NATS starting, a cluster
+	// electing leaders): retry with backoff until ctx ends.
+	var cons jetstream.Consumer
+	var err error
+	for backoff := 100 * time.Millisecond; ; backoff = min(backoff*2, 5*time.Second) {
+		cons, err = p.js.CreateOrUpdateConsumer(ctx, rc.Stream, ccfg)
+		if err == nil {
+			break
+		}
+		p.cfg.Logger.Warn("worker consumer not ready; retrying", "consumer", p.cfg.Consumer, "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
 	}
 	sem := make(chan struct{}, p.cfg.Concurrency)
 	var wg sync.WaitGroup

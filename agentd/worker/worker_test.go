@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"sync/atomic"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
