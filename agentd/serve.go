@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/convlog/convlog/agentd/webui"
 	"github.com/convlog/convlog/agentd/worker"
 )
 
@@ -238,7 +239,10 @@ func runServe(parent context.Context, cmd *cobra.Command, f *serveFlags, logger 
 		h := api.Handler()
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.Handle("/", h)
+		mux.Handle("/v1/", h)
+		mux.Handle("/openapi.json", h)
+		mux.Handle("/healthz", h)
+		mux.Handle("/", webui.Handler())
 		ln, err := net.Listen("tcp", f.HTTPAddr)
 		if err != nil {
 			return fmt.Errorf("http: %w", err)
