@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"time"
+	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -273,6 +274,9 @@ func appendTime(b []byte, t time.Time) []byte {
 type reader struct {
 	b []byte
 	i int
+	// alias makes decoded strings share b's memory instead of copying it.
+	// Only for buffers nobody modifies afterwards (values read from NATS).
+	alias bool
 }
 
 func (r *reader) fail(format string, args ...any) error {
@@ -403,7 +407,26 @@ func (r *reader) rawString() ([]byte, error) {
 
 func (r *reader) str() (string, error) {
 	s, err := r.rawString()
+	if r.alias && len(s) > 0 {
+		return unsafe.String(&s[0], len(s)), err
+	}
 	return string(s), err
+}
+
+// role reads a role, without allocating for the four known ones.
+func (r *reader) role() (events.Role, error) {
+	s, err := r.rawString()
+	switch string(s) {
+	case "user":
+		return events.RoleUser, err
+	case "assistant":
+		return events.RoleAssistant, err
+	case "tool":
+		return events.RoleTool, err
+	case "system":
+		return events.RoleSystem, err
+	}
+	return events.Role(s), err
 }
 
 func (r *reader) bool1() (bool, error) {
@@ -624,7 +647,12 @@ func (r *reader) skipN(n, depth int) error {
 // parseMessages decodes a msgpack array of messages. If sizes is not nil,
 // the encoded size of each message is appended to *sizes.
 func parseMessages(b []byte, sizes *[]int) ([]events.Message, error) {
-	r := &reader{b: b}
+	return parseMessagesOpt(b, sizes, false)
+}
+
+// parseMessagesOpt is parseMessages; alias as in reader.
+func parseMessagesOpt(b []byte, sizes *[]int, alias bool) ([]events.Message, error) {
+	r := &reader{b: b, alias: alias}
 	n, err := r.arrayLen()
 	if err != nil {
 		return nil, err
@@ -658,9 +686,10 @@ func parseMessages(b []byte, sizes *[]int) ([]events.Message, error) {
 }
 
 // parseMessagesInto decodes a msgpack array of exactly len(dst) messages
-// into dst, falling back to the reflection-based decoder.
+// into dst, falling back to the reflection-based decoder. Decoded strings
+// share b's memory: b must not be modified afterwards.
 func parseMessagesInto(b []byte, dst []events.Message) error {
-	r := &reader{b: b}
+	r := &reader{b: b, alias: true}
 	n, err := r.arrayLen()
 	if err == nil && n != len(dst) {
 		return r.fail("the list holds %d messages, %d expected", max(n, 0), len(dst))
@@ -712,9 +741,7 @@ func (r *reader) message(m *events.Message) error {
 		}
 		switch string(k) {
 		case "role":
-			var s string
-			s, err = r.str()
-			m.Role = events.Role(s)
+			m.Role, err = r.role()
 		case "content":
 			m.Content, err = r.content()
 		case "name":

@@ -38,7 +38,7 @@
 //	<tenant>.<thread>.c.<gen>.<first>.<count>  chunk: msgpack array of messages
 //
 // The head holds the thread's State with only its newest messages (the
-// tail, under Config.TailBytes, 64 KiB by default) in Messages and the
+// tail, under Config.TailBytes, 32 KiB by default) in Messages and the
 // number of older messages in Base, plus the layout generation gen, the
 // chunk list (per chunk: first index, count, bytes, first and last
 // sequence, level; see [ChunkRef]) and the garbage list (keys waiting to be
@@ -108,16 +108,30 @@
 //
 // Why no event is applied twice or out of order, by any number of
 // instances, redeliveries and crashes: a head at version V is only ever
-// replaced by a head computed from it plus the events after V, read from
-// the log in order; the KV compare-and-swap lets exactly one successor of a
-// head revision be written. So the heads of a thread form one chain in
-// which every event is folded once, in stream order, whatever the order of
+// replaced by a head computed from it plus the events after V, in stream
+// order; the KV compare-and-swap lets exactly one successor of a head
+// revision be written. So the heads of a thread form one chain in which
+// every event is folded once, in stream order, whatever the order of
 // delivery. A crash at any point leaves either the old head (and maybe
 // chunks that the next step writes again with the same content) or the new
 // head (and maybe an unacked trigger, which the next step finds already
-// applied and just acks). An instance keeps the heads it wrote last in
-// memory (Config.CacheThreads) to skip the read; the compare-and-swap tells
-// when another instance moved on.
+// applied and just acks).
+//
+// Three shortcuts keep a step cheap without weakening this:
+//
+//   - An instance keeps the heads it wrote or read last in memory
+//     (Config.CacheThreads) and starts from them; if another instance
+//     moved on, the compare-and-swap fails and the step reloads.
+//   - A trigger at or below a cached head's version, whose index entry is
+//     written too, is acked as soon as it arrives: versions only grow.
+//   - Events normally come from a batched direct get of the thread's
+//     subject after V. But a trigger that carries
+//     Nats-Expected-Last-Subject-Sequence: V (appends through client/ use
+//     optimistic concurrency) was stored by the server only because V was
+//     then the subject's last sequence, so it is the event right after V:
+//     a run of such triggers chained to the head is folded as delivered,
+//     one round trip less. The header names the event before, so the
+//     shortcut is exact.
 //
 // Projection lag is reported through [Config].OnApply (time from the
 // event's stream timestamp to its head write, and the consumer's backlog)

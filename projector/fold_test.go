@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -416,8 +417,9 @@ func foldCases() []foldCase {
 
 // TestFold runs every case twice: through the runner on a real server
 // (each case its own thread, every event published to the thread subject,
-// undecodable bytes included) and through the pure fold in memory; both
-// must give the same state, the per-event verdicts and the history listed.
+// undecodable bytes included; odd cases with optimistic concurrency, even
+// ones without) and through the pure fold in memory; both must give the
+// same state, the per-event verdicts and the history listed.
 func TestFold(t *testing.T) {
 	cases := foldCases()
 	require.GreaterOrEqual(t, len(cases), 30)
@@ -459,7 +461,17 @@ func TestFold(t *testing.T) {
 				data, err = events.Marshal(ev)
 				require.NoError(t, err)
 			}
-			seq := e.publishRaw(t, subject, data, nil)
+			var opts []jetstream.PublishOpt
+			if i%2 == 1 {
+				// Odd cases append as client/ does, with the expected
+				// version, so the runner folds their triggers directly.
+				prev := uint64(0)
+				if len(seqs) > 0 {
+					prev = seqs[len(seqs)-1]
+				}
+				opts = append(opts, jetstream.WithExpectLastSequencePerSubject(prev))
+			}
+			seq := e.publishRaw(t, subject, data, nil, opts...)
 			seqs = append(seqs, seq)
 			err := projector.ApplyBytes(mem, seq, c.t, data)
 			var rej *projector.RejectionError

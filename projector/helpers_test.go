@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,26 +73,42 @@ func (e *env) publish(t testing.TB, ev events.Event) uint64 {
 	return e.publishRaw(t, fmt.Sprintf("conv.%s.%s", ev.Tenant, ev.Thread), b, events.Headers(ev))
 }
 
-func (e *env) publishRaw(t testing.TB, subject string, data []byte, hdr map[string]string) uint64 {
+func (e *env) publishRaw(t testing.TB, subject string, data []byte, hdr map[string]string, opts ...jetstream.PublishOpt) uint64 {
 	t.Helper()
 	m := nats.NewMsg(subject)
 	m.Data = data
 	for k, v := range hdr {
 		m.Header.Set(k, v)
 	}
-	ack, err := e.js.PublishMsg(context.Background(), m)
+	ack, err := e.js.PublishMsg(context.Background(), m, opts...)
 	require.NoError(t, err)
 	return ack.Sequence
+}
+
+// publishAfter appends ev as a client/ writer does: with the version it
+// expects the thread to have (optimistic concurrency).
+func (e *env) publishAfter(t testing.TB, ev events.Event, version uint64) uint64 {
+	t.Helper()
+	b, err := events.Marshal(ev)
+	require.NoError(t, err)
+	return e.publishRaw(t, fmt.Sprintf("conv.%s.%s", ev.Tenant, ev.Thread), b, events.Headers(ev),
+		jetstream.WithExpectLastSequencePerSubject(version))
 }
 
 // fold folds a thread from the stream in memory, from its first event.
 func (e *env) fold(t testing.TB, tenant, thread string) *projector.State {
 	t.Helper()
-	s := projector.NewState(tenant, thread)
-	from := uint64(1)
+	return e.foldMore(t, projector.NewState(tenant, thread))
+}
+
+// foldMore folds the events after s.Version into s (a copy) and returns it.
+func (e *env) foldMore(t testing.TB, s *projector.State) *projector.State {
+	t.Helper()
+	s = s.Clone()
+	from := s.Version + 1
 	for {
 		it, err := jetstreamext.GetBatch(context.Background(), e.js, "CONVLOG", 1000,
-			jetstreamext.GetBatchSeq(from), jetstreamext.GetBatchSubject("conv."+tenant+"."+thread))
+			jetstreamext.GetBatchSeq(from), jetstreamext.GetBatchSubject("conv."+s.Tenant+"."+s.Thread))
 		require.NoError(t, err)
 		n := 0
 		for m, err := range it {
@@ -127,8 +146,8 @@ func (e *env) waitVersion(t testing.TB, tenant, thread string, v uint64) {
 	}
 }
 
-// requireSameState fails unless a and b are the same projection (compared
-// as JSON, so nil and empty collections are alike).
+// requireSameState fails unless a and b are the same projection (nil and
+// empty collections alike; a JSON diff on mismatch).
 func requireSameState(t testing.TB, want, got *projector.State, msgAndArgs ...any) {
 	t.Helper()
 	norm := func(s *projector.State) *projector.State {
@@ -136,9 +155,27 @@ func requireSameState(t testing.TB, want, got *projector.State, msgAndArgs ...an
 		if c.Messages == nil {
 			c.Messages = []events.Message{}
 		}
+		if len(c.Pending) == 0 {
+			c.Pending = nil
+		}
+		if len(c.Rejections) == 0 {
+			c.Rejections = nil
+		}
+		if len(c.KV) == 0 {
+			c.KV = nil
+		}
+		if len(c.Metadata) == 0 {
+			c.Metadata = nil
+		}
+		if len(c.AgentTurns) == 0 {
+			c.AgentTurns = nil
+		}
 		return &c
 	}
 	want, got = norm(want), norm(got)
+	if reflect.DeepEqual(want, got) {
+		return
+	}
 	wb, err := json.Marshal(want)
 	require.NoError(t, err)
 	gb, err := json.Marshal(got)
@@ -171,7 +208,7 @@ func (e *env) publishAsync(t testing.TB, evs []events.Event) []uint64 {
 		}
 		futs[i], err = e.js.PublishMsgAsync(m)
 		require.NoError(t, err)
-		if i%1000 == 999 {
+		if i%3000 == 2999 {
 			select {
 			case <-e.js.PublishAsyncComplete():
 			case <-time.After(30 * time.Second):
@@ -191,4 +228,72 @@ func (e *env) publishAsync(t testing.TB, evs []events.Event) []uint64 {
 		}
 	}
 	return seqs
+}
+
+// chunkKeys lists the chunk keys of a thread in a snapshot bucket (one
+// multi-last direct get: cheaper than a KV key listing, which creates a
+// consumer).
+func (e *env) chunkKeys(t testing.TB, bucket, tenant, thread string) []string {
+	t.Helper()
+	pfx := "$KV." + bucket + "."
+	it, err := jetstreamext.GetLastMsgsFor(context.Background(), e.js, "KV_"+bucket, []string{pfx + tenant + "." + thread + ".c.>"})
+	require.NoError(t, err)
+	var keys []string
+	for m, err := range it {
+		if errors.Is(err, jetstreamext.ErrNoMessages) {
+			break
+		}
+		require.NoError(t, err)
+		keys = append(keys, m.Subject[len(pfx):])
+	}
+	return keys
+}
+
+// testLogger logs warnings and errors to t.
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
+
+// waitConsumerIdle polls until the durable consumer has delivered and seen
+// acked every trigger.
+func (e *env) waitConsumerIdle(t testing.TB, durable string) {
+	t.Helper()
+	deadline := time.Now().Add(120 * time.Second)
+	for {
+		c, err := e.js.Consumer(context.Background(), "CONVLOG", durable)
+		require.NoError(t, err)
+		info, err := c.Info(context.Background())
+		require.NoError(t, err)
+		if info.NumPending == 0 && info.NumAckPending == 0 {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "consumer %s not idle: %d pending, %d unacked", durable, info.NumPending, info.NumAckPending)
+		time.Sleep(10 * time.Millisecond) // polling interval
+	}
+}
+
+// waitIndex polls until the thread's index entry holds version v (it is
+// written right after the head) and returns it.
+func (e *env) waitIndex(t testing.TB, tenant, thread string, v uint64) projector.Summary {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		entry, err := e.res.Index.Get(context.Background(), projector.IndexKey(tenant, thread))
+		if err == nil {
+			sum, err := projector.UnmarshalSummary(entry.Value())
+			require.NoError(t, err)
+			if sum.Version >= v {
+				return sum
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "index entry of %s/%s not at version %d in time (%v)", tenant, thread, v, err)
+		time.Sleep(2 * time.Millisecond) // polling interval
+	}
 }

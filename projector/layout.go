@@ -82,9 +82,11 @@ type head struct {
 	// every history replacement (reset, restore, compaction, erasure).
 	Gen   uint64 `msgpack:"gen"`
 	State *State `msgpack:"state"`
-	// Tail is State.Messages, encoded with the fast codec.
-	Tail   msgpack.RawMessage `msgpack:"tail"`
-	Chunks []ChunkRef         `msgpack:"chunks"`
+	// Tail is State.Messages, encoded with the fast codec (a msgpack array
+	// of message maps, as in a chunk) and carried as msgpack bin, which
+	// decodes with one copy.
+	Tail   []byte     `msgpack:"tail"`
+	Chunks []ChunkRef `msgpack:"chunks"`
 	// Garbage lists keys and key patterns (ending in ".>") of chunks no
 	// head from this one on refers to; they are purged after the head is
 	// written, and again (idempotently) by the next projection.
@@ -96,7 +98,11 @@ func encodeHead(h *head) ([]byte, error) {
 	st.Messages = nil
 	w := *h
 	w.State = &st
-	w.Tail = appendMessages(nil, h.State.Messages)
+	n := 16
+	for i := range h.State.Messages {
+		n += len(h.State.Messages[i].Content.Text) + 128
+	}
+	w.Tail = appendMessages(make([]byte, 0, n), h.State.Messages)
 	return msgpack.Marshal(&w)
 }
 
@@ -110,7 +116,7 @@ func decodeHead(b []byte, sizes *[]int) (*head, error) {
 	if h.Format != headFormat || h.State == nil {
 		return nil, fmt.Errorf("%w: head format %d (this version reads %d)", ErrCorrupt, h.Format, headFormat)
 	}
-	ms, err := parseMessages(h.Tail, sizes)
+	ms, err := parseMessagesOpt(h.Tail, sizes, true)
 	if err != nil {
 		return nil, fmt.Errorf("%w: head tail: %v", ErrCorrupt, err)
 	}
@@ -188,10 +194,9 @@ func (w *work) settle(ctx context.Context, before mark) error {
 		w.chunks, w.created = nil, nil
 		w.resetTail()
 	case s.Generation != before.gen || s.Base != before.base || len(s.Messages) < before.n:
-		// The history was replaced: a new layout generation.
-		if len(w.chunks) > 0 {
-			w.garbage = append(w.garbage, chunksPattern(w.tenant, w.thread, int64(w.gen)))
-		}
+		// The history was replaced: a new layout generation. The old one's
+		// chunks go, with any a crashed or outpaced step left in it.
+		w.garbage = append(w.garbage, chunksPattern(w.tenant, w.thread, int64(w.gen)))
 		w.gen++
 		w.chunks, w.created = nil, nil
 		if s.Base != 0 {
@@ -228,7 +233,7 @@ func (w *work) cut(ctx context.Context) error {
 	}
 	ms := w.s.Messages
 	if w.tailBytes < w.cfg.chunkBytes {
-		w.addChunk(ms, 0)
+		w.addChunk(ms, w.tailSizes, 0)
 	} else {
 		for i := 0; i < len(ms); {
 			j, b := i, 0
@@ -236,7 +241,7 @@ func (w *work) cut(ctx context.Context) error {
 				b += w.tailSizes[j]
 				j++
 			}
-			w.addChunk(ms[i:j], 1)
+			w.addChunk(ms[i:j], w.tailSizes[i:j], 1)
 			i = j
 		}
 	}
@@ -247,8 +252,12 @@ func (w *work) cut(ctx context.Context) error {
 	return w.merge(ctx)
 }
 
-func (w *work) addChunk(ms []events.Message, level uint8) {
-	data := appendMessages(make([]byte, 0, 64*len(ms)), ms)
+func (w *work) addChunk(ms []events.Message, sizes []int, level uint8) {
+	n := 5
+	for _, sz := range sizes {
+		n += sz
+	}
+	data := appendMessages(make([]byte, 0, n), ms)
 	first := w.s.Base
 	if n := len(w.chunks); n > 0 {
 		first = w.chunks[n-1].First + w.chunks[n-1].Count
@@ -305,12 +314,14 @@ func (w *work) merge(ctx context.Context) error {
 	}
 	ref := ChunkRef{First: run[0].First, Count: count, Bytes: len(data), FirstSeq: run[0].FirstSeq,
 		LastSeq: run[len(run)-1].LastSeq, Level: 1}
-	// Small chunks created in this projection were never written: drop
-	// them. The others are garbage once the new head is written.
+	// The small chunks are garbage once the new head is written. Those
+	// created in this step are not written at all; but a step that stopped
+	// between creating one and this merge (crashed, or lost the
+	// compare-and-swap) may have written it, so it is purged too. That is
+	// always safe: no later head names a range inside a merged chunk.
 	for _, c := range run {
-		if !w.dropCreated(c) {
-			w.garbage = append(w.garbage, ChunkKey(w.tenant, w.thread, w.gen, c.First, c.Count))
-		}
+		w.dropCreated(c)
+		w.garbage = append(w.garbage, ChunkKey(w.tenant, w.thread, w.gen, c.First, c.Count))
 	}
 	w.chunks = append(w.chunks[:k], ref)
 	w.created = append(w.created, newChunk{ref: ref, data: data})
@@ -326,14 +337,13 @@ func (w *work) createdData(c ChunkRef) []byte {
 	return nil
 }
 
-func (w *work) dropCreated(c ChunkRef) bool {
+func (w *work) dropCreated(c ChunkRef) {
 	for i, n := range w.created {
 		if n.ref.First == c.First && n.ref.Count == c.Count {
 			w.created = append(w.created[:i], w.created[i+1:]...)
-			return true
+			return
 		}
 	}
-	return false
 }
 
 // loadFrom puts the messages of chunks[from:] in front of the tail (for a

@@ -3,7 +3,6 @@ package projector_test
 import (
 	"context"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,14 +22,6 @@ func TestCrashAtRandomPointsLosesNothing(t *testing.T) {
 	cfg := projector.Config{ChunkBytes: 4 << 10, TailBytes: 1 << 10, AckWait: 2 * time.Second, MaxBatch: 50}
 	tr := newTraffic(1, "crash", 60)
 
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		defer close(done)
-		for tr.events() < 10_000 {
-			tr.round(t, e.js, 40)
-		}
-	})
 	rng := rand.New(rand.NewPCG(2, 3))
 	var applied atomic.Int64
 	cfg.OnApply = func(projector.Applied) { applied.Add(1) }
@@ -41,16 +32,24 @@ func TestCrashAtRandomPointsLosesNothing(t *testing.T) {
 		res := make(chan error, 1)
 		go func() { res <- p.Run(ctx) }()
 		<-p.Ready()
-		// A random point in the projector's life: this waits on purpose.
-		time.Sleep(time.Duration(rng.IntN(40_000)) * time.Microsecond)
+		// 200 events stream in while the projector runs; it is cancelled at
+		// a random point of that (this waits on purpose).
+		published := make(chan struct{})
+		go func() {
+			defer close(published)
+			for k := 0; k < 5; k++ {
+				tr.round(t, e.js, 40)
+			}
+		}()
+		time.Sleep(time.Duration(rng.IntN(80_000)) * time.Microsecond)
 		cancel()
 		require.NoError(t, <-res)
+		<-published
 	}
-	<-done
-	wg.Wait()
+	require.Equal(t, 10_000, tr.events())
 	t.Logf("%d events on %d threads; %d folded before the last start", tr.events(), len(tr.threads), applied.Load())
 	e.start(t, cfg)
-	tr.verify(t, e, e.snaps, e.res.Snapshots, e.res.Index)
+	tr.verify(t, e, e.snaps, e.res.Snapshots, e.res.Index, true)
 }
 
 // Two instances share the work on mixed traffic (many threads, tool calls,
@@ -66,7 +65,7 @@ func TestTwoInstancesMatchOneInstance(t *testing.T) {
 	var steps [2]atomic.Int64
 	var conflicts atomic.Int64
 	for i := 0; i < 2; i++ {
-		e.start(t, projector.Config{Durable: "pair", ChunkBytes: 8 << 10, TailBytes: 2 << 10, Workers: 4,
+		e.start(t, projector.Config{Durable: "pair", ChunkBytes: 8 << 10, TailBytes: 2 << 10, Workers: 4, Logger: testLogger(t),
 			OnStep: func(s projector.Step) { steps[i].Add(1); conflicts.Add(int64(s.Conflicts)) }})
 	}
 	e.start(t, projector.Config{Durable: "single", SnapshotBucket: "single_snapshots", IndexBucket: "single_threads",
@@ -77,8 +76,10 @@ func TestTwoInstancesMatchOneInstance(t *testing.T) {
 	for tr.events() < 10_000 {
 		tr.round(t, e.js, 50)
 	}
-	tr.verify(t, e, e.snaps, e.res.Snapshots, e.res.Index)
-	tr.verify(t, e, projector.NewSnapshots(single.Snapshots), single.Snapshots, single.Index)
+	t.Logf("published in %s", time.Since(start))
+	tr.verify(t, e, e.snaps, e.res.Snapshots, e.res.Index, false)
+	t.Logf("verified in %s", time.Since(start))
+	tr.verify(t, e, projector.NewSnapshots(single.Snapshots), single.Snapshots, single.Index, true)
 	t.Logf("%d events on %d threads in %s; steps per instance %d/%d, %d conflicts",
 		tr.events(), len(tr.threads), time.Since(start).Round(time.Millisecond), steps[0].Load(), steps[1].Load(), conflicts.Load())
 	require.NotZero(t, steps[0].Load())

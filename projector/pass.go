@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/convlog/convlog/events"
 )
@@ -26,7 +24,8 @@ const maxConflicts = 64
 var errConflict = errors.New("projector: compare-and-swap conflict")
 
 // cursor is a thread's head as this instance last read or wrote it.
-// A cursor is never modified once built; a step works on a copy.
+// A cursor is never modified once it is in the cache; a step works on a
+// copy.
 type cursor struct {
 	h     *head
 	sizes []int  // encoded size of each tail message
@@ -38,6 +37,13 @@ type cursor struct {
 }
 
 func (c *cursor) version() uint64 { return c.h.State.Version }
+
+// settled reports whether the head and the index entry both hold seq, so
+// a trigger for seq can be acked without a projection step.
+func (c *cursor) settled(seq uint64) bool {
+	v := c.version()
+	return seq != 0 && seq <= v && c.idxVersion == v
+}
 
 // work returns a fresh working copy of the cursor's state.
 func (c *cursor) work(p *Projector, tenant, thread string) *work {
@@ -71,26 +77,57 @@ type rawEvent struct {
 	seq  uint64
 	time time.Time
 	data []byte
+	// prev is the sequence the writer expected to be the subject's last
+	// (Nats-Expected-Last-Subject-Sequence), known only for triggers
+	// (hasPrev). The server stored the event only if it was, so prev is
+	// the event before it on the thread.
+	prev    uint64
+	hasPrev bool
+}
+
+// chainFrom returns the longest prefix of triggers (sorted by sequence)
+// that continues version without a gap: the first expected version as the
+// subject's last sequence, each next one the one before it.
+func chainFrom(version uint64, triggers []rawEvent, limit int) []rawEvent {
+	n := 0
+	for n < len(triggers) && n < limit {
+		t := triggers[n]
+		want := version
+		if n > 0 {
+			want = triggers[n-1].seq
+		}
+		if !t.hasPrev || t.prev != want {
+			break
+		}
+		n++
+	}
+	return triggers[:n]
 }
 
 // project runs steps until the thread's snapshot holds every event that
 // was readable, and returns the version reached. behind is the consumer's
 // pending count, for the hook.
-func (p *Projector) project(ctx context.Context, ts *threadState, behind uint64) (uint64, error) {
+func (p *Projector) project(ctx context.Context, ts *threadState, behind uint64, triggers []rawEvent) (uint64, error) {
 	for {
-		version, more, err := p.step(ctx, ts, behind)
+		version, more, err := p.step(ctx, ts, behind, triggers)
 		if err != nil || !more {
 			return version, err
 		}
+		triggers = nil
 	}
 }
 
 // step reads the thread's head (from the cache when this instance wrote
 // it last), folds up to MaxBatch events after its version, writes the new
 // chunks, then the head with compare-and-swap, then the index entry. On a
-// conflict it reloads and starts over. more is true when the batch was
-// full, so more events may be waiting.
-func (p *Projector) step(ctx context.Context, ts *threadState, behind uint64) (version uint64, more bool, err error) {
+// conflict it reloads and starts over. more is true when more events may
+// be waiting.
+//
+// The events come from the stream (a batched direct get by subject), or,
+// when the triggers continue the head's version without a gap (each
+// carries the OCC header naming the event before it, as appends through
+// client/ do), from the triggers themselves: one round trip less.
+func (p *Projector) step(ctx context.Context, ts *threadState, behind uint64, triggers []rawEvent) (version uint64, more bool, err error) {
 	start := time.Now()
 	key := HeadKey(ts.tenant, ts.thread)
 	for conflicts := 0; ; conflicts++ {
@@ -101,21 +138,30 @@ func (p *Projector) step(ctx context.Context, ts *threadState, behind uint64) (v
 		if err != nil {
 			return 0, false, err
 		}
-		evs, err := p.read(ctx, ts.subject, cur.version()+1, p.cfg.MaxBatch)
-		if err != nil {
-			return cur.version(), false, err
+		evs := chainFrom(cur.version(), triggers, p.cfg.MaxBatch)
+		fromTriggers := len(evs) > 0
+		if !fromTriggers {
+			evs, err = p.read(ctx, ts.subject, cur.version()+1, p.cfg.MaxBatch)
+			if err != nil {
+				return cur.version(), false, err
+			}
 		}
 		if len(evs) == 0 {
 			// Nothing new: finish what a crashed or cancelled step may have
 			// left (garbage, index) and report where the thread is.
-			if len(cur.h.Garbage) > 0 {
-				p.purge(ctx, cur.h.Garbage)
+			// Cached cursors are shared (the dispatcher reads them): update
+			// a copy.
+			c2 := *cur
+			if len(c2.h.Garbage) > 0 && len(p.purge(ctx, c2.h.Garbage)) == 0 {
+				h2 := *c2.h
+				h2.Garbage = nil
+				c2.h = &h2
 			}
-			if err := p.syncIndex(ctx, ts, cur); err != nil {
-				return cur.version(), false, err
+			if err := p.syncIndex(ctx, ts, &c2); err != nil {
+				return c2.version(), false, err
 			}
-			p.cache.put(key, cur)
-			return cur.version(), false, nil
+			p.cache.put(key, &c2)
+			return c2.version(), false, nil
 		}
 
 		w := cur.work(p, ts.tenant, ts.thread)
@@ -193,6 +239,12 @@ func (p *Projector) step(ctx context.Context, ts *threadState, behind uint64) (v
 			if a.Code != "" {
 				p.log.Info("event rejected", "tenant", ts.tenant, "thread", ts.thread, "seq", a.Seq, "event_type", a.Type, "code", a.Code)
 			}
+		}
+		if fromTriggers {
+			// Events after the chain may exist (delivered to another
+			// instance, or not delivered yet): only a read can tell, and
+			// only if a trigger beyond the chain says there are some.
+			return w.s.Version, len(evs) < len(triggers), idxErr
 		}
 		return w.s.Version, len(evs) >= p.cfg.MaxBatch, idxErr
 	}
@@ -280,32 +332,17 @@ func (p *Projector) applyWithHistory(ctx context.Context, w *work, st events.Sto
 func (p *Projector) read(ctx context.Context, subject string, from uint64, limit int) ([]rawEvent, error) {
 	var out []rawEvent
 	for len(out) < limit {
-		it, err := jetstreamext.GetBatch(ctx, p.js, p.cfg.Stream, limit-len(out),
-			jetstreamext.GetBatchSeq(from), jetstreamext.GetBatchSubject(subject), jetstreamext.GetBatchMaxBytes(readMaxBytes))
+		evs, pending, err := directBatch(ctx, p.js, p.cfg.Stream, subject, from, limit-len(out), readMaxBytes)
+		out = append(out, evs...)
 		if err != nil {
 			return out, fmt.Errorf("projector: read %s from seq %d: %w", subject, from, err)
 		}
-		n, pending := 0, uint64(1)
-		for m, err := range it {
-			if errors.Is(err, jetstreamext.ErrNoMessages) {
-				pending = 0
-				break
-			}
-			if err != nil {
-				return out, fmt.Errorf("projector: read %s from seq %d: %w", subject, from, err)
-			}
-			out = append(out, rawEvent{seq: m.Sequence, time: m.Time, data: m.Data})
-			from = m.Sequence + 1
-			n++
-			if v, err := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64); err == nil {
-				pending = v
-			}
-		}
-		if n == 0 || pending == 0 {
+		if len(evs) == 0 || pending == 0 {
 			break
 		}
+		from = evs[len(evs)-1].seq + 1
 	}
-	return out, ctx.Err()
+	return out, nil
 }
 
 // writeChunks creates the step's new chunks. A chunk that exists already
@@ -347,7 +384,11 @@ func (p *Projector) purge(ctx context.Context, garbage []string) []string {
 	for _, g := range garbage {
 		subj := "$KV." + p.cfg.SnapshotBucket + "." + g
 		if err := p.kvStream.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
-			p.log.Warn("projector: purge of old chunks failed; will retry", "subject", subj, "err", err)
+			level := slog.LevelWarn
+			if ctx.Err() != nil {
+				level = slog.LevelDebug // shutting down
+			}
+			p.log.Log(ctx, level, "projector: purge of old chunks failed; the next projection of the thread retries", "subject", subj, "err", err)
 			left = append(left, g)
 		}
 	}

@@ -1,10 +1,13 @@
 package projector
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -190,6 +193,14 @@ func (p *Projector) dispatch(msg jetstream.Msg, work chan<- *threadState) {
 		return
 	}
 	key := tenant + "." + thread
+	// Most triggers of a burst are for events an earlier step already
+	// folded (a step reads every event of its thread, not just its
+	// trigger's): ack those at once. Versions only grow, so a cached head
+	// at or past seq, with its index entry written, proves it.
+	if c := p.cache.get(key); c != nil && c.settled(seqOf(msg)) {
+		_ = msg.Ack()
+		return
+	}
 	p.mu.Lock()
 	ts := p.threads[key]
 	if ts == nil {
@@ -231,19 +242,32 @@ func (p *Projector) process(ctx context.Context, ts *threadState, msgs []jetstre
 	var target, behind uint64
 	seqs := make([]uint64, len(msgs))
 	delivered := uint64(0)
+	triggers := make([]rawEvent, 0, len(msgs))
 	for i, m := range msgs {
-		if md, err := m.Metadata(); err == nil {
-			seqs[i] = md.Sequence.Stream
-			target = max(target, seqs[i])
-			behind = md.NumPending
-			delivered = max(delivered, md.NumDelivered)
+		md, err := m.Metadata()
+		if err != nil {
+			continue
 		}
+		seqs[i] = md.Sequence.Stream
+		target = max(target, seqs[i])
+		behind = md.NumPending
+		delivered = max(delivered, md.NumDelivered)
+		t := rawEvent{seq: seqs[i], time: md.Timestamp, data: m.Data()}
+		if h := m.Headers(); h != nil && h.Get(jetstream.ExpectedLastSubjSeqSubjHeader) == "" {
+			if v := h.Get(jetstream.ExpectedLastSubjSeqHeader); v != "" {
+				t.prev, err = strconv.ParseUint(v, 10, 64)
+				t.hasPrev = err == nil
+			}
+		}
+		triggers = append(triggers, t)
 	}
+	slices.SortFunc(triggers, func(a, b rawEvent) int { return cmp.Compare(a.seq, b.seq) })
+	triggers = slices.CompactFunc(triggers, func(a, b rawEvent) bool { return a.seq == b.seq })
 	if ctx.Err() != nil {
 		nakAll(msgs, 0)
 		return
 	}
-	version, err := p.project(ctx, ts, behind)
+	version, err := p.project(ctx, ts, behind, triggers)
 	if err != nil {
 		if ctx.Err() != nil {
 			nakAll(msgs, 0)

@@ -1,0 +1,313 @@
+package projector_test
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/projector"
+)
+
+// Run with: go test ./projector/ -run '^$' -bench . -benchtime 1s
+//
+// BenchmarkSnapshots builds threads of 100, 1,000, 10,000 and 100,000
+// messages (512-byte contents, user and assistant alternating; published
+// asynchronously, then projected by the runner), and measures:
+//
+//	Load/N       Snapshots.Load of the whole thread (head + chunks, decoded);
+//	             x-raw-kv-get is its time over one raw KV get of a value of
+//	             the same size (interleaved, median), for N <= 1,000: a KV
+//	             value is capped at 1 MiB, so larger threads have no
+//	             single-value equivalent.
+//	RawKVGet/N   that raw KV get alone (N <= 1,000).
+//	NextEvent/N  appending one more message and waiting until its snapshot
+//	             is written (publish + projection; the thread grows by one
+//	             message per iteration); step-us is the projector's own step
+//	             time (read event, fold, write head and index).
+//
+// BenchmarkLag publishes at a steady rate over 200 threads and reports the
+// projection lag (stream timestamp to snapshot written) p50 and p99.
+
+// applyWatch records the highest sequence applied per thread, from OnApply.
+type applyWatch struct {
+	mu     sync.Mutex
+	seqs   map[string]uint64
+	signal chan struct{}
+	steps  map[string][]time.Duration
+}
+
+func newApplyWatch() *applyWatch {
+	return &applyWatch{seqs: map[string]uint64{}, signal: make(chan struct{}, 1), steps: map[string][]time.Duration{}}
+}
+
+func (w *applyWatch) onApply(a projector.Applied) {
+	w.mu.Lock()
+	if a.Seq > w.seqs[a.Thread] {
+		w.seqs[a.Thread] = a.Seq
+	}
+	w.mu.Unlock()
+	select {
+	case w.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (w *applyWatch) onStep(s projector.Step) {
+	w.mu.Lock()
+	w.steps[s.Thread] = append(w.steps[s.Thread], s.Took)
+	w.mu.Unlock()
+}
+
+func (w *applyWatch) wait(tb testing.TB, thread string, seq uint64) {
+	deadline := time.After(60 * time.Second)
+	for {
+		w.mu.Lock()
+		got := w.seqs[thread]
+		w.mu.Unlock()
+		if got >= seq {
+			return
+		}
+		select {
+		case <-w.signal:
+		case <-time.After(5 * time.Millisecond):
+		case <-deadline:
+			tb.Fatalf("thread %s: seq %d not applied in 60s (at %d)", thread, seq, got)
+		}
+	}
+}
+
+func BenchmarkSnapshots(b *testing.B) {
+	e := newEnv(b)
+	watch := newApplyWatch()
+	e.start(b, projector.Config{OnApply: watch.onApply, OnStep: watch.onStep})
+	ctx := context.Background()
+	sizes := []int{100, 1_000, 10_000, 100_000}
+	c := &clock{t: time.Unix(1700000000, 0)}
+	built := time.Now()
+	for _, n := range sizes {
+		thread := fmt.Sprintf("t%d", n)
+		evs := []events.Event{c.ev("bench", thread, events.ThreadCreated{})}
+		for i := 0; i < n; i++ {
+			if i%2 == 0 {
+				evs = append(evs, c.ev("bench", thread, events.UserMessage{Content: content512(i)}))
+			} else {
+				evs = append(evs, c.ev("bench", thread, events.AssistantMessage{Content: content512(i)}))
+			}
+		}
+		seqs := e.publishAsync(b, evs)
+		watch.wait(b, thread, seqs[len(seqs)-1])
+	}
+	e.waitConsumerIdle(b, "convlog-projector")
+	b.Logf("built threads of %v messages in %s", sizes, time.Since(built).Round(time.Millisecond))
+
+	for _, n := range sizes {
+		thread := fmt.Sprintf("t%d", n)
+		snap, err := e.snaps.Load(ctx, "bench", thread)
+		require.NoError(b, err)
+		require.Len(b, snap.State.Messages, n)
+		rawKey := fmt.Sprintf("raw.v%d", n)
+		if snap.Bytes <= 1<<20-1024 {
+			val := make([]byte, snap.Bytes)
+			_, _ = rand.Read(val)
+			_, err := e.res.Snapshots.Put(ctx, rawKey, val)
+			require.NoError(b, err)
+		}
+		b.Run(fmt.Sprintf("Load/%d", n), func(b *testing.B) {
+			cpu := cpuTime()
+			for b.Loop() {
+				if _, err := e.snaps.Load(ctx, "bench", thread); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N), "cpu-us/op")
+			b.ReportMetric(float64(snap.Bytes), "snapshot-bytes")
+			b.ReportMetric(float64(len(snap.Chunks)), "chunks")
+			if snap.Bytes <= 1<<20-1024 {
+				b.ReportMetric(interleavedRatio(b, func() {
+					_, _ = e.snaps.Load(ctx, "bench", thread)
+				}, func() {
+					_, _ = e.res.Snapshots.Get(ctx, rawKey)
+				}), "x-raw-kv-get")
+			}
+		})
+		if snap.Bytes <= 1<<20-1024 {
+			b.Run(fmt.Sprintf("RawKVGet/%d", n), func(b *testing.B) {
+				cpu := cpuTime()
+				for b.Loop() {
+					if _, err := e.res.Snapshots.Get(ctx, rawKey); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N), "cpu-us/op")
+				b.ReportMetric(float64(snap.Bytes), "value-bytes")
+			})
+		}
+	}
+
+	for _, n := range sizes {
+		thread := fmt.Sprintf("t%d", n)
+		b.Run(fmt.Sprintf("NextEvent/%d", n), func(b *testing.B) {
+			watch.mu.Lock()
+			skip := len(watch.steps[thread])
+			watch.mu.Unlock()
+			h, err := e.snaps.LoadHead(ctx, "bench", thread)
+			require.NoError(b, err)
+			version := h.State.Version
+			i := 0
+			cpu := cpuTime()
+			for b.Loop() {
+				version = e.publishAfter(b, c.ev("bench", thread, events.UserMessage{Content: content512(n + i)}), version)
+				watch.wait(b, thread, version)
+				i++
+			}
+			b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N), "cpu-us/op")
+			watch.mu.Lock()
+			steps := watch.steps[thread][skip:]
+			watch.mu.Unlock()
+			var sum time.Duration
+			for _, d := range steps {
+				sum += d
+			}
+			if len(steps) > 0 {
+				b.ReportMetric(float64(sum.Microseconds())/float64(len(steps)), "step-us")
+			}
+			h, err = e.snaps.LoadHead(ctx, "bench", thread)
+			require.NoError(b, err)
+			b.ReportMetric(float64(h.Bytes), "head-bytes")
+		})
+	}
+}
+
+// interleavedRatio times a and b alternately 50 times and returns the
+// median of a's time over b's.
+func interleavedRatio(tb testing.TB, a, b func()) float64 {
+	ratios := make([]float64, 0, 50)
+	for i := 0; i < 50; i++ {
+		t0 := time.Now()
+		a()
+		ta := time.Since(t0)
+		t0 = time.Now()
+		b()
+		tb := time.Since(t0)
+		ratios = append(ratios, float64(ta)/float64(tb))
+	}
+	slices.Sort(ratios)
+	return ratios[len(ratios)/2]
+}
+
+func BenchmarkLag(b *testing.B) {
+	for _, tc := range []struct {
+		rate int
+		occ  bool
+	}{{1000, true}, {5000, true}, {1000, false}} {
+		name := fmt.Sprintf("%d-per-s", tc.rate)
+		if !tc.occ {
+			name += "-without-OCC"
+		}
+		b.Run(name, func(b *testing.B) {
+			e := newEnv(b)
+			var (
+				mu    sync.Mutex
+				lags  []time.Duration
+				begin atomic.Uint64
+			)
+			e.start(b, projector.Config{OnApply: func(a projector.Applied) {
+				if s := begin.Load(); s != 0 && a.Seq >= s {
+					mu.Lock()
+					lags = append(lags, a.Lag)
+					mu.Unlock()
+				}
+			}})
+			const threads = 200
+			c := &clock{t: time.Unix(1700000000, 0)}
+			var created []events.Event
+			for i := 0; i < threads; i++ {
+				created = append(created, c.ev("lag", fmt.Sprintf("t%d", i), events.ThreadCreated{}))
+			}
+			seqs := e.publishAsync(b, created)
+			e.waitVersion(b, "lag", fmt.Sprintf("t%d", threads-1), seqs[len(seqs)-1])
+			e.waitConsumerIdle(b, "convlog-projector")
+			begin.Store(seqs[len(seqs)-1] + 1)
+
+			// Writers append like client/ does (with the version they expect,
+			// known from the previous append's ack) or as raw publishers.
+			last := append([]uint64(nil), seqs...)
+			prev := make([]jetstream.PubAckFuture, threads)
+			interval := time.Second / time.Duration(tc.rate)
+			var futs []jetstream.PubAckFuture
+			i := 0
+			start := time.Now()
+			for b.Loop() {
+				if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
+					time.Sleep(d) // pacing to a steady rate
+				}
+				k := i % threads
+				data, err := events.Marshal(c.ev("lag", fmt.Sprintf("t%d", k), events.UserMessage{Content: content512(i)}))
+				require.NoError(b, err)
+				var opts []jetstream.PublishOpt
+				if tc.occ {
+					if prev[k] != nil {
+						select {
+						case ack := <-prev[k].Ok():
+							last[k] = ack.Sequence
+						case err := <-prev[k].Err():
+							b.Fatal(err)
+						}
+					}
+					opts = append(opts, jetstream.WithExpectLastSequencePerSubject(last[k]))
+				}
+				f, err := e.js.PublishMsgAsync(&nats.Msg{Subject: fmt.Sprintf("conv.lag.t%d", k), Data: data}, opts...)
+				require.NoError(b, err)
+				prev[k] = f
+				futs = append(futs, f)
+				i++
+			}
+			b.StopTimer()
+			rate := float64(len(futs)) / time.Since(start).Seconds()
+			for _, f := range futs {
+				select {
+				case <-f.Ok():
+				case err := <-f.Err():
+					b.Fatal(err)
+				}
+			}
+			deadline := time.Now().Add(60 * time.Second)
+			for {
+				mu.Lock()
+				n := len(lags)
+				mu.Unlock()
+				if n >= len(futs) {
+					break
+				}
+				require.True(b, time.Now().Before(deadline), "only %d of %d events projected", n, len(futs))
+				time.Sleep(5 * time.Millisecond) // polling interval
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			slices.Sort(lags)
+			b.ReportMetric(float64(lags[len(lags)/2].Microseconds())/1000, "lag-p50-ms")
+			b.ReportMetric(float64(lags[len(lags)*99/100].Microseconds())/1000, "lag-p99-ms")
+			b.ReportMetric(rate, "events/s")
+		})
+	}
+}
+
+// cpuTime is the CPU time (user + system) this process used so far: the
+// server runs in the process too, so it counts the work of both sides,
+// which stays meaningful when other processes compete for the CPU.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
