@@ -106,6 +106,11 @@ type Pool struct {
 	inflight map[string]*flight // threads this process is working on
 }
 
+// maxTurnRetries is how often a turn that failed with a transient error is
+// retried in the worker (backoff 0.5 s, 1 s, ... about 14 s in all) before
+// its work item is handed back to JetStream for redelivery.
+const maxTurnRetries = 7
+
 // flight is a thread being worked on; again records triggers that arrived
 // meanwhile, so the running turn looks at the thread once more instead of
 // a second goroutine generating the same step. seq is the highest stream
@@ -290,11 +295,24 @@ func (p *Pool) handle(ctx context.Context, msg jetstream.Msg) {
 	p.inflight[key] = f
 	p.mu.Unlock()
 	var res TurnResult
+	retries := 0
 	for {
 		p.mu.Lock()
 		seq = f.seq
 		p.mu.Unlock()
 		res = p.turn(ctx, tenant, thread, seq)
+		if res.Outcome == "error" && ctx.Err() == nil && retries < maxTurnRetries {
+			// Transient (a NATS node lost, a leader election): retry here
+			// with backoff rather than rely on the nak reaching a consumer
+			// leader that may be changing too; the heartbeat keeps the work.
+			retries++
+			p.cfg.Logger.Info("turn failed; retrying", "tenant", tenant, "thread", thread, "attempt", retries, "err", res.Err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Duration(retries) * 500 * time.Millisecond):
+			}
+			continue
+		}
 		p.mu.Lock()
 		if f.again && res.Outcome != "error" && res.Outcome != "failed" && ctx.Err() == nil {
 			f.again = false

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// TestMain lets the memory section re-execute the test binary as a child
+// (server, projector or worker), as it re-executes the bench binary.
+func TestMain(m *testing.M) {
+	if isChild() {
+		os.Exit(childMain())
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// TestRunTiny runs every section at a tiny size against embedded NATS only
+// (no PostgreSQL or Redis) and checks what each one measured: that the
+// reads returned whole threads, that every figure has samples, and that
+// the report and the chart are written. Durations are reported, never
+// asserted.
+func TestRunTiny(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p := tinyParams()
+	res, err := Run(ctx, RunConfig{Params: p, Dir: t.TempDir(), Log: t.Logf})
+	require.NoError(t, err)
+
+	t.Run("appends were measured for convlog and raw JetStream only", func(t *testing.T) {
+		a := res.Append
+		require.NotNil(t, a)
+		assert.Equal(t, []string{sysConvlog, sysRaw}, a.Systems)
+		for _, s := range a.Systems {
+			assert.Equal(t, p.Append.Rounds*p.Append.SeqOps, a.Seq[s].N, s)
+			assert.Positive(t, a.Conc[s].N, s)
+			assert.Positive(t, a.ConcRate[s], s)
+			assert.Zero(t, a.Errors[s], s)
+		}
+	})
+
+	t.Run("every Get returned the whole thread", func(t *testing.T) {
+		g := res.Get
+		require.NotNil(t, g)
+		require.Len(t, g.Rows, len(p.Get.Sizes))
+		for i, r := range g.Rows {
+			assert.Equal(t, p.Get.Sizes[i], r.N)
+			for _, s := range []string{sysConvlog, sysConvlogCons} {
+				assert.Equal(t, r.N, r.Got[s], "%s of %d messages", s, r.N)
+				assert.Equal(t, 2, r.D[s].N, "%s of %d messages", s, r.N)
+			}
+			assert.Equal(t, r.N+1, r.Got[sysRawKV], "raw KV of %d messages: every event", r.N)
+			assert.Positive(t, r.SnapshotBytes)
+			assert.Equal(t, p.Get.NextEvent, r.Next.N, "next-event projections at %d messages", r.N)
+		}
+		assert.Positive(t, g.Rows[1].Chunks, "1,200 messages of 512 bytes do not fit in a head")
+	})
+
+	t.Run("lag was measured for the window's events", func(t *testing.T) {
+		require.NotNil(t, res.Lag)
+		require.Len(t, res.Lag.Rows, 1)
+		r := res.Lag.Rows[0]
+		assert.Positive(t, r.Published)
+		assert.Equal(t, r.Published, r.Measured, "every published event of the window was projected and seen")
+		assert.Zero(t, r.Errors)
+	})
+
+	t.Run("replay folded the longest thread every way", func(t *testing.T) {
+		require.NotNil(t, res.Replay)
+		assert.Equal(t, p.Get.Sizes[len(p.Get.Sizes)-1]+1, res.Replay.Events)
+		assert.Len(t, res.Replay.Order, 3)
+		for _, w := range res.Replay.Order {
+			assert.Positive(t, res.Replay.Rates[w], w)
+		}
+	})
+
+	t.Run("turns were seen over SSE and Watch", func(t *testing.T) {
+		require.NotNil(t, res.Turn)
+		for _, k := range res.Turn.Kinds {
+			assert.Equal(t, p.Turn.Samples, res.Turn.SSE[k].N, k)
+			assert.Equal(t, p.Turn.Samples, res.Turn.Watch[k].N, k)
+			assert.Equal(t, p.Turn.Samples, res.Turn.Worker[k].N, k)
+		}
+	})
+
+	t.Run("memory was read from each child process", func(t *testing.T) {
+		m := res.Memory
+		require.NotNil(t, m)
+		assert.Equal(t, int64(p.Mem.WorkerTurns), m.Turns)
+		assert.Equal(t, p.Mem.Threads*(p.Mem.Messages+1), m.Events)
+		for _, c := range []ChildMem{m.ServerIdle, m.ServerAfter, m.ProjectorIdle, m.ProjectorAfter, m.WorkerIdle, m.WorkerAfter} {
+			assert.Positive(t, c.HeapAlloc, c.Role)
+			assert.Positive(t, c.RSS, c.Role)
+		}
+		assert.Equal(t, roleServer, m.ServerAfter.Role)
+		assert.Equal(t, roleWorker, m.WorkerAfter.Role)
+	})
+
+	t.Run("the report and the chart are written", func(t *testing.T) {
+		dir := t.TempDir()
+		res.chartPath = filepath.Join(dir, "get.png")
+		require.NoError(t, writeChart(res.chartPath, res))
+		f, err := os.Open(res.chartPath)
+		require.NoError(t, err)
+		defer f.Close()
+		img, err := png.Decode(f)
+		require.NoError(t, err)
+		assert.Greater(t, img.Bounds().Dx(), 500)
+
+		md := Markdown(res, filepath.Join(dir, "BENCHMARKS.md"), "")
+		for _, want := range []string{"## Machine", "## Targets", "## 1. Append", "## 2. Get", "## 3. Projection lag",
+			"## 4. Replay", "## 5. Agent turn", "## 6. Memory", "](get.png)", "PostgreSQL not run"} {
+			assert.Contains(t, md, want)
+		}
+		assert.NotContains(t, md, "%!", "a format verb without its argument")
+		assert.False(t, strings.Contains(md, "NaN"), "no NaN in the report")
+	})
+}

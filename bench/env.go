@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/internal/embedded"
+	"github.com/convlog/convlog/internal/provision"
+	"github.com/convlog/convlog/projector"
+)
+
+// Names of what the bench adds next to convlog's own stream and buckets.
+const (
+	// rawStream is the raw JetStream baseline: the same configuration as
+	// convlog's stream (provision.StreamConfig) under another name and
+	// subject prefix, on the same server, so that the projector does not
+	// consume it.
+	rawStream = "RAWBENCH"
+	rawPrefix = "raw"
+	// rawBucket holds the raw KV baseline: one value per thread.
+	rawBucket = "rawbench"
+	// tenant is the tenant of every convlog thread the bench writes.
+	tenant = "default"
+)
+
+// appendResources are the stream and buckets of the append section's
+// convlog client: a deployment of their own, so that the projector (which
+// consumes the default stream) does not have to catch up with the
+// append section's events afterwards. Appends never involve the projector.
+var appendResources = provision.Config{Stream: "CONVLOG_APPENDS", SubjectPrefix: "capp",
+	SnapshotBucket: "capp_snapshots", IndexBucket: "capp_threads"}
+
+// Env is one convlog deployment for the in-process sections: an embedded
+// nats-server (JetStream file store in a temp dir, listening on loopback),
+// a client on its own TCP connection, and the projector on another, all in
+// this process (the shape of `agentd serve` with its embedded server).
+type Env struct {
+	Dir    string
+	Server *embedded.Server
+	// NC is the connection of the client and of the raw JetStream
+	// baseline (the same connection, so both pay the same).
+	NC     *nats.Conn
+	JS     jetstream.JetStream
+	Client *client.Client
+	// AppendClient is a client of the same connection on appendResources.
+	AppendClient *client.Client
+	// RawKV is the raw KV baseline bucket; Snaps reads convlog snapshots.
+	RawKV jetstream.KeyValue
+	Snaps *projector.Snapshots
+
+	projNC     *nats.Conn
+	proj       *projector.Projector
+	projCancel context.CancelFunc
+	projWG     sync.WaitGroup
+	projErr    error
+
+	onApply atomic.Pointer[func(projector.Applied)]
+	onStep  atomic.Pointer[func(projector.Step)]
+}
+
+// StartEnv starts a server in dir (created if missing) and connects the
+// client. The projector is started separately ([Env.StartProjector]) so
+// that append latencies are measured without it (see the append section).
+func StartEnv(ctx context.Context, dir string) (*Env, error) {
+	e := &Env{Dir: dir}
+	srv, err := embedded.Start(embedded.Config{StoreDir: filepath.Join(dir, "nats")})
+	if err != nil {
+		return nil, err
+	}
+	e.Server = srv
+	if e.NC, err = nats.Connect(srv.ClientURL(), nats.Name("convlog-bench-client")); err != nil {
+		e.Close()
+		return nil, err
+	}
+	if e.JS, err = jetstream.New(e.NC); err != nil {
+		e.Close()
+		return nil, err
+	}
+	if e.Client, err = client.New(ctx, e.NC, client.Config{Provision: true}); err != nil {
+		e.Close()
+		return nil, err
+	}
+	if e.AppendClient, err = client.New(ctx, e.NC, client.Config{Provision: true, Resources: appendResources}); err != nil {
+		e.Close()
+		return nil, err
+	}
+	raw := provision.Config{Stream: rawStream, SubjectPrefix: rawPrefix}.StreamConfig()
+	if _, err := e.JS.CreateOrUpdateStream(ctx, raw); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("raw stream: %w", err)
+	}
+	if e.RawKV, err = e.JS.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: rawBucket, History: 1, Storage: jetstream.FileStorage}); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("raw KV bucket: %w", err)
+	}
+	kv, err := e.JS.KeyValue(ctx, provision.DefaultConfig().SnapshotBucket)
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	e.Snaps = projector.NewSnapshots(kv)
+	return e, nil
+}
+
+// StartProjector runs the projector in this process, on its own
+// connection, and waits until it consumes. Its OnApply and OnStep call the
+// functions set with [Env.SetOnApply] and [Env.SetOnStep].
+func (e *Env) StartProjector(ctx context.Context) error {
+	nc, err := nats.Connect(e.Server.ClientURL(), nats.Name("convlog-bench-projector"))
+	if err != nil {
+		return err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	p, err := projector.New(js, projector.Config{
+		OnApply: func(a projector.Applied) {
+			if f := e.onApply.Load(); f != nil {
+				(*f)(a)
+			}
+		},
+		OnStep: func(s projector.Step) {
+			if f := e.onStep.Load(); f != nil {
+				(*f)(s)
+			}
+		},
+	})
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	pctx, cancel := context.WithCancel(context.Background())
+	e.projNC, e.proj, e.projCancel = nc, p, cancel
+	e.projWG.Go(func() { e.projErr = p.Run(pctx) })
+	select {
+	case <-p.Ready():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(30 * time.Second):
+		return errors.New("projector not ready after 30s")
+	}
+}
+
+// SetOnApply installs f as the projector's OnApply hook (nil removes it).
+// f is called concurrently from the projector's workers.
+func (e *Env) SetOnApply(f func(projector.Applied)) {
+	if f == nil {
+		e.onApply.Store(nil)
+		return
+	}
+	e.onApply.Store(&f)
+}
+
+// SetOnStep installs f as the projector's OnStep hook (nil removes it).
+func (e *Env) SetOnStep(f func(projector.Step)) {
+	if f == nil {
+		e.onStep.Store(nil)
+		return
+	}
+	e.onStep.Store(&f)
+}
+
+// WaitProjected waits until the projector's durable consumer has no
+// undelivered and no unacknowledged message: every event in the stream is
+// in a snapshot (the projector acks a trigger after the head holding it is
+// written).
+func (e *Env) WaitProjected(ctx context.Context) error {
+	return waitConsumerDrained(ctx, e.JS, provision.DefaultConfig().Stream, projector.DefaultConfig().Durable)
+}
+
+// waitConsumerDrained polls a durable consumer until it has nothing
+// pending and nothing awaiting an ack.
+func waitConsumerDrained(ctx context.Context, js jetstream.JetStream, stream, durable string) error {
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		cons, err := js.Consumer(ctx, stream, durable)
+		if err == nil {
+			info, err := cons.Info(ctx)
+			if err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for consumer %s to drain: %w", durable, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}
+
+// WaitHead waits until the snapshot head of thread is at version v or
+// later.
+func (e *Env) WaitHead(ctx context.Context, thread string, v uint64) error {
+	for wait := time.Millisecond; ; wait = min(2*wait, 20*time.Millisecond) {
+		h, err := e.Snaps.LoadHead(ctx, tenant, thread)
+		if err == nil && h.State.Version >= v {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the snapshot of %s at version %d: %w", thread, v, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}
+
+// StopProjector stops the projector (if running) and waits for it.
+func (e *Env) StopProjector() error {
+	if e.proj == nil {
+		return nil
+	}
+	e.projCancel()
+	e.projWG.Wait()
+	e.projNC.Close()
+	e.proj = nil
+	return e.projErr
+}
+
+// Close stops everything and removes nothing (the caller owns Dir).
+func (e *Env) Close() {
+	_ = e.StopProjector()
+	if e.Client != nil {
+		e.Client.Close()
+	}
+	if e.AppendClient != nil {
+		e.AppendClient.Close()
+	}
+	if e.NC != nil {
+		e.NC.Close()
+	}
+	if e.Server != nil {
+		e.Server.Shutdown()
+	}
+}
+
+// serverVersion returns the version of the nats-server the env runs.
+func (e *Env) serverVersion() string { return e.NC.ConnectedServerVersion() }
+
+// removeAll removes dir, reporting (not failing on) an error.
+func removeAll(dir string) {
+	if err := os.RemoveAll(dir); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: removing %s: %v\n", dir, err)
+	}
+}

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/projector"
+)
+
+// LagParams size the projection lag section.
+type LagParams struct {
+	Rates   []int         // events/s
+	For     time.Duration // measured time per rate
+	Warmup  time.Duration // paced but not measured, before For
+	Threads int           // threads the events are spread over, round robin
+	Content int
+	// Backlog is how many events are published, round robin over Threads
+	// new threads, while the projector is stopped, to time its catch-up.
+	Backlog int
+}
+
+// LagRow is one rate's figures.
+type LagRow struct {
+	Rate int
+	// Achieved is the publish rate reached in the measured window.
+	Achieved float64
+	// Published and Measured count the events of the measured window
+	// published and seen projected.
+	Published, Measured int
+	// D is OnApply's Lag over the measured window's events.
+	D Dist
+	// MaxBehind is the most stream messages the projector's consumer had
+	// not delivered yet (OnApply's Behind) in the window.
+	MaxBehind uint64
+	// Drain is how long after the last publish the projector needed to
+	// project everything.
+	Drain time.Duration
+	// Errors counts failed publishes.
+	Errors int
+}
+
+// LagResults are the projection lag section's rows and the catch-up.
+type LagResults struct {
+	Rows []*LagRow
+	// CatchUp is the time the projector took, once restarted, to project
+	// Backlog events (over Threads threads) published while it was stopped.
+	Backlog, BacklogThreads int
+	CatchUp                 time.Duration
+}
+
+// RunLag publishes user messages at steady rates over many threads
+// (paced async publishes of valid events, so the publisher is never the
+// bottleneck) while the projector runs, and reports the projection lag
+// each event saw (Config.OnApply: stream timestamp to head written).
+func RunLag(ctx context.Context, e *Env, p LagParams, log func(string, ...any)) (*LagResults, error) {
+	res := &LagResults{}
+	for _, rate := range p.Rates {
+		log("lag: %d events/s for %s (+%s warm-up) over %d threads", rate, p.For, p.Warmup, p.Threads)
+		row, err := lagAt(ctx, e, p, rate)
+		if err != nil {
+			return nil, err
+		}
+		res.Rows = append(res.Rows, row)
+	}
+	if p.Backlog > 0 {
+		log("lag: catch-up of %d events over %d threads", p.Backlog, p.Threads)
+		took, err := catchUp(ctx, e, p)
+		if err != nil {
+			return nil, err
+		}
+		res.Backlog, res.BacklogThreads, res.CatchUp = p.Backlog, p.Threads, took
+	}
+	return res, nil
+}
+
+// catchUp stops the projector, publishes p.Backlog events over p.Threads
+// new threads (their thread.created first), restarts the projector and
+// times it until it has projected everything.
+func catchUp(ctx context.Context, e *Env, p LagParams) (time.Duration, error) {
+	if err := e.StopProjector(); err != nil {
+		return 0, err
+	}
+	js, err := jetstream.New(e.NC, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		return 0, err
+	}
+	const tn = "backlog"
+	threads := make([]string, p.Threads)
+	for i := range threads {
+		threads[i] = events.NewID()
+		m, err := rawMsg("conv."+tn+"."+threads[i], events.New(tn, threads[i], producer, events.ThreadCreated{Replies: events.RepliesOff}))
+		if err != nil {
+			return 0, err
+		}
+		if err := publishAsync(ctx, js, m); err != nil {
+			return 0, err
+		}
+	}
+	for i := range p.Backlog - p.Threads {
+		t := threads[i%p.Threads]
+		m, err := rawMsg("conv."+tn+"."+t, events.New(tn, t, producer, message(i/p.Threads, p.Content)))
+		if err != nil {
+			return 0, err
+		}
+		if err := publishAsync(ctx, js, m); err != nil {
+			return 0, err
+		}
+	}
+	if err := waitAsync(ctx, js); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if err := e.StartProjector(ctx); err != nil {
+		return 0, err
+	}
+	if err := e.WaitProjected(ctx); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+func lagAt(ctx context.Context, e *Env, p LagParams, rate int) (*LagRow, error) {
+	tn := fmt.Sprintf("lag%d", rate)
+	var errs atomic.Int64
+	js, err := jetstream.New(e.NC, jetstream.WithPublishAsyncMaxPending(4096),
+		jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { errs.Add(1) }))
+	if err != nil {
+		return nil, err
+	}
+	threads := make([]string, p.Threads)
+	subjects := make([]string, p.Threads)
+	for i := range threads {
+		threads[i] = events.NewID()
+		subjects[i] = "conv." + tn + "." + threads[i]
+		m, err := rawMsg(subjects[i], events.New(tn, threads[i], producer, events.ThreadCreated{Replies: events.RepliesOff}))
+		if err != nil {
+			return nil, err
+		}
+		if err := publishAsync(ctx, js, m); err != nil {
+			return nil, err
+		}
+	}
+	if err := waitAsync(ctx, js); err != nil {
+		return nil, err
+	}
+	if err := e.WaitProjected(ctx); err != nil {
+		return nil, err
+	}
+
+	// The window's events, by id: OnApply reports each one's lag.
+	var (
+		window sync.Map // event id -> struct{}
+		mu     sync.Mutex
+		lags   []time.Duration
+		behind uint64
+	)
+	e.SetOnApply(func(a projector.Applied) {
+		if a.Tenant != tn {
+			return
+		}
+		if _, ok := window.Load(a.EventID); !ok {
+			return
+		}
+		mu.Lock()
+		lags = append(lags, a.Lag)
+		behind = max(behind, a.Behind)
+		mu.Unlock()
+	})
+	defer e.SetOnApply(nil)
+
+	// Pace: every millisecond, publish what the rate says should have been
+	// published by now (so a late tick catches up instead of lowering the
+	// rate).
+	start := time.Now()
+	measureFrom, end := start.Add(p.Warmup), start.Add(p.Warmup+p.For)
+	sent, inWindow := 0, 0
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for now := start; now.Before(end); now = time.Now() {
+		target := int(float64(rate) * now.Sub(start).Seconds())
+		for ; sent < target; sent++ {
+			i := sent % p.Threads
+			ev := events.New(tn, threads[i], producer, message(0, p.Content))
+			m, err := rawMsg(subjects[i], ev)
+			if err != nil {
+				return nil, err
+			}
+			if !now.Before(measureFrom) {
+				window.Store(ev.ID, struct{}{})
+				inWindow++
+			}
+			if err := publishAsync(ctx, js, m); err != nil {
+				return nil, err
+			}
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	published := time.Now()
+	if err := waitAsync(ctx, js); err != nil {
+		return nil, err
+	}
+	if err := e.WaitProjected(ctx); err != nil {
+		return nil, err
+	}
+	row := &LagRow{Rate: rate, Published: inWindow, Drain: time.Since(published), Errors: int(errs.Load())}
+	mu.Lock()
+	defer mu.Unlock()
+	row.MaxBehind = behind
+	row.Measured = len(lags)
+	row.Achieved = float64(inWindow) / p.For.Seconds()
+	row.D = distOf(lags)
+	return row, nil
+}
+
+// waitAsync waits for every async publish of js to be acknowledged.
+func waitAsync(ctx context.Context, js jetstream.JetStream) error {
+	select {
+	case <-js.PublishAsyncComplete():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(2 * time.Minute):
+		return fmt.Errorf("async publishes not acknowledged after 2 minutes (%d pending)", js.PublishAsyncPending())
+	}
+}

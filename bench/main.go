@@ -1,0 +1,313 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Params size every section. fullParams is the reference run, quickParams
+// the development run (under 2 minutes), tinyParams the test's.
+type Params struct {
+	Mode       string
+	Append     AppendParams
+	Get        GetParams
+	Lag        LagParams
+	ReplayReps int
+	Turn       TurnParams
+	Mem        MemParams
+}
+
+func fullParams() Params {
+	return Params{
+		Mode:   "full",
+		Append: AppendParams{Rounds: 5, SeqOps: 400, Warmup: 50, Writers: 32, Threads: 1000, ConcFor: 3 * time.Second},
+		Get: GetParams{Sizes: []int{100, 1_000, 10_000, 100_000}, Content: 512, NextEvent: 20,
+			Iters: func(n int) int { return min(300, max(7, 300_000/n/3)) }},
+		Lag:        LagParams{Rates: []int{1_000, 5_000}, For: 10 * time.Second, Warmup: 2 * time.Second, Threads: 1_000, Content: 512, Backlog: 30_000},
+		ReplayReps: 3,
+		Turn:       TurnParams{Samples: 100, PerThread: 10},
+		Mem:        MemParams{Threads: 100_000, Messages: 20, Content: 256, WorkerTurns: 5_000},
+	}
+}
+
+func quickParams() Params {
+	return Params{
+		Mode:   "quick",
+		Append: AppendParams{Rounds: 2, SeqOps: 200, Warmup: 20, Writers: 32, Threads: 1000, ConcFor: time.Second},
+		Get: GetParams{Sizes: []int{100, 1_000, 10_000}, Content: 512, NextEvent: 8,
+			Iters: func(n int) int { return min(100, max(5, 50_000/n)) }},
+		Lag:        LagParams{Rates: []int{1_000, 5_000}, For: 2 * time.Second, Warmup: 500 * time.Millisecond, Threads: 1_000, Content: 512, Backlog: 5_000},
+		ReplayReps: 3,
+		Turn:       TurnParams{Samples: 20, PerThread: 10},
+		Mem:        MemParams{Threads: 10_000, Messages: 20, Content: 256, WorkerTurns: 500},
+	}
+}
+
+func tinyParams() Params {
+	return Params{
+		Mode:   "tiny",
+		Append: AppendParams{Rounds: 1, SeqOps: 10, Warmup: 2, Writers: 4, Threads: 8, ConcFor: 200 * time.Millisecond},
+		Get: GetParams{Sizes: []int{10, 1_200}, Content: 512, NextEvent: 2,
+			Iters: func(int) int { return 2 }},
+		Lag:        LagParams{Rates: []int{200}, For: 500 * time.Millisecond, Warmup: 100 * time.Millisecond, Threads: 20, Content: 64, Backlog: 200},
+		ReplayReps: 1,
+		Turn:       TurnParams{Samples: 2, PerThread: 2},
+		Mem:        MemParams{Threads: 20, Messages: 4, Content: 64, WorkerTurns: 5},
+	}
+}
+
+// Sections, in run order.
+var allSections = []string{"append", "get", "replay", "lag", "turn", "memory"}
+
+// RunConfig is one run.
+type RunConfig struct {
+	Params
+	// PG is a Postgres DSN and Redis a host:port; empty skips them.
+	PG, Redis string
+	// Dir is where the servers keep their data (a temp dir is made in it).
+	Dir      string
+	Sections []string
+	Log      func(format string, args ...any)
+}
+
+// Results is everything one run measured.
+type Results struct {
+	Mode    string
+	Command string
+	Machine Machine
+	Took    time.Duration
+	// Load is the load average at the start of each section, and at the end.
+	Load       [][2]string
+	Append     *AppendResults
+	Get        *GetResults
+	Lag        *LagResults
+	Replay     *ReplayResults
+	Turn       *TurnResults
+	Memory     *MemResults
+	Baseline   struct{ PG, Redis bool }
+	RedisFsync string
+
+	// Params are the sizes the run used.
+	Params Params
+
+	chartPath string
+}
+
+// Run runs the sections of cfg.
+func Run(ctx context.Context, cfg RunConfig) (*Results, error) {
+	start := time.Now()
+	log := cfg.Log
+	if log == nil {
+		log = func(string, ...any) {}
+	}
+	want := func(s string) bool { return len(cfg.Sections) == 0 || slices.Contains(cfg.Sections, s) }
+	res := &Results{Mode: cfg.Mode, Machine: describeMachine(), Params: cfg.Params}
+	mark := func(section string) { res.Load = append(res.Load, [2]string{section, loadAvg()}) }
+	dir, err := os.MkdirTemp(cfg.Dir, "convlog-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer removeAll(dir)
+
+	b, err := ConnectBaselines(ctx, cfg.PG, cfg.Redis, cfg.Append.Writers+8)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	res.Machine.Postgres, res.Machine.Redis, res.RedisFsync = b.PGVersion, b.RedisVersion, b.RedisFsync
+	res.Baseline.PG, res.Baseline.Redis = b.PG != nil, b.Redis != nil
+
+	if want("append") || want("get") || want("lag") || want("replay") || want("turn") {
+		e, err := StartEnv(ctx, filepath.Join(dir, "convlog"))
+		if err != nil {
+			return nil, err
+		}
+		defer e.Close()
+		res.Machine.NATSServer = e.serverVersion()
+		if want("append") {
+			mark("append")
+			if res.Append, err = RunAppend(ctx, e, b, cfg.Append, log); err != nil {
+				return nil, fmt.Errorf("append: %w", err)
+			}
+		}
+		if err := e.StartProjector(ctx); err != nil {
+			return nil, err
+		}
+		log("waiting for the projector to catch up")
+		if err := e.WaitProjected(ctx); err != nil {
+			return nil, err
+		}
+		if want("get") || want("replay") {
+			mark("get")
+			gp := cfg.Get
+			if !want("get") { // replay alone: only the longest thread
+				gp.Sizes, gp.NextEvent = gp.Sizes[len(gp.Sizes)-1:], 0
+			}
+			g, err := RunGet(ctx, e, b, gp, log)
+			if err != nil {
+				return nil, fmt.Errorf("get: %w", err)
+			}
+			if want("get") {
+				res.Get = g
+			}
+			if want("replay") {
+				mark("replay")
+				if res.Replay, err = RunReplay(ctx, e, b, g.longest, cfg.ReplayReps, log); err != nil {
+					return nil, fmt.Errorf("replay: %w", err)
+				}
+			}
+		}
+		if want("lag") {
+			mark("lag")
+			if res.Lag, err = RunLag(ctx, e, cfg.Lag, log); err != nil {
+				return nil, fmt.Errorf("lag: %w", err)
+			}
+		}
+		if want("turn") {
+			mark("turn")
+			if res.Turn, err = RunTurn(ctx, e, cfg.Turn, log); err != nil {
+				return nil, fmt.Errorf("turn: %w", err)
+			}
+		}
+		e.Close()
+	}
+	if want("memory") {
+		mark("memory")
+		if res.Memory, err = RunMemory(ctx, dir, cfg.Mem, log); err != nil {
+			return nil, fmt.Errorf("memory: %w", err)
+		}
+	}
+	mark("end")
+	res.Took = time.Since(start)
+	return res, nil
+}
+
+func main() {
+	if isChild() {
+		os.Exit(childMain())
+	}
+	os.Exit(benchMain())
+}
+
+// benchMain is main without os.Exit, so that deferred calls run.
+func benchMain() int {
+	var (
+		quick    = flag.Bool("quick", false, "development run: smaller sizes, under 2 minutes")
+		out      = flag.String("out", "BENCHMARKS.md", "markdown report to write (empty: stdout only; -quick: empty unless set)")
+		png      = flag.String("png", "bench/get_latency.png", "Get latency chart to write (empty: none; -quick: empty unless set)")
+		pg       = flag.String("pg", "", "Postgres DSN of the baseline (empty: no Postgres)")
+		rds      = flag.String("redis", "", "Redis host:port of the baseline (empty: no Redis)")
+		dir      = flag.String("dir", "", "directory for the servers' data (default: the system temp dir)")
+		sections = flag.String("sections", strings.Join(allSections, ","), "sections to run")
+		command  = flag.String("cmd", "", "the command line to print as the way to reproduce (run.sh sets it)")
+		profile  = flag.String("profile", "", "directory to write CPU profiles to (bench.cpu.pprof, and one per memory-section child)")
+		jsonOut  = flag.String("json", "", "also write the raw results as JSON to this file")
+		from     = flag.String("from", "", "render the report and chart from a -json file instead of measuring")
+		notes    = flag.String("notes", "bench/NOTES.md", "hand-written analysis appended to the report when the file exists")
+	)
+	flag.Parse()
+	p := fullParams()
+	if *quick {
+		p = quickParams()
+		// A development run does not overwrite the committed report
+		// unless asked to.
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["out"] {
+			*out = ""
+		}
+		if !set["png"] {
+			*png = ""
+		}
+	}
+	var secs []string
+	for s := range strings.SplitSeq(*sections, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			if !slices.Contains(allSections, s) {
+				fmt.Fprintf(os.Stderr, "bench: unknown section %q (have %s)\n", s, strings.Join(allSections, ","))
+				return 2
+			}
+			secs = append(secs, s)
+		}
+	}
+	if *profile != "" {
+		if err := os.MkdirAll(*profile, 0o755); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			return 1
+		}
+		os.Setenv(profileEnv, *profile)
+		stopProfile, err := startCPUProfile(filepath.Join(*profile, "bench.cpu.pprof"))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			return 1
+		}
+		defer stopProfile()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	t0 := time.Now()
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(t0).Seconds(), fmt.Sprintf(format, args...))
+	}
+	var res *Results
+	if *from != "" {
+		b, err := os.ReadFile(*from)
+		if err == nil {
+			err = json.Unmarshal(b, &res)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: -from: %v\n", err)
+			return 1
+		}
+	} else {
+		var err error
+		if res, err = Run(ctx, RunConfig{Params: p, PG: *pg, Redis: *rds, Dir: *dir, Sections: secs, Log: logf}); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			return 1
+		}
+		res.Command = *command
+		if res.Command == "" {
+			res.Command = "go run ./bench " + strings.Join(os.Args[1:], " ")
+		}
+	}
+	if *jsonOut != "" {
+		b, err := json.MarshalIndent(res, "", "  ")
+		if err == nil {
+			err = os.WriteFile(*jsonOut, b, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: -json: %v\n", err)
+			return 1
+		}
+	}
+	if *png != "" && res.Get != nil {
+		if err := writeChart(*png, res); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: chart: %v\n", err)
+			return 1
+		}
+		res.chartPath = *png
+	}
+	md := Markdown(res, *out, *notes)
+	fmt.Print(md)
+	if *out != "" {
+		if err := os.WriteFile(*out, []byte(md), 0o644); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			return 1
+		}
+		logf("wrote %s", *out)
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return 130
+	}
+	return 0
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/provision"
+	"github.com/convlog/convlog/projector"
+)
+
+// MemParams size the memory section.
+type MemParams struct {
+	Threads  int // threads loaded
+	Messages int // messages per thread (user and assistant alternating)
+	Content  int // content bytes per message
+	// WorkerTurns is how many of the threads then get one more user
+	// message, each answered by the worker (one turn per thread).
+	WorkerTurns int
+}
+
+// MemResults are the memory section's figures: each part's memory, read
+// in its own process (see child.go).
+type MemResults struct {
+	MemParams
+	// Idle: started, nothing loaded. Loaded: after the history was
+	// published and projected. After: after the worker's turns (and their
+	// projection).
+	ServerIdle, ProjectorIdle, WorkerIdle    ChildMem
+	ServerLoaded, ProjectorLoaded            ChildMem
+	ServerAfter, ProjectorAfter, WorkerAfter ChildMem
+	Events                                   int
+	StreamBytes                              uint64
+	LoadTook, TurnsTook                      time.Duration
+	Turns                                    int64
+}
+
+// RunMemory starts a fresh server, projector and worker, each in its own
+// process, loads p.Threads threads of p.Messages messages (published like
+// an import: each thread's events back to back, async), waits for the
+// projector, then has the worker answer one new user message on
+// p.WorkerTurns threads, and reads each process's memory along the way.
+func RunMemory(ctx context.Context, root string, p MemParams, log func(string, ...any)) (*MemResults, error) {
+	res := &MemResults{MemParams: p}
+	srv, err := startChild(roleServer, "", filepath.Join(root, "mem-nats"))
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop()
+	if res.ServerIdle, err = srv.mem(); err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(srv.URL, nats.Name("convlog-bench-loader"))
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	if _, err := client.New(ctx, nc, client.Config{Provision: true}); err != nil {
+		return nil, err
+	}
+	proj, err := startChild(roleProjector, srv.URL, "")
+	if err != nil {
+		return nil, err
+	}
+	defer proj.stop()
+	if res.ProjectorIdle, err = proj.mem(); err != nil {
+		return nil, err
+	}
+
+	var errs atomic.Int64
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096),
+		jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { errs.Add(1) }))
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, p.Threads)
+	log("memory: loading %d threads of %d messages", p.Threads, p.Messages)
+	start := time.Now()
+	for t := range ids {
+		ids[t] = events.NewID()
+		subject := "conv." + tenant + "." + ids[t]
+		m, err := rawMsg(subject, events.New(tenant, ids[t], producer, events.ThreadCreated{Agent: "demo"}))
+		if err != nil {
+			return nil, err
+		}
+		if err := publishAsync(ctx, js, m); err != nil {
+			return nil, err
+		}
+		for i := range p.Messages {
+			m, err := rawMsg(subject, events.New(tenant, ids[t], producer, message(i, p.Content)))
+			if err != nil {
+				return nil, err
+			}
+			if err := publishAsync(ctx, js, m); err != nil {
+				return nil, err
+			}
+		}
+		if (t+1)%max(p.Threads/10, 1) == 0 {
+			log("memory: published %d/%d threads", t+1, p.Threads)
+		}
+	}
+	if err := waitAsync(ctx, js); err != nil {
+		return nil, err
+	}
+	res.Events = p.Threads * (p.Messages + 1)
+	log("memory: published in %s; waiting for the projector", time.Since(start).Round(time.Millisecond))
+	drainCtx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer cancel()
+	if err := waitConsumerDrained(drainCtx, js, provision.DefaultConfig().Stream, projector.DefaultConfig().Durable); err != nil {
+		return nil, err
+	}
+	res.LoadTook = time.Since(start)
+	if n := errs.Load(); n > 0 {
+		return nil, fmt.Errorf("memory: %d publishes failed", n)
+	}
+	if st, err := js.Stream(ctx, provision.DefaultConfig().Stream); err == nil {
+		if info, err := st.Info(ctx); err == nil {
+			res.StreamBytes = info.State.Bytes
+		}
+	}
+	if res.ServerLoaded, err = srv.mem(); err != nil {
+		return nil, err
+	}
+	if res.ProjectorLoaded, err = proj.mem(); err != nil {
+		return nil, err
+	}
+
+	wrk, err := startChild(roleWorker, srv.URL, "")
+	if err != nil {
+		return nil, err
+	}
+	defer wrk.stop()
+	if res.WorkerIdle, err = wrk.mem(); err != nil {
+		return nil, err
+	}
+	log("memory: %d worker turns", p.WorkerTurns)
+	start = time.Now()
+	for t := range p.WorkerTurns {
+		m, err := rawMsg("conv."+tenant+"."+ids[t], events.New(tenant, ids[t], producer, events.UserMessage{Content: events.Text("hello again")}))
+		if err != nil {
+			return nil, err
+		}
+		if err := publishAsync(ctx, js, m); err != nil {
+			return nil, err
+		}
+	}
+	if err := waitAsync(ctx, js); err != nil {
+		return nil, err
+	}
+	for last := time.Now(); ; {
+		m, err := wrk.turns()
+		if err != nil {
+			return nil, err
+		}
+		if m.Turns >= int64(p.WorkerTurns) {
+			res.Turns = m.Turns
+			break
+		}
+		if time.Since(last) > 10*time.Second {
+			log("memory: %d/%d turns", m.Turns, p.WorkerTurns)
+			last = time.Now()
+		}
+		select {
+		case <-drainCtx.Done():
+			return nil, fmt.Errorf("memory: %d of %d worker turns: %w", m.Turns, p.WorkerTurns, drainCtx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	res.TurnsTook = time.Since(start)
+	if res.WorkerAfter, err = wrk.mem(); err != nil {
+		return nil, err
+	}
+	if err := waitConsumerDrained(drainCtx, js, provision.DefaultConfig().Stream, projector.DefaultConfig().Durable); err != nil {
+		return nil, err
+	}
+	if res.ProjectorAfter, err = proj.mem(); err != nil {
+		return nil, err
+	}
+	if res.ServerAfter, err = srv.mem(); err != nil {
+		return nil, err
+	}
+	return res, nil
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/internal/provision"
+	"github.com/convlog/convlog/projector"
+)
+
+// ReplayResults are the replay section's figures: events per second over
+// one long thread, median of Reps runs each.
+type ReplayResults struct {
+	Events int // events in the thread (thread.created included)
+	// Rates by what was timed: convlog's replay from the log (client.Get
+	// with AtSeq: batched direct gets and the fold), the fold alone over
+	// the messages in memory (projector.ApplyBytes), a raw JetStream read
+	// of the same messages without folding, and Postgres and Redis reads
+	// of the same bytes followed by the same fold.
+	Rates map[string]float64
+	Order []string
+}
+
+// Replay rows.
+const (
+	replayConvlog = "convlog replay (client.Get AtSeq: read + fold)"
+	replayFold    = "fold only (projector.ApplyBytes, messages in memory)"
+	replayRaw     = "raw JetStream read, no fold (batched direct get)"
+	replayPG      = "PostgreSQL SELECT + the same fold"
+	replayRedis   = "Redis LRANGE + the same fold"
+)
+
+// RunReplay replays lt from the log, reps times per way.
+func RunReplay(ctx context.Context, e *Env, b *Baselines, lt *loadedThread, reps int, log func(string, ...any)) (*ReplayResults, error) {
+	n := len(lt.msgs)
+	want := n - 1 // messages: every event but thread.created
+	res := &ReplayResults{Events: n, Rates: map[string]float64{}}
+	log("replay: %d events, %d runs per way", n, reps)
+	ways := []struct {
+		name string
+		run  func() (int, error)
+	}{
+		{replayConvlog, func() (int, error) {
+			th, err := e.Client.Get(ctx, tenant, lt.id, client.AtSeq(lt.version))
+			if err != nil {
+				return 0, err
+			}
+			return th.MessageCount(), nil
+		}},
+		{replayFold, func() (int, error) {
+			s := projector.NewState(tenant, lt.id)
+			for _, m := range lt.msgs {
+				_ = projector.ApplyBytes(s, m.Sequence, m.Time, m.Data)
+			}
+			return s.MessageCount(), nil
+		}},
+		{replayRaw, func() (int, error) {
+			msgs, err := readLog(ctx, e.JS, provision.DefaultConfig().Stream, "conv."+tenant+"."+lt.id, lt.version)
+			return len(msgs) - 1, err
+		}},
+	}
+	if b.PG != nil {
+		ways = append(ways, struct {
+			name string
+			run  func() (int, error)
+		}{replayPG, func() (int, error) {
+			rows, err := pgRead(ctx, b.PG, lt.id)
+			if err != nil {
+				return 0, err
+			}
+			s := projector.NewState(tenant, lt.id)
+			for _, r := range rows {
+				_ = projector.ApplyBytes(s, uint64(r.seq), r.at, r.body)
+			}
+			return s.MessageCount(), nil
+		}})
+	}
+	if b.Redis != nil {
+		ways = append(ways, struct {
+			name string
+			run  func() (int, error)
+		}{replayRedis, func() (int, error) {
+			vs, err := b.Redis.LRange(ctx, redisKey(lt.id), 0, -1).Result()
+			if err != nil {
+				return 0, err
+			}
+			s := projector.NewState(tenant, lt.id)
+			now := time.Now()
+			for i, v := range vs {
+				// A list has no sequence or store time: use the position.
+				_ = projector.ApplyBytes(s, uint64(i+1), now, []byte(v))
+			}
+			return s.MessageCount(), nil
+		}})
+	}
+	rates := map[string][]float64{}
+	for r := range reps {
+		for k := range ways {
+			w := ways[(k+r)%len(ways)]
+			t0 := time.Now()
+			got, err := w.run()
+			d := time.Since(t0)
+			if err != nil {
+				return nil, fmt.Errorf("replay %s: %w", w.name, err)
+			}
+			if got != want {
+				return nil, fmt.Errorf("replay %s: %d messages, want %d", w.name, got, want)
+			}
+			rates[w.name] = append(rates[w.name], float64(n)/d.Seconds())
+		}
+	}
+	for _, w := range ways {
+		res.Order = append(res.Order, w.name)
+		res.Rates[w.name] = median(rates[w.name])
+	}
+	return res, nil
+}

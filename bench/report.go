@@ -1,0 +1,507 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// labels name the systems in the tables.
+var labels = map[string]string{
+	sysConvlog:     "convlog",
+	sysConvlogCons: "convlog (consistent)",
+	sysRaw:         "raw JetStream",
+	sysRawKV:       "raw KV",
+	sysPG:          "PostgreSQL",
+	sysPGAsync:     "PostgreSQL, sync commit off",
+	sysRedis:       "Redis (everysec)",
+}
+
+// md accumulates the report.
+type md struct{ strings.Builder }
+
+func (m *md) p(format string, args ...any) { fmt.Fprintf(&m.Builder, format+"\n", args...) }
+
+func (m *md) row(cells ...string) { m.p("| %s |", strings.Join(cells, " | ")) }
+
+func (m *md) header(cells ...string) {
+	m.row(cells...)
+	seps := make([]string, len(cells))
+	for i := range seps {
+		seps[i] = "---"
+		if i > 0 {
+			seps[i] = "---:"
+		}
+	}
+	m.row(seps...)
+}
+
+// textHeader starts a table whose columns are all left-aligned text.
+func (m *md) textHeader(cells ...string) {
+	m.row(cells...)
+	seps := make([]string, len(cells))
+	for i := range seps {
+		seps[i] = "---"
+	}
+	m.row(seps...)
+}
+
+// Markdown renders res; out is where it will be written (for relative
+// links), notes a hand-written analysis appended when the file exists.
+func Markdown(res *Results, out, notes string) string {
+	var m md
+	m.p("# convlog benchmarks")
+	m.p("")
+	m.p("Every figure below was measured by [`bench/`](bench/) in **one run on one machine**: convlog next to raw")
+	m.p("JetStream (the same server, the same bytes and headers), PostgreSQL and Redis, each started by the run")
+	m.p("itself on loopback. Ratios compare figures of this same run. To reproduce:")
+	m.p("")
+	m.p("```sh")
+	m.p("bench/run.sh            # full run: installs PostgreSQL and Redis (Debian packages) if missing, starts them, runs, tears down")
+	m.p("bench/run.sh -quick     # development run, under 2 minutes; prints the report (-out, -png to write it)")
+	m.p("go run ./bench -quick   # convlog and raw JetStream only, no PostgreSQL or Redis")
+	m.p("```")
+	m.p("")
+	m.p("This report: `%s` (%s mode), %s in all.", res.Command, res.Mode, res.Took.Round(time.Second))
+	m.p("")
+	machine(&m, res)
+	targets(&m, res)
+	if res.Append != nil {
+		appendSection(&m, res)
+	}
+	if res.Get != nil {
+		getSection(&m, res, out)
+	}
+	if res.Lag != nil {
+		lagSection(&m, res)
+	}
+	if res.Replay != nil {
+		replaySection(&m, res)
+	}
+	if res.Turn != nil {
+		turnSection(&m, res)
+	}
+	if res.Memory != nil {
+		memorySection(&m, res)
+	}
+	if notes != "" {
+		if b, err := os.ReadFile(notes); err == nil {
+			m.p("%s", strings.TrimSpace(string(b)))
+			m.p("")
+		}
+	}
+	return m.String()
+}
+
+func machine(m *md, res *Results) {
+	mc := res.Machine
+	m.p("## Machine")
+	m.p("")
+	m.textHeader("", "")
+	m.row("CPU", fmt.Sprintf("%s, %d cores (GOMAXPROCS %d)", mc.CPU, mc.Cores, mc.GOMAXPROCS))
+	m.row("memory", fmtBytes(mc.Memory))
+	m.row("kernel", mc.Kernel)
+	m.row("Go", mc.Go)
+	m.row("nats-server", orNA(mc.NATSServer)+" embedded in the bench process (internal/embedded), JetStream file store, 1 replica, default sync (fsync every 2 min)")
+	m.row("PostgreSQL", orNA(mc.Postgres)+", own data dir, default settings: fsync on, synchronous_commit on")
+	m.row("Redis", orNA(mc.Redis)+" (Debian's package), appendonly yes, appendfsync "+orNA(res.RedisFsync)+", no RDB snapshots")
+	m.row("date", mc.Date.Format(time.RFC3339))
+	var loads []string
+	for _, l := range res.Load {
+		loads = append(loads, fmt.Sprintf("%s: %s", l[0], l[1]))
+	}
+	m.row("load average (1/5/15 min) at each section's start", strings.Join(loads, "; "))
+	m.p("")
+	m.p("The machine is shared with other engineers' test runs, so the load average above is not zero and")
+	m.p("absolute figures are noisy. Systems are measured in rounds, interleaved in a rotating order, so that")
+	m.p("background load falls on all of them alike; ratios are more stable than absolute numbers. All clients")
+	m.p("(and the embedded nats-server) run in the bench process; PostgreSQL and Redis run as their own")
+	m.p("processes. Everything talks TCP over loopback.")
+	m.p("")
+}
+
+func orNA(s string) string {
+	if s == "" {
+		return "not run"
+	}
+	return s
+}
+
+// target is one line of the targets table.
+type target struct{ name, measured, verdict string }
+
+func verdict(ok bool) string {
+	if ok {
+		return "**met**"
+	}
+	return "**missed**"
+}
+
+func targets(m *md, res *Results) {
+	var ts []target
+	na := func(name, why string) { ts = append(ts, target{name, why, "n/a"}) }
+	if a := res.Append; a != nil {
+		c, r := a.Seq[sysConvlog], a.Seq[sysRaw]
+		ts = append(ts, target{"append p50 <= 1.25x raw JetStream (sequential)",
+			fmt.Sprintf("%s vs %s = %s", fmtDur(c.P50), fmtDur(r.P50), durRatio(c.P50, r.P50)),
+			verdict(float64(c.P50) <= 1.25*float64(r.P50))})
+		cr, rr := a.ConcRate[sysConvlog], a.ConcRate[sysRaw]
+		ts = append(ts, target{"concurrent append throughput >= 0.8x raw JetStream",
+			fmt.Sprintf("%s vs %s = %s", fmtRate(cr), fmtRate(rr), ratio(cr, rr)), verdict(cr >= 0.8*rr)})
+		if pr := a.ConcRate[sysPG]; pr > 0 {
+			ts = append(ts, target{"concurrent append throughput >= 3x PostgreSQL",
+				fmt.Sprintf("%s vs %s = %s", fmtRate(cr), fmtRate(pr), ratio(cr, pr)), verdict(cr >= 3*pr)})
+		} else {
+			na("concurrent append throughput >= 3x PostgreSQL", "PostgreSQL not run")
+		}
+	}
+	if g := res.Get; g != nil {
+		if r := g.row(1000); r != nil {
+			c := r.D[sysConvlog]
+			if k := r.D[sysRawKV]; k.Measured() {
+				ts = append(ts, target{"Get of 1,000 messages <= 1.5x raw KV get of the same bytes",
+					fmt.Sprintf("%s vs %s = %s", fmtDur(c.P50), fmtDur(k.P50), durRatio(c.P50, k.P50)), verdict(float64(c.P50) <= 1.5*float64(k.P50))})
+			}
+			if rd := r.D[sysRedis]; rd.Measured() {
+				ts = append(ts, target{"Get of 1,000 messages <= 1.5x Redis LRANGE",
+					fmt.Sprintf("%s vs %s = %s", fmtDur(c.P50), fmtDur(rd.P50), durRatio(c.P50, rd.P50)), verdict(float64(c.P50) <= 1.5*float64(rd.P50))})
+			} else {
+				na("Get of 1,000 messages <= 1.5x Redis LRANGE", "Redis not run")
+			}
+			if pg := r.D[sysPG]; pg.Measured() {
+				ts = append(ts, target{"Get of 1,000 messages faster than PostgreSQL",
+					fmt.Sprintf("%s vs %s = %s", fmtDur(c.P50), fmtDur(pg.P50), durRatio(c.P50, pg.P50)), verdict(c.P50 < pg.P50)})
+			} else {
+				na("Get of 1,000 messages faster than PostgreSQL", "PostgreSQL not run")
+			}
+		}
+		if e, ok := g.growth(); ok {
+			ts = append(ts, target{"Get time grows no faster than the thread's bytes",
+				fmt.Sprintf("time grows as bytes^%.2f from 1,000 to %s messages", e, fmtInt(g.Rows[len(g.Rows)-1].N)), verdict(e <= 1.05)})
+		}
+		first, last := g.Rows[0], g.Rows[len(g.Rows)-1]
+		if first.Next.Measured() && last.Next.Measured() && last != first {
+			ts = append(ts, target{fmt.Sprintf("next-event projection at %s messages <= 1.5x at %s", fmtInt(last.N), fmtInt(first.N)),
+				fmt.Sprintf("%s vs %s (p50 lag) = %s", fmtDur(last.Next.P50), fmtDur(first.Next.P50), durRatio(last.Next.P50, first.Next.P50)),
+				verdict(float64(last.Next.P50) <= 1.5*float64(first.Next.P50))})
+		}
+	}
+	if l := res.Lag; l != nil {
+		for _, r := range l.Rows {
+			if r.Rate == 1000 {
+				ts = append(ts, target{"projection lag p99 < 10 ms at 1,000 events/s",
+					fmt.Sprintf("p99 %s (p50 %s)", fmtDur(r.D.P99), fmtDur(r.D.P50)), verdict(r.D.P99 < 10*time.Millisecond)})
+			}
+		}
+	}
+	if r := res.Replay; r != nil {
+		v := r.Rates[replayConvlog]
+		ts = append(ts, target{"replay >= 100,000 events/s", fmtRate(v) + " (read from the log and fold)", verdict(v >= 100_000)})
+	}
+	if len(ts) == 0 {
+		return
+	}
+	m.p("## Targets (issues 3, 4, 5 and 9)")
+	m.p("")
+	m.textHeader("target", "measured (this run)", "verdict")
+	for _, t := range ts {
+		m.row(t.name, t.measured, t.verdict)
+	}
+	m.p("")
+}
+
+// row returns the row of thread length n.
+func (g *GetResults) row(n int) *GetRow {
+	for _, r := range g.Rows {
+		if r.N == n {
+			return r
+		}
+	}
+	return nil
+}
+
+// growth returns the exponent e in time ~ bytes^e of the snapshot Get,
+// fitted between the 1,000-message row and the longest.
+func (g *GetResults) growth() (float64, bool) {
+	a, b := g.row(1000), g.Rows[len(g.Rows)-1]
+	if a == nil || b == a || !a.D[sysConvlog].Measured() || !b.D[sysConvlog].Measured() {
+		return 0, false
+	}
+	return math.Log(float64(b.D[sysConvlog].P50)/float64(a.D[sysConvlog].P50)) / math.Log(float64(b.EventBytes)/float64(a.EventBytes)), true
+}
+
+func appendSection(m *md, res *Results) {
+	a := res.Append
+	m.p("## 1. Append one message (durable ack)")
+	m.p("")
+	m.p("One ~600-byte event (a user message with 512 bytes of text), each append acknowledged by the store:")
+	m.p("")
+	m.p("- **convlog**: `client.Append(..., client.ExpectVersion(v))`: completes and validates the event, checks it")
+	m.p("  against the thread's cached state with the projector's fold, then one JetStream publish with")
+	m.p("  `Nats-Msg-Id`, `Nats-Expected-Last-Subject-Sequence` and `Nats-Expected-Stream`;")
+	m.p("- **raw JetStream**: `PublishMsg` of the same msgpack bytes with the same headers, on the same")
+	m.p("  connection and server, to a stream with the same configuration (nothing validated);")
+	m.p("- **PostgreSQL**: `INSERT` of the same bytes into `(thread_id, seq, created_at, body bytea)` with")
+	m.p("  primary key `(thread_id, seq)` (the OCC equivalent: seq = the version read + 1) and an index on")
+	m.p("  `(thread_id, created_at)`, `synchronous_commit = on` (the commit waits for the WAL fsync); the")
+	m.p("  `sync commit off` column is the same with `synchronous_commit = off`;")
+	m.p("- **Redis**: `RPUSH` of the same bytes, no version check.")
+	m.p("")
+	m.p("convlog's appends here go to a stream and buckets of their own (the same configuration as convlog's")
+	m.p("default ones) so that the later sections' projector does not have to catch up with them.")
+	m.p("")
+	m.p("**Durability differs**, read the ratios with it in mind: JetStream acknowledges once the message is")
+	m.p("written to its file store (the OS page cache; nats-server fsyncs every 2 minutes by default, a single")
+	m.p("replica survives a process crash but not a power loss; production durability comes from 3 replicas);")
+	m.p("PostgreSQL with synchronous_commit on has fsynced its WAL (the strongest here); Redis with")
+	m.p("appendfsync everysec may lose the last second on a crash of the machine, like PostgreSQL with")
+	m.p("synchronous_commit off. The projector is not running during this section (appends never wait for it).")
+	m.p("")
+	sys := a.Systems
+	cols := []string{"figure"}
+	for _, s := range sys {
+		cols = append(cols, labels[s])
+	}
+	cols = append(cols, "convlog / raw JetStream", "convlog / PostgreSQL", "convlog / Redis")
+	m.header(cols...)
+	lat := func(name string, get func(string) time.Duration) {
+		cells := []string{name}
+		for _, s := range sys {
+			cells = append(cells, fmtDur(get(s)))
+		}
+		c := get(sysConvlog)
+		cells = append(cells, durRatio(c, get(sysRaw)), durRatio(c, get(sysPG)), durRatio(c, get(sysRedis)))
+		m.row(cells...)
+	}
+	lat("sequential p50", func(s string) time.Duration { return a.Seq[s].P50 })
+	lat("sequential p99", func(s string) time.Duration { return a.Seq[s].P99 })
+	lat(fmt.Sprintf("%d writers / %s threads: p50", res.appendWriters(), fmtInt(res.appendThreads())), func(s string) time.Duration { return a.Conc[s].P50 })
+	lat(fmt.Sprintf("%d writers / %s threads: p99", res.appendWriters(), fmtInt(res.appendThreads())), func(s string) time.Duration { return a.Conc[s].P99 })
+	cells := []string{fmt.Sprintf("%d writers: appends/s (ratio > 1: convlog faster)", res.appendWriters())}
+	for _, s := range sys {
+		cells = append(cells, fmtRate(a.ConcRate[s]))
+	}
+	c := a.ConcRate[sysConvlog]
+	cells = append(cells, ratio(c, a.ConcRate[sysRaw]), ratio(c, a.ConcRate[sysPG]), ratio(c, a.ConcRate[sysRedis]))
+	m.row(cells...)
+	m.p("")
+	m.p("Latency ratios below 1 mean convlog is faster. Samples: %s sequential and %s concurrent appends per",
+		fmtInt(a.Seq[sysConvlog].N), fmtInt(a.Conc[sysConvlog].N))
+	m.p("system for convlog, pooled over %d interleaved rounds; throughput is the median round's.", res.appendRounds())
+	m.p("")
+}
+
+func getSection(m *md, res *Results, out string) {
+	g := res.Get
+	m.p("## 2. Get a whole thread")
+	m.p("")
+	m.p("Threads of N messages (user and assistant alternating, 512 bytes of text each; built with client appends of")
+	m.p("atomic 1,000-event turns), read whole:")
+	m.p("")
+	m.p("- **convlog**: `client.Get` after the projector caught up: one KV get of the snapshot head plus the")
+	m.p("  history chunks (8 at a time), decoded into `[]events.Message`;")
+	m.p("- **convlog (consistent)**: `client.Get(..., client.Consistent())`: the same plus a read of the log past")
+	m.p("  the snapshot (empty here) so the answer includes every acknowledged event (why that empty read")
+	m.p("  costs milliseconds on the older threads: see the analysis at the end);")
+	m.p("- **raw KV**: one JetStream KV get of a value holding the thread's events (the same bytes as the log,")
+	m.p("  PostgreSQL and Redis hold), not decoded; impossible beyond the 1 MiB max_payload;")
+	m.p("- **PostgreSQL**: `SELECT seq, created_at, body ... WHERE thread_id = $1 ORDER BY created_at` (index")
+	m.p("  `(thread_id, created_at)`), rows scanned into Go values, bodies not decoded;")
+	m.p("- **Redis**: `LRANGE key 0 -1`, values not decoded.")
+	m.p("")
+	m.p("So convlog's figures include decoding into structured messages, the baselines' do not. Every Get was")
+	m.p("checked to return the whole thread (N messages, or N+1 events with `thread.created`).")
+	m.p("")
+	cols := []string{"messages", "log bytes"}
+	for _, s := range g.Systems {
+		l := labels[s]
+		if s == sysRedis {
+			l = "Redis"
+		}
+		cols = append(cols, l+" p50 (p99)")
+	}
+	cols = append(cols, "convlog / raw KV", "convlog / PostgreSQL", "convlog / Redis")
+	m.header(cols...)
+	for _, r := range g.Rows {
+		cells := []string{fmtInt(r.N), fmtBytes(uint64(r.EventBytes))}
+		for _, s := range g.Systems {
+			d := r.D[s]
+			switch {
+			case r.Notes[s] != "":
+				cells = append(cells, r.Notes[s])
+			case d.Measured():
+				cells = append(cells, fmt.Sprintf("%s (%s)", fmtDur(d.P50), fmtDur(d.P99)))
+			default:
+				cells = append(cells, "–")
+			}
+		}
+		c, cc := r.D[sysConvlog].P50, r.D[sysConvlogCons].P50
+		both := func(b string) string {
+			x := r.D[b].P50
+			if x == 0 {
+				return "–"
+			}
+			return durRatio(c, x) + " (consistent " + durRatio(cc, x) + ")"
+		}
+		cells = append(cells, both(sysRawKV), both(sysPG), both(sysRedis))
+		m.row(cells...)
+	}
+	m.p("")
+	m.p("Samples per system: %s. Ratios are of medians; below 1 means convlog is faster.", getSamples(g))
+	m.p("")
+	if res.chartPath != "" {
+		link := res.chartPath
+		if out != "" {
+			if rel, err := filepath.Rel(filepath.Dir(out), res.chartPath); err == nil {
+				link = rel
+			}
+		}
+		m.p("![Get latency against thread length, log-log](%s)", filepath.ToSlash(link))
+		m.p("")
+	}
+	m.p("Cost per KiB of the thread (convlog snapshot Get, p50), and what a snapshot Get reads:")
+	m.p("")
+	m.header("messages", "log bytes", "snapshot bytes read", "chunks", "convlog µs per KiB", "PostgreSQL µs per KiB", "Redis µs per KiB")
+	for _, r := range g.Rows {
+		per := func(s string) string {
+			d := r.D[s]
+			if !d.Measured() {
+				return "–"
+			}
+			return fmt.Sprintf("%.2f", float64(d.P50.Microseconds())/(float64(r.EventBytes)/1024))
+		}
+		m.row(fmtInt(r.N), fmtBytes(uint64(r.EventBytes)), fmtBytes(uint64(r.SnapshotBytes)), fmt.Sprintf("%d", r.Chunks),
+			per(sysConvlog), per(sysPG), per(sysRedis))
+	}
+	m.p("")
+	if g.Rows[0].Next.Measured() {
+		m.p("### Projecting the next event, by thread length")
+		m.p("")
+		m.p("One event appended to each of the threads above, one at a time, while nothing else is written: the")
+		m.p("projection lag (OnApply `Lag`: the event's stream timestamp to its snapshot head written) and the")
+		m.p("projection step's own time (OnStep `Took`: read the new events, fold, write chunks if due, CAS the head).")
+		m.p("")
+		m.header("messages in the thread", "lag p50", "lag p99", "step p50", "step p99", "lag p50 / shortest thread's")
+		for _, r := range g.Rows {
+			m.row(fmtInt(r.N), fmtDur(r.Next.P50), fmtDur(r.Next.P99), fmtDur(r.Step.P50), fmtDur(r.Step.P99),
+				durRatio(r.Next.P50, g.Rows[0].Next.P50))
+		}
+		m.p("")
+		m.p("%d events per length.", g.Rows[0].Next.N)
+		m.p("")
+	}
+}
+
+func getSamples(g *GetResults) string {
+	var s []string
+	for _, r := range g.Rows {
+		s = append(s, fmt.Sprintf("%d at %s messages", r.D[sysConvlog].N, fmtInt(r.N)))
+	}
+	return strings.Join(s, ", ")
+}
+
+func lagSection(m *md, res *Results) {
+	l := res.Lag
+	m.p("## 3. Projection lag at a steady rate")
+	m.p("")
+	m.p("User messages published at a paced, steady rate, round robin over %s threads (async publishes of valid", fmtInt(res.lagThreads()))
+	m.p("events, so the publisher is never the bottleneck), with the projector (8 workers, in process) keeping the")
+	m.p("snapshots up to date. Lag is OnApply's `Lag` of every event of the measured window (after a warm-up):")
+	m.p("from the event's stream timestamp to the moment the snapshot head holding it was written. PostgreSQL and")
+	m.p("Redis have no projection (a reader of them decodes and folds on every read), so there is no ratio here.")
+	m.p("")
+	m.header("target rate", "achieved", "events measured", "lag p50", "lag p99", "lag max", "max consumer backlog", "drained after the last publish")
+	for _, r := range l.Rows {
+		m.row(fmtRate(float64(r.Rate)), fmtRate(r.Achieved), fmtInt(r.Measured)+" of "+fmtInt(r.Published),
+			fmtDur(r.D.P50), fmtDur(r.D.P99), fmtDur(r.D.Max), fmtInt(r.MaxBehind), fmtDur(r.Drain))
+	}
+	m.p("")
+	if l.Backlog > 0 {
+		m.p("**Catch-up**: with the projector stopped, %s events were published round robin over %s new threads;", fmtInt(l.Backlog), fmtInt(l.BacklogThreads))
+		m.p("restarted, it projected them in %s: **%s**. That is its rate when each projection step folds", l.CatchUp.Round(time.Millisecond), fmtRate(float64(l.Backlog)/l.CatchUp.Seconds()))
+		m.p("many events of a thread; at a steady rate spread over as many threads each event is a step of its own,")
+		m.p("which costs more per event, so the steady rate it can hold with a bounded lag is lower.")
+		m.p("")
+	}
+}
+
+func replaySection(m *md, res *Results) {
+	r := res.Replay
+	m.p("## 4. Replay: fold a thread from the log")
+	m.p("")
+	m.p("One thread of %s events (the longest of section 2), folded from its first event into the projected", fmtInt(r.Events))
+	m.p("state; events per second, median of %d runs per way.", res.replayReps())
+	m.p("")
+	m.header("way", "events/s", "convlog replay / this")
+	c := r.Rates[replayConvlog]
+	for _, w := range r.Order {
+		m.row(w, fmtRate(r.Rates[w]), ratio(c, r.Rates[w]))
+	}
+	m.p("")
+	m.p("A ratio above 1 means convlog's replay is faster than that way.")
+	m.p("")
+}
+
+func turnSection(m *md, res *Results) {
+	t := res.Turn
+	m.p("## 5. Agent turn overhead (offline model)")
+	m.p("")
+	m.p("Agent workers (`agentd/worker`, the offline `demo` model with the built-in tools) and the HTTP API")
+	m.p("(`agentd/httpapi`, served on loopback) run in the bench process on the same client, as in `agentd serve`.")
+	m.p("For each turn a user message is appended (`client.Append`), and from its acknowledgement the time until")
+	m.p("the final assistant message arrives is taken by two readers of the thread that were connected before:")
+	m.p("an SSE stream (`GET /v1/threads/{id}/events`, `Accept: text/event-stream`) and `client.Watch`. The offline")
+	m.p("model answers in microseconds, so this is convlog's own overhead: the worker's delivery, a consistent")
+	m.p("read, the model call, the append of the turn, and the delivery to the reader. \"echo\" is one model")
+	m.p("step; \"tool\" is a calculator call, its result and the final answer (two model steps, two appends).")
+	m.p("")
+	m.header("turn", "over SSE p50", "over SSE p99", "client.Watch p50", "client.Watch p99", "worker's own time p50", "worker's own time p99", "turns")
+	for _, k := range t.Kinds {
+		m.row(k, fmtDur(t.SSE[k].P50), fmtDur(t.SSE[k].P99), fmtDur(t.Watch[k].P50), fmtDur(t.Watch[k].P99),
+			fmtDur(t.Worker[k].P50), fmtDur(t.Worker[k].P99), fmt.Sprintf("%d", t.SSE[k].N))
+	}
+	m.p("")
+	m.p("There is no baseline here: PostgreSQL and Redis have no agent workers; the figure to compare with is a")
+	m.p("real model's latency (hundreds of milliseconds to seconds).")
+	m.p("")
+}
+
+func memorySection(m *md, res *Results) {
+	r := res.Memory
+	m.p("## 6. Memory")
+	m.p("")
+	m.p("A fresh nats-server, projector and agent worker, **each in its own process** (the bench binary re-executed")
+	m.p("in a role), so that each figure is that part's own. %s threads of %d messages (%d bytes of text each,", fmtInt(r.Threads), r.Messages, r.Content)
+	m.p("%s events, %s in the stream) were published like an import (each thread's events back to back) and", fmtInt(r.Events), fmtBytes(r.StreamBytes))
+	m.p("projected (%s for publishing and projecting: %s); then %s threads got one more user", r.LoadTook.Round(time.Second), fmtRate(float64(r.Events)/r.LoadTook.Seconds()), fmtInt(r.WorkerTurns))
+	m.p("message each, answered by the worker (%s turns in %s: %s).", fmtInt(r.Turns), r.TurnsTook.Round(time.Second), fmtRate(float64(r.Turns)/r.TurnsTook.Seconds()))
+	m.p("")
+	m.p("Heap is the Go runtime's live heap after a forced GC (`runtime.ReadMemStats`: HeapAlloc, in the process")
+	m.p("itself); RSS is the kernel's resident set (VmRSS), which also holds freed heap the runtime has not returned")
+	m.p("yet, and peak is VmHWM. The server's figures include JetStream's in-memory indexes of the stream and")
+	m.p("buckets (per-subject state: one subject per thread, plus the snapshot and index keys).")
+	m.p("")
+	m.header("process", "idle: heap / RSS", "after load: heap / RSS", "after worker turns: heap / RSS", "peak RSS", "goroutines")
+	hr := func(c ChildMem) string {
+		if c.RSS == 0 && c.HeapAlloc == 0 {
+			return "–"
+		}
+		return fmtBytes(c.HeapAlloc) + " / " + fmtBytes(c.RSS)
+	}
+	m.row("nats-server", hr(r.ServerIdle), hr(r.ServerLoaded), hr(r.ServerAfter), fmtBytes(r.ServerAfter.HWM), fmt.Sprintf("%d", r.ServerAfter.Goroutines))
+	m.row("projector", hr(r.ProjectorIdle), hr(r.ProjectorLoaded), hr(r.ProjectorAfter), fmtBytes(r.ProjectorAfter.HWM), fmt.Sprintf("%d", r.ProjectorAfter.Goroutines))
+	m.row("agent worker", hr(r.WorkerIdle), "(started after the load)", hr(r.WorkerAfter), fmtBytes(r.WorkerAfter.HWM), fmt.Sprintf("%d", r.WorkerAfter.Goroutines))
+	m.p("")
+	m.p("`agentd serve` runs all three in one process: its footprint is about the sum of the three rows.")
+	m.p("")
+}
+
+// Accessors for parameters the report prints (kept with the results).
+func (r *Results) appendWriters() int { return r.Params.Append.Writers }
+func (r *Results) appendThreads() int { return r.Params.Append.Threads }
+func (r *Results) appendRounds() int  { return r.Params.Append.Rounds }
+func (r *Results) lagThreads() int    { return r.Params.Lag.Threads }
+func (r *Results) replayReps() int    { return r.Params.ReplayReps }

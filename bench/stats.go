@@ -1,0 +1,136 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Dist summarizes a set of latencies. The zero value means "not measured".
+type Dist struct {
+	N    int           `json:"n"`
+	P50  time.Duration `json:"p50"`
+	P99  time.Duration `json:"p99"`
+	Max  time.Duration `json:"max"`
+	Mean time.Duration `json:"mean"`
+}
+
+// Measured reports whether d holds at least one sample.
+func (d Dist) Measured() bool { return d.N > 0 }
+
+// distOf summarizes samples (it sorts a copy). Percentiles are nearest-rank.
+func distOf(samples []time.Duration) Dist {
+	if len(samples) == 0 {
+		return Dist{}
+	}
+	s := slices.Clone(samples)
+	slices.Sort(s)
+	var sum time.Duration
+	for _, v := range s {
+		sum += v
+	}
+	return Dist{N: len(s), P50: rank(s, 0.50), P99: rank(s, 0.99), Max: s[len(s)-1], Mean: sum / time.Duration(len(s))}
+}
+
+// rank returns the nearest-rank percentile p (0..1) of sorted s.
+func rank(s []time.Duration, p float64) time.Duration {
+	i := int(float64(len(s))*p+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// median returns the median of xs (0 when empty).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// fmtDur formats a latency with a unit that keeps three significant digits.
+func fmtDur(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "–"
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
+	case d < 10*time.Millisecond:
+		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+	case d < 100*time.Millisecond:
+		return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+	case d < time.Second:
+		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+	case d < 10*time.Second:
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	}
+	return fmt.Sprintf("%.1f s", d.Seconds())
+}
+
+// fmtRate formats a per-second rate.
+func fmtRate(r float64) string {
+	switch {
+	case r <= 0:
+		return "–"
+	case r >= 1e6:
+		return fmt.Sprintf("%.2fM/s", r/1e6)
+	case r >= 1e4:
+		return fmt.Sprintf("%.0fk/s", r/1e3)
+	case r >= 1e3:
+		return fmt.Sprintf("%.1fk/s", r/1e3)
+	}
+	return fmt.Sprintf("%.0f/s", r)
+}
+
+// fmtBytes formats a byte count in binary units.
+func fmtBytes(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// ratio formats a/b as "1.23x", or "–" when either is missing.
+func ratio(a, b float64) string {
+	if a <= 0 || b <= 0 {
+		return "–"
+	}
+	r := a / b
+	switch {
+	case r >= 100:
+		return fmt.Sprintf("%.0fx", r)
+	case r >= 10:
+		return fmt.Sprintf("%.1fx", r)
+	}
+	return fmt.Sprintf("%.2fx", r)
+}
+
+// durRatio is ratio for latencies.
+func durRatio(a, b time.Duration) string { return ratio(float64(a), float64(b)) }
+
+// fmtInt formats n with thousands separators: 100000 -> "100,000".
+func fmtInt[T ~int | ~int64 | ~uint64](n T) string {
+	s := fmt.Sprintf("%d", n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
