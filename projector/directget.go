@@ -44,6 +44,8 @@ func directBatch(ctx context.Context, js jetstream.JetStream, stream, subject st
 		return nil, 0, err
 	}
 	inbox := nc.NewRespInbox()
+	// A channel subscription drops what does not fit: room for the whole
+	// batch and the end marker.
 	ch := make(chan *nats.Msg, batch+2)
 	sub, err := nc.ChanSubscribe(inbox, ch)
 	if err != nil {

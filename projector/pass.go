@@ -138,9 +138,14 @@ func (p *Projector) step(ctx context.Context, ts *threadState, behind uint64, tr
 		if err != nil {
 			return 0, false, err
 		}
-		evs := chainFrom(cur.version(), triggers, p.cfg.MaxBatch)
+		// Triggers at or below the head's version are folded already.
+		fresh := triggers
+		for len(fresh) > 0 && fresh[0].seq <= cur.version() {
+			fresh = fresh[1:]
+		}
+		evs := chainFrom(cur.version(), fresh, p.cfg.MaxBatch)
 		fromTriggers := len(evs) > 0
-		if !fromTriggers {
+		if !fromTriggers && (len(triggers) == 0 || len(fresh) > 0) {
 			evs, err = p.read(ctx, ts.subject, cur.version()+1, p.cfg.MaxBatch)
 			if err != nil {
 				return cur.version(), false, err
@@ -244,7 +249,7 @@ func (p *Projector) step(ctx context.Context, ts *threadState, behind uint64, tr
 			// Events after the chain may exist (delivered to another
 			// instance, or not delivered yet): only a read can tell, and
 			// only if a trigger beyond the chain says there are some.
-			return w.s.Version, len(evs) < len(triggers), idxErr
+			return w.s.Version, len(evs) < len(fresh), idxErr
 		}
 		return w.s.Version, len(evs) >= p.cfg.MaxBatch, idxErr
 	}

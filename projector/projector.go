@@ -70,7 +70,8 @@ func New(js jetstream.JetStream, cfg Config) (*Projector, error) {
 }
 
 // Ready is closed once Run has bound the stream and buckets, created or
-// joined the durable consumer, and started consuming.
+// joined the durable consumer, and started consuming. It stays open if Run
+// fails before that.
 func (p *Projector) Ready() <-chan struct{} { return p.ready }
 
 // Run projects until ctx is cancelled or a fatal error occurs. It may be
@@ -106,7 +107,11 @@ func (p *Projector) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("projector: consume %s/%s: %w", p.cfg.Stream, p.cfg.Durable, err)
 	}
-	work := make(chan *threadState)
+	// The ready queue holds each thread with unacked triggers at most once,
+	// so MaxAckPending bounds it and the dispatcher never waits on it:
+	// while a thread waits for a worker, its triggers pile up and one step
+	// folds them all.
+	work := make(chan *threadState, p.cfg.MaxAckPending+p.cfg.Workers)
 	var wg sync.WaitGroup
 	for range p.cfg.Workers {
 		wg.Go(func() { p.worker(ctx, work) })

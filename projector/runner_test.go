@@ -220,3 +220,74 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		require.ErrorContains(t, err, want)
 	}
 }
+
+// Readers loading a thread while it is projected (tiny chunks, so every
+// few events move the tail, merge chunks and purge old ones; resets and
+// compactions start new generations) always get exactly the state of the
+// stream at the version they got: never a torn mix of two heads.
+func TestReadersNeverSeeATornSnapshot(t *testing.T) {
+	e := newEnv(t)
+	// Small steps, so that there are many versions to catch.
+	e.start(t, projector.Config{ChunkBytes: 2 << 10, TailBytes: 512, MaxBatch: 10})
+	ctx := context.Background()
+	c := &clock{t: time.Unix(1700000000, 0)}
+	const tenant, thread = "torn", "t1"
+	evs := []events.Event{c.ev(tenant, thread, events.ThreadCreated{})}
+	for i := 0; len(evs) < 3000; i++ {
+		switch {
+		case i%700 == 699:
+			evs = append(evs, c.ev(tenant, thread, events.Reset{}))
+		default:
+			evs = append(evs, c.ev(tenant, thread, events.UserMessage{Content: content512(i)}))
+			evs = append(evs, c.ev(tenant, thread, events.AssistantMessage{Content: content512(i)}))
+		}
+	}
+	type seen struct{ snap *projector.Snapshot }
+	var snaps []seen
+	done := make(chan struct{})
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		reader := e.snaps // one long-lived reader: its chunk hints go stale all the time
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			s, err := reader.Load(ctx, tenant, thread)
+			if errors.Is(err, projector.ErrNoSnapshot) {
+				continue
+			}
+			if err != nil {
+				t.Errorf("load: %v", err)
+				return
+			}
+			if len(snaps) == 0 || snaps[len(snaps)-1].snap.State.Version != s.State.Version {
+				snaps = append(snaps, seen{s})
+			}
+		}
+	}()
+	seqs := e.publishAsync(t, evs)
+	e.waitVersion(t, tenant, thread, seqs[len(seqs)-1])
+	close(done)
+	<-readerDone
+	require.Greater(t, len(snaps), 5, "the reader saw the thread at several versions")
+
+	// Fold the stream once, checking each snapshot at its version.
+	mem := projector.NewState(tenant, thread)
+	k := 0
+	for i, ev := range evs {
+		b, err := events.Marshal(ev)
+		require.NoError(t, err)
+		_ = projector.ApplyBytes(mem, seqs[i], time.Time{}, b)
+		for k < len(snaps) && snaps[k].snap.State.Version == seqs[i] {
+			got := snaps[k].snap.State
+			require.Equal(t, lines(mem.Messages), lines(got.Messages), "snapshot at version %d", seqs[i])
+			require.Equal(t, mem.Generation, got.Generation)
+			k++
+		}
+	}
+	require.Equal(t, len(snaps), k, "every snapshot is at a version of the thread")
+	t.Logf("%d snapshots read while projecting", len(snaps))
+}
