@@ -103,7 +103,9 @@ func (p *Projector) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(min(512, p.cfg.MaxAckPending)))
+	// A short pull expiry (heartbeat 2.5 s) notices a consumer leader lost
+	// with its NATS node within seconds instead of the default 30 s.
+	it, err := cons.Messages(jetstream.PullMaxMessages(min(512, p.cfg.MaxAckPending)), jetstream.PullExpiry(5*time.Second))
 	if err != nil {
 		return fmt.Errorf("projector: consume %s/%s: %w", p.cfg.Stream, p.cfg.Durable, err)
 	}
