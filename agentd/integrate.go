@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"github.com/convlog/convlog/agentd/httpapi"
 	"github.com/convlog/convlog/agentd/worker"
 	"github.com/convlog/convlog/client"
-	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/projector"
 )
 
@@ -102,33 +100,9 @@ func buildTools(names []string) (worker.Tools, error) {
 		}
 		return nil, fmt.Errorf("unknown tool(s) %v (built-in: clock, calculator, kv_get, kv_set)", unknown)
 	}
-	return toolSet{reg: reg}, nil
+	return worker.RegistryTools(reg), nil
 }
 
-// toolSet adapts a tools.Registry to worker.Tools.
-type toolSet struct{ reg *tools.Registry }
-
-func (t toolSet) Specs() []model.Tool {
-	specs := t.reg.Specs()
-	out := make([]model.Tool, len(specs))
-	for i, s := range specs {
-		out[i] = model.Tool(s)
-	}
-	return out
-}
-
-func (t toolSet) Run(ctx context.Context, call events.ToolCall, env worker.Env) events.ToolResult {
-	return t.reg.Run(ctx, call, tools.Env{Tenant: env.Tenant(), Thread: env.Thread(), State: envState{env}})
-}
-
-// envState exposes the worker's turn state to tools.
-type envState struct{ env worker.Env }
-
-func (s envState) Get(key string) (json.RawMessage, bool) { return s.env.Get(key) }
-func (s envState) Set(key string, value json.RawMessage) error {
-	s.env.Set(key, value)
-	return nil
-}
 
 // startLocalProjector runs the projector in this process (import with
 // --data-dir) and returns a function that waits until it has caught up

@@ -38,29 +38,6 @@ type TurnResults struct {
 	SSE, Watch, Worker map[string]Dist
 }
 
-// toolSet adapts a tools.Registry to worker.Tools (as agentd does).
-type toolSet struct{ reg *tools.Registry }
-
-func (t toolSet) Specs() []model.Tool {
-	specs := t.reg.Specs()
-	out := make([]model.Tool, len(specs))
-	for i, s := range specs {
-		out[i] = model.Tool(s)
-	}
-	return out
-}
-
-func (t toolSet) Run(ctx context.Context, call events.ToolCall, env worker.Env) events.ToolResult {
-	return t.reg.Run(ctx, call, tools.Env{Tenant: env.Tenant(), Thread: env.Thread(), State: envState{env}})
-}
-
-type envState struct{ env worker.Env }
-
-func (s envState) Get(key string) (json.RawMessage, bool) { return s.env.Get(key) }
-func (s envState) Set(key string, value json.RawMessage) error {
-	s.env.Set(key, value)
-	return nil
-}
 
 // demoAgents is agentd's default agent: "demo", the offline model with
 // every built-in tool.
@@ -76,7 +53,7 @@ func demoAgents() (map[string]*worker.Agent, error) {
 	if err := reg.Register(tools.Builtins(nil)...); err != nil {
 		return nil, err
 	}
-	return map[string]*worker.Agent{"demo": {Provider: m, Tools: toolSet{reg: reg}}}, nil
+	return map[string]*worker.Agent{"demo": {Provider: m, Tools: worker.RegistryTools(reg)}}, nil
 }
 
 // sighting is one event an observer received.

@@ -982,50 +982,6 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// peek returns the cached state of key itself, not a copy: callers must
-// not change it. Used by the append hot path with [stateCache.own] (they
-// belong beside get and put in cache.go).
-func (c *stateCache) peek(key string) *projector.State {
-	if c.max <= 0 {
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.m[key]; ok {
-		c.ll.MoveToFront(e)
-		return e.Value.(*cacheEntry).s
-	}
-	return nil
-}
-
-// own is [stateCache.put] without the copy: the cache takes s, which must
-// hold at most windowSize messages and not be changed by anyone after.
-func (c *stateCache) own(key string, s *projector.State) {
-	if c.max <= 0 || s == nil {
-		return
-	}
-	if len(s.Messages) > windowSize {
-		c.put(key, s)
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.m[key]; ok {
-		ent := e.Value.(*cacheEntry)
-		if ent.s.Version <= s.Version {
-			ent.s = s
-		}
-		c.ll.MoveToFront(e)
-		return
-	}
-	c.m[key] = c.ll.PushFront(&cacheEntry{key: key, s: s})
-	for c.ll.Len() > c.max {
-		old := c.ll.Back()
-		c.ll.Remove(old)
-		delete(c.m, old.Value.(*cacheEntry).key)
-	}
-}
-
 // findStored looks for evs (complete events, ids set) among the thread's
 // events after version from, reading forward to the end of the thread, and
 // returns them as a duplicate AppendResult when every one is found. Unlike

@@ -48,7 +48,12 @@ func (c *stateCache) put(key string, s *projector.State) {
 	if c.max <= 0 || s == nil {
 		return
 	}
-	w := trim(s)
+	c.store(key, trim(s))
+}
+
+// store keeps w (owned by the cache from now on) if it is newer than what
+// is cached, evicting the least recently used entries beyond max.
+func (c *stateCache) store(key string, w *projector.State) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.m[key]; ok {
@@ -65,6 +70,35 @@ func (c *stateCache) put(key string, s *projector.State) {
 		c.ll.Remove(old)
 		delete(c.m, old.Value.(*cacheEntry).key)
 	}
+}
+
+// peek returns the cached state of key itself, not a copy: callers must
+// not change it. Used by the append hot path with [stateCache.own] (they
+// belong beside get and put in cache.go).
+func (c *stateCache) peek(key string) *projector.State {
+	if c.max <= 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[key]; ok {
+		c.ll.MoveToFront(e)
+		return e.Value.(*cacheEntry).s
+	}
+	return nil
+}
+
+// own is [stateCache.put] without the copy: the cache takes s, which must
+// hold at most windowSize messages and not be changed by anyone after.
+func (c *stateCache) own(key string, s *projector.State) {
+	if c.max <= 0 || s == nil {
+		return
+	}
+	if len(s.Messages) > windowSize {
+		c.put(key, s)
+		return
+	}
+	c.store(key, s)
 }
 
 func (c *stateCache) drop(key string) {
