@@ -74,11 +74,13 @@ type Config struct {
 	Producer string
 	// Logger (nil = discard).
 	Logger *slog.Logger
-	// OnTurn, if set, is called after each handled work item.
+	// OnTurn, if set, is called after each turn run (a work item handed
+	// over to a running turn is reported with that turn's next run), from
+	// the worker goroutine; it must be fast.
 	OnTurn func(TurnResult)
 }
 
-// TurnResult reports one handled work item, for metrics.
+// TurnResult reports one turn run, for metrics.
 type TurnResult struct {
 	Tenant, Thread, Agent string
 	// Outcome: "answered", "step" (a step was appended; more follow),
@@ -252,7 +254,6 @@ func (p *Pool) Run(ctx context.Context) error {
 // handle runs one work item and acks it unless the turn failed in a way
 // worth redelivering.
 func (p *Pool) handle(ctx context.Context, msg jetstream.Msg) {
-	start := time.Now()
 	tenant, thread, err := p.c.Subjects().Parse(msg.Subject())
 	if err != nil {
 		_ = msg.Term()
@@ -300,7 +301,15 @@ func (p *Pool) handle(ctx context.Context, msg jetstream.Msg) {
 		p.mu.Lock()
 		seq = f.seq
 		p.mu.Unlock()
+		turnStart := time.Now()
 		res = p.turn(ctx, tenant, thread, seq)
+		if p.cfg.OnTurn != nil {
+			// One report per turn run: a trigger handed over to this
+			// goroutine gets its own.
+			r := res
+			r.Took = time.Since(turnStart)
+			p.cfg.OnTurn(r)
+		}
 		if res.Outcome == "error" && ctx.Err() == nil && retries < maxTurnRetries {
 			// Transient (a NATS node lost, a leader election): retry here
 			// with backoff rather than rely on the nak reaching a consumer
@@ -323,7 +332,6 @@ func (p *Pool) handle(ctx context.Context, msg jetstream.Msg) {
 		p.mu.Unlock()
 		break
 	}
-	res.Took = time.Since(start)
 	if res.Outcome == "declined" {
 		p.cfg.Logger.Debug("model declined to answer", "tenant", tenant, "thread", thread)
 		_ = msg.Ack()
@@ -338,9 +346,6 @@ func (p *Pool) handle(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.Nak()
 	} else {
 		_ = msg.Ack()
-	}
-	if p.cfg.OnTurn != nil {
-		p.cfg.OnTurn(res)
 	}
 }
 
