@@ -103,7 +103,6 @@ func buildTools(names []string) (worker.Tools, error) {
 	return worker.RegistryTools(reg), nil
 }
 
-
 // startLocalProjector runs the projector in this process (import with
 // --data-dir) and returns a function that waits until it has caught up
 // with the stream, then stops it.

@@ -38,7 +38,6 @@ type TurnResults struct {
 	SSE, Watch, Worker map[string]Dist
 }
 
-
 // demoAgents is agentd's default agent: "demo", the offline model with
 // every built-in tool.
 func demoAgents() (map[string]*worker.Agent, error) {
