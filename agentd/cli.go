@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -77,5 +76,3 @@ func exactArgs(n int) cobra.PositionalArgs {
 		return nil
 	}
 }
-
-var _ = os.Stdout

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -311,6 +309,3 @@ func oneLine(s string, n int) string {
 	}
 	return s
 }
-
-var _ = strconv.Itoa
-var _ = os.Stdout

@@ -241,5 +241,3 @@ func (c *Client) Events(ctx context.Context, tenant, thread string, from, to uin
 		}
 	}
 }
-
-var _ = errors.New
