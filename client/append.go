@@ -210,7 +210,7 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 				return res, nil
 			}
 		}
-		checked, err := c.checkAll(ctx, s, p.events)
+		checked, folded, err := c.checkAll(ctx, s, p.events)
 		if err != nil && o.any && attempt == 1 && errors.Is(err, projector.ErrRejected) {
 			continue // checked on the cached state, which may be behind: read, check again
 		}
@@ -235,7 +235,14 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 				c.logDuplicate(p, "duplicate_ack", 0, res.Version)
 				return res, nil
 			}
-			c.remember(key, checked, res.Events)
+			if folded != nil {
+				// The events were folded into a copy of the window when
+				// checked: give them their stored sequences and keep it.
+				folded.Renumber(s.Version, seqs)
+				c.cache.own(key, folded)
+			} else {
+				c.remember(key, checked, res.Events)
+			}
 			return res, nil
 		}
 		var sc *serverConflict
@@ -400,29 +407,46 @@ func (c *Client) maxEventSize() int {
 // checkAll gives the fold's verdict on evs appended in order to s (which it
 // does not change), and returns the state the verdict was given on: s, or
 // the thread's full state when an event needs history beyond s's window.
-func (c *Client) checkAll(ctx context.Context, s *projector.State, evs []events.Event) (*projector.State, error) {
+// When every event is of a type [projector.State.Renumber] supports, the
+// verdict is given on a copy of s's cache window with the events folded in
+// at provisional sequences, which checkAll returns as folded: once the
+// events are stored, renumbered, it is the thread's next cached state.
+func (c *Client) checkAll(ctx context.Context, s *projector.State, evs []events.Event) (checked, folded *projector.State, err error) {
 	// The fold answers ErrNeedHistory when a window lacks messages it
 	// needs, so any window gives the right verdict; only a compaction reads
-	// past messages, so the others are checked on none (a smaller copy).
-	window := 0
+	// past messages, so the others are checked on none (a smaller copy),
+	// or on what the cache keeps when the result is kept.
+	window, keep := 0, true
 	for _, e := range evs {
-		if _, ok := e.Payload.(events.Compaction); ok {
-			window = -1
+		switch e.Payload.(type) {
+		case events.Compaction:
+			window, keep = -1, false
+		case events.UserMessage, events.AssistantMessage, events.ToolResult,
+			events.StateSet, events.StateDeleted, events.ThreadUpdated:
+		default:
+			keep = false
 		}
 	}
-	err := checkEvents(s, evs, window)
+	if keep && c.cache.max > 0 {
+		w := windowCopy(s, max(windowSize-len(evs), 0), len(evs))
+		if err := foldEvents(w, evs); err != nil {
+			return s, nil, err // ErrNeedHistory cannot happen without a compaction
+		}
+		return s, w, nil
+	}
+	err = checkEvents(s, evs, window)
 	if !errors.Is(err, projector.ErrNeedHistory) {
-		return s, err
+		return s, nil, err
 	}
 	// A compaction that cuts before the window: check on the whole history.
 	full, ferr := c.foldFrom(ctx, s.Tenant, s.Thread, s.Version)
 	if ferr != nil {
-		return nil, ferr
+		return nil, nil, ferr
 	}
 	if full.Version != s.Version {
-		return nil, fmt.Errorf("client: thread %s/%s: history read up to version %d, expected %d", s.Tenant, s.Thread, full.Version, s.Version)
+		return nil, nil, fmt.Errorf("client: thread %s/%s: history read up to version %d, expected %d", s.Tenant, s.Thread, full.Version, s.Version)
 	}
-	return full, checkEvents(full, evs, -1)
+	return full, nil, checkEvents(full, evs, -1)
 }
 
 // checkEvents folds evs into a copy of s's newest window messages (all of
@@ -430,7 +454,12 @@ func (c *Client) checkAll(ctx context.Context, s *projector.State, evs []events.
 // *projector.RejectionError or projector.ErrNeedHistory. This is
 // projector.Check for a sequence of events, with one copy for all of them.
 func checkEvents(s *projector.State, evs []events.Event, window int) error {
-	w := windowCopy(s, window, len(evs))
+	return foldEvents(windowCopy(s, window, len(evs)), evs)
+}
+
+// foldEvents folds evs into w at the provisional sequences w.Version+1, ...
+// and returns the first verdict that is not nil.
+func foldEvents(w *projector.State, evs []events.Event) error {
 	for _, e := range evs {
 		if err := projector.Apply(w, events.Stored{Event: e, Seq: w.Version + 1}); err != nil {
 			return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -61,20 +62,48 @@ func (w wire) event() Event {
 // encodeMsgpack encodes v deterministically (map keys sorted, struct fields
 // in declaration order).
 func encodeMsgpack(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := msgpack.NewEncoder(&b)
-	enc.SetSortMapKeys(true)
-	enc.UseCompactInts(true)
-	if err := enc.Encode(v); err != nil {
+	w := getWriter()
+	defer putWriter(w)
+	if err := w.enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return b.Bytes(), nil
+	return bytes.Clone(w.buf.Bytes()), nil
+}
+
+// msgpackWriter is a pooled buffer and encoder configured as encodeMsgpack
+// needs (sorted map keys, compact integers).
+type msgpackWriter struct {
+	buf bytes.Buffer
+	enc *msgpack.Encoder
+}
+
+var writers = sync.Pool{New: func() any {
+	w := &msgpackWriter{}
+	w.enc = msgpack.NewEncoder(&w.buf)
+	w.enc.SetSortMapKeys(true)
+	w.enc.UseCompactInts(true)
+	return w
+}}
+
+func getWriter() *msgpackWriter { return writers.Get().(*msgpackWriter) }
+
+// maxPooledBuffer is the largest buffer returned to the pool: the rare
+// large event (a restore, a big tool output) must not pin its buffer.
+const maxPooledBuffer = 64 << 10
+
+func putWriter(w *msgpackWriter) {
+	if w.buf.Cap() > maxPooledBuffer {
+		return
+	}
+	w.buf.Reset()
+	writers.Put(w)
 }
 
 // Marshal encodes e as one msgpack map: the envelope fields and "payload",
 // a nested map. The encoding is deterministic (golden vectors in schemas/
 // pin it). Marshal does not validate; call [Event.Validate] first.
 // It returns an error only when the payload is nil or cannot be encoded.
+// Safe for concurrent use.
 func Marshal(e Event) ([]byte, error) {
 	if e.Payload == nil {
 		return nil, fmt.Errorf("events: marshal event %s: nil payload", e.ID)
@@ -83,11 +112,45 @@ func Marshal(e Event) ([]byte, error) {
 	if f, ok := e.Payload.(Forked); ok {
 		body = forkedWireOf(f)
 	}
-	p, err := encodeMsgpack(body)
-	if err != nil {
+	w := getWriter()
+	defer putWriter(w)
+	// The envelope is written by hand, field for field as msgpack encodes
+	// wireMsgpack (a map, fields in declaration order, omitempty ones left
+	// out; the golden vectors check it), then the payload straight after its
+	// key: one pass, no intermediate copy.
+	enc := w.enc
+	n := 8
+	if e.CausationID != "" {
+		n++
+	}
+	if e.CorrelationID != "" {
+		n++
+	}
+	_ = enc.EncodeMapLen(n)
+	str := func(k, v string) {
+		_ = enc.EncodeString(k)
+		_ = enc.EncodeString(v)
+	}
+	str("id", e.ID)
+	str("type", string(e.Type))
+	str("tenant", e.Tenant)
+	str("thread", e.Thread)
+	_ = enc.EncodeString("time")
+	_ = enc.EncodeTime(e.Time.UTC())
+	str("producer", e.Producer)
+	if e.CausationID != "" {
+		str("causation_id", e.CausationID)
+	}
+	if e.CorrelationID != "" {
+		str("correlation_id", e.CorrelationID)
+	}
+	_ = enc.EncodeString("v")
+	_ = enc.EncodeInt(int64(e.SchemaVersion))
+	_ = enc.EncodeString("payload")
+	if err := enc.Encode(body); err != nil {
 		return nil, fmt.Errorf("events: marshal %s payload of event %s: %w", e.Type, e.ID, err)
 	}
-	return encodeMsgpack(wireMsgpack{wire: e.wire(), Payload: p})
+	return bytes.Clone(w.buf.Bytes()), nil
 }
 
 // Unmarshal decodes msgpack bytes written by [Marshal]. b must hold exactly

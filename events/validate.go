@@ -6,10 +6,9 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
-
-	"github.com/google/uuid"
 )
 
 // Limits bound the size of one event's fields. Size of the encoded event as
@@ -46,7 +45,7 @@ func (e Event) ValidateLimits(l Limits) error {
 	if e.ID == "" {
 		return bad("id", "is required (a UUIDv7 chosen by the writer)")
 	}
-	if u, err := uuid.Parse(e.ID); err != nil || u.String() != e.ID {
+	if !canonicalUUID(e.ID) {
 		return bad("id", "%q is not a canonical lower-case UUID", e.ID)
 	}
 	if e.Type == "" {
@@ -90,7 +89,107 @@ func (e Event) ValidateLimits(l Limits) error {
 	if err := validatePayload(e.Payload, l, pbad); err != nil {
 		return err
 	}
-	return validateText(reflect.ValueOf(e.Payload), "", pbad)
+	pv := reflect.ValueOf(e.Payload)
+	if textValid(pv) {
+		return nil
+	}
+	// Find the field to name in the error.
+	return validateText(pv, "", pbad)
+}
+
+// canonicalUUID reports whether s is a UUID in canonical lower-case form
+// (8-4-4-4-12 hex digits, RFC 9562 section 4), which is what uuid.Parse
+// followed by String gives back unchanged.
+func canonicalUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < 36; i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// exportedFields caches, per struct type, the indexes of its exported
+// fields (reflect.Type.Field allocates; the fast path must not).
+var exportedFields sync.Map // reflect.Type -> []int
+
+func fieldsOf(t reflect.Type) []int {
+	if f, ok := exportedFields.Load(t); ok {
+		return f.([]int)
+	}
+	var idx []int
+	for i := range t.NumField() {
+		if t.Field(i).IsExported() {
+			idx = append(idx, i)
+		}
+	}
+	exportedFields.Store(t, idx)
+	return idx
+}
+
+// textValid is the fast check of [validateText]: the same walk without
+// paths or errors. It answers true when validateText would answer nil.
+func textValid(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.String:
+		return utf8.ValidString(v.String())
+	case reflect.Pointer, reflect.Interface:
+		return v.IsNil() || textValid(v.Elem())
+	case reflect.Slice:
+		if v.Type() == rawJSONType {
+			return utf8.Valid(v.Bytes())
+		}
+		for i := range v.Len() {
+			if !textValid(v.Index(i)) {
+				return false
+			}
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			k := it.Key()
+			if k.Kind() == reflect.String && !utf8.ValidString(k.String()) || !textValid(it.Value()) {
+				return false
+			}
+		}
+	case reflect.Struct:
+		switch v.Type() {
+		case timeType:
+			t := v.Interface().(time.Time)
+			if t.IsZero() {
+				return true
+			}
+			y := t.UTC().Year()
+			return y >= 1 && y <= 9999
+		case contentType:
+			c := v.Interface().(Content)
+			if !utf8.ValidString(c.Text) {
+				return false
+			}
+			for i := range c.Parts {
+				if !textValid(reflect.ValueOf(&c.Parts[i]).Elem()) {
+					return false
+				}
+			}
+			return true
+		}
+		for _, i := range fieldsOf(v.Type()) {
+			if !textValid(v.Field(i)) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // validateTime checks that t has an RFC 3339 form (years 1 to 9999), which

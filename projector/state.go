@@ -139,3 +139,42 @@ func (s *State) Clone0() *State {
 	}
 	return &c
 }
+
+// Renumber gives the events folded into s after version from the stream
+// sequences the server assigned them. It is for writers that fold events
+// before publishing them (as [Check] does, to give the fold's verdict
+// first) with the provisional sequences from+1, from+2, ..., and keep the
+// folded state once the publish is acknowledged with seqs (ascending, one
+// per event), instead of folding the events a second time.
+//
+// The sequences of the events folded after from appear in s only in
+// Version, Messages, Pending, LastUser and Rejections when those events are
+// messages, tool results, state or metadata changes (message.user,
+// message.assistant, tool.result, state.set, state.deleted,
+// thread.updated); Renumber handles those. For any other event type
+// (a restore or fork carries messages with their own sequences, a
+// compaction cuts by sequence) fold the stored events again instead.
+// A provisional sequence past from+len(seqs) is left as it is.
+func (s *State) Renumber(from uint64, seqs []uint64) {
+	re := func(q uint64) uint64 {
+		if q > from && q-from <= uint64(len(seqs)) {
+			return seqs[q-from-1]
+		}
+		return q
+	}
+	s.Version = re(s.Version)
+	for i := len(s.Messages) - 1; i >= 0 && s.Messages[i].Seq > from; i-- {
+		s.Messages[i].Seq = re(s.Messages[i].Seq)
+	}
+	for i := range s.Pending {
+		s.Pending[i].Seq = re(s.Pending[i].Seq)
+	}
+	if s.LastUser != nil && s.LastUser.Seq > from {
+		lu := *s.LastUser
+		lu.Seq = re(lu.Seq)
+		s.LastUser = &lu
+	}
+	for i := range s.Rejections {
+		s.Rejections[i].Seq = re(s.Rejections[i].Seq)
+	}
+}

@@ -1,0 +1,17 @@
+package events
+
+import "reflect"
+
+// TextValid and TextError expose the fast and the path-naming walks of
+// payload text checks to the external tests, which check they agree.
+func TextValid(p Payload) bool { return textValid(reflect.ValueOf(p)) }
+
+// TextError is validateText on p (nil when every string is valid).
+func TextError(p Payload) error {
+	return validateText(reflect.ValueOf(p), "", func(field, format string, args ...any) error {
+		return &ValidationError{Field: field, Reason: format}
+	})
+}
+
+// CanonicalUUID exposes canonicalUUID.
+var CanonicalUUID = canonicalUUID

@@ -1,0 +1,84 @@
+package projector_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/projector"
+)
+
+// Folding events with provisional sequences (version+1, +2, ...) and then
+// renumbering them to the stored sequences gives exactly the state that
+// folding them with the stored sequences gives, for random runs of the
+// event types Renumber supports (messages with parallel tool calls and
+// reused call ids, results, the cancel policy's synthetic results, state
+// and metadata changes, rejected events).
+func TestRenumberEqualsFoldWithStoredSequences(t *testing.T) {
+	for seed := range uint64(300) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		c := &clock{t: time.Unix(1700000000, 0)}
+		policy := events.PendingReject
+		if r.IntN(2) == 0 {
+			policy = events.PendingCancel
+		}
+		s := projector.NewState("acme", "t1")
+		seq := uint64(r.IntN(50) + 1)
+		require.NoError(t, projector.Apply(s, events.Stored{Seq: seq, Event: c.ev("acme", "t1", events.ThreadCreated{PendingPolicy: policy})}))
+		call := 0
+		for round := 0; round < 20; round++ {
+			var evs []events.Event
+			for range r.IntN(4) + 1 {
+				var p events.Payload
+				switch k := r.IntN(7); {
+				case k == 0:
+					p = user(fmt.Sprintf("u%d", round))
+				case k == 1:
+					p = say("a")
+				case k == 2:
+					var ids []string
+					for range r.IntN(3) + 1 {
+						ids = append(ids, fmt.Sprintf("call_%d", call%4)) // ids repeat, as in real threads
+						call++
+					}
+					p = calls(ids...)
+				case k == 3 && len(s.Pending) > 0:
+					p = result(s.Pending[r.IntN(len(s.Pending))].ID, "r")
+				case k == 4:
+					p = events.StateSet{Key: "k", Value: json.RawMessage(fmt.Sprint(round))}
+				case k == 5:
+					title := fmt.Sprintf("title %d", round)
+					p = events.ThreadUpdated{Title: &title}
+				default:
+					p = result("nope", "no such call") // rejected
+				}
+				evs = append(evs, c.ev("acme", "t1", p))
+			}
+			// The stored sequences: after the version, with gaps (other
+			// threads' events in between).
+			from := s.Version
+			stored := make([]uint64, len(evs))
+			next := from
+			for i := range evs {
+				next += uint64(r.IntN(5) + 1)
+				stored[i] = next
+			}
+			want := s.Clone()
+			for i, e := range evs {
+				_ = projector.Apply(want, events.Stored{Event: e, Seq: stored[i]})
+			}
+			got := s.Clone()
+			for i, e := range evs {
+				_ = projector.Apply(got, events.Stored{Event: e, Seq: from + uint64(i) + 1})
+			}
+			got.Renumber(from, stored)
+			require.Equal(t, want, got, "seed %d round %d", seed, round)
+			s = want
+		}
+	}
+}
