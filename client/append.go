@@ -17,6 +17,7 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/directget"
 	"github.com/convlog/convlog/projector"
 )
 
@@ -836,23 +837,9 @@ func (c *Client) readAfter(ctx context.Context, subject string, from uint64, n i
 	if n == 1 || first.Header.Get(jetstream.MsgIDHeader) != firstID {
 		return []*RawEvent{first}, nil
 	}
-	it, err := jetstreamext.GetBatch(ctx, c.js, c.stream, n,
-		jetstreamext.GetBatchSubject(subject), jetstreamext.GetBatchSeq(from+1))
+	out, _, err := directget.Batch(ctx, c.js, c.stream, subject, from+1, n, 0)
 	if err != nil {
 		return nil, fmt.Errorf("client: read %s after seq %d: %w", subject, from, err)
-	}
-	var out []*RawEvent
-	for m, err := range it {
-		if errors.Is(err, jetstreamext.ErrNoMessages) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("client: read %s after seq %d: %w", subject, from, err)
-		}
-		out = append(out, m)
-		if len(out) == n {
-			break
-		}
 	}
 	return out, nil
 }

@@ -7,14 +7,19 @@ import (
 	"iter"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/directget"
 	"github.com/convlog/convlog/projector"
 )
 
-// pageSize is the number of events one batched direct get returns at most.
-const pageSize = 1000
+// pageSize is the number of events one batched direct get returns at most,
+// and pageBytes about how many bytes (the server stops after the message
+// that reaches it).
+const (
+	pageSize  = 1000
+	pageBytes = 8 << 20
+)
 
 // RawEvent is one message of a thread's subject as stored: its sequence,
 // server time and bytes. Data may not decode (a foreign writer); the fold
@@ -23,7 +28,7 @@ type RawEvent = jetstream.RawStreamMsg
 
 // readRaw yields the messages of tenant/thread with from <= seq <= upTo
 // (upTo 0 = no bound), in stream order, using batched direct gets (server
-// 2.11+), one page of pageSize at a time. Each page is read-isolated from
+// 2.11+), one page of at most pageSize events and about pageBytes at a time. Each page is read-isolated from
 // writes, so an atomic batch is seen whole or not at all.
 func (c *Client) readRaw(ctx context.Context, subject string, from, upTo uint64) iter.Seq2[*RawEvent, error] {
 	return func(yield func(*RawEvent, error) bool) {
@@ -34,22 +39,12 @@ func (c *Client) readRaw(ctx context.Context, subject string, from, upTo uint64)
 			if upTo != 0 && from > upTo {
 				return
 			}
-			msgs, err := jetstreamext.GetBatch(ctx, c.js, c.stream, pageSize,
-				jetstreamext.GetBatchSubject(subject), jetstreamext.GetBatchSeq(from))
+			msgs, pending, err := directget.Batch(ctx, c.js, c.stream, subject, from, pageSize, pageBytes)
 			if err != nil {
 				yield(nil, fmt.Errorf("client: read %s from seq %d: %w", subject, from, err))
 				return
 			}
-			n := 0
-			for m, err := range msgs {
-				if err != nil {
-					if errors.Is(err, jetstreamext.ErrNoMessages) {
-						return
-					}
-					yield(nil, fmt.Errorf("client: read %s from seq %d: %w", subject, from, err))
-					return
-				}
-				n++
+			for _, m := range msgs {
 				if upTo != 0 && m.Sequence > upTo {
 					return
 				}
@@ -58,7 +53,46 @@ func (c *Client) readRaw(ctx context.Context, subject string, from, upTo uint64)
 					return
 				}
 			}
-			if n < pageSize {
+			if len(msgs) == 0 || pending == 0 {
+				return
+			}
+		}
+	}
+}
+
+// readTail yields the messages of subject after version (up to upTo, 0 =
+// no bound) like readRaw, but first asks the subject's last sequence (a
+// last_by_subj get, answered from the server's per-subject index): when
+// nothing is past version, which is the common case of a consistent read
+// or a writer catching up, it reads nothing more. A batched read from an
+// older sequence makes nats-server 2.15 load and walk a whole message
+// block to count the pending messages (milliseconds on an old thread);
+// the probe costs one small get. When the only new message is the last
+// one (a next_by_subj get from version+1 tells), it is yielded without a
+// batch.
+func (c *Client) readTail(ctx context.Context, subject string, version, upTo uint64) iter.Seq2[*RawEvent, error] {
+	return func(yield func(*RawEvent, error) bool) {
+		last, err := directget.Last(ctx, c.js, c.stream, subject)
+		if err != nil {
+			yield(nil, fmt.Errorf("client: read %s after seq %d: %w", subject, version, err))
+			return
+		}
+		if last == nil || last.Sequence <= version || upTo != 0 && upTo <= version {
+			return
+		}
+		if upTo == 0 || last.Sequence <= upTo {
+			next, err := directget.Next(ctx, c.js, c.stream, subject, version+1)
+			if err != nil {
+				yield(nil, fmt.Errorf("client: read %s after seq %d: %w", subject, version, err))
+				return
+			}
+			if next != nil && next.Sequence == last.Sequence {
+				yield(next, nil)
+				return
+			}
+		}
+		for m, err := range c.readRaw(ctx, subject, version+1, upTo) {
+			if !yield(m, err) || err != nil {
 				return
 			}
 		}
@@ -73,7 +107,7 @@ func (c *Client) foldTail(ctx context.Context, s *projector.State, upTo uint64) 
 	if err != nil {
 		return err
 	}
-	for m, err := range c.readRaw(ctx, subject, s.Version+1, upTo) {
+	for m, err := range c.readTail(ctx, subject, s.Version, upTo) {
 		if err != nil {
 			return err
 		}
