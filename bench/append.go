@@ -19,6 +19,7 @@ import (
 const (
 	sysConvlog     = "convlog"
 	sysConvlogCons = "convlog_consistent"
+	sysConvlogWarm = "convlog_warm" // snapshot Get with the chunk cache warm
 	sysRaw         = "jetstream"
 	sysRawKV       = "jetstream_kv"
 	sysPG          = "postgres"

@@ -53,7 +53,7 @@ func TestRunTiny(t *testing.T) {
 		require.Len(t, g.Rows, len(p.Get.Sizes))
 		for i, r := range g.Rows {
 			assert.Equal(t, p.Get.Sizes[i], r.N)
-			for _, s := range []string{sysConvlog, sysConvlogCons} {
+			for _, s := range []string{sysConvlog, sysConvlogWarm, sysConvlogCons} {
 				assert.Equal(t, r.N, r.Got[s], "%s of %d messages", s, r.N)
 				assert.Equal(t, 2, r.D[s].N, "%s of %d messages", s, r.N)
 			}
@@ -66,11 +66,15 @@ func TestRunTiny(t *testing.T) {
 
 	t.Run("lag was measured for the window's events", func(t *testing.T) {
 		require.NotNil(t, res.Lag)
-		require.Len(t, res.Lag.Rows, 1)
-		r := res.Lag.Rows[0]
-		assert.Positive(t, r.Published)
-		assert.Equal(t, r.Published, r.Measured, "every published event of the window was projected and seen")
-		assert.Zero(t, r.Errors)
+		// Each rate once with conditional publishes, once with plain ones.
+		require.Len(t, res.Lag.Rows, 2)
+		assert.True(t, res.Lag.Rows[0].OCC)
+		assert.False(t, res.Lag.Rows[1].OCC)
+		for _, r := range res.Lag.Rows {
+			assert.Positive(t, r.Published)
+			assert.Equal(t, r.Published, r.Measured, "every published event of the window was projected and seen")
+			assert.Zero(t, r.Errors)
+		}
 	})
 
 	t.Run("replay folded the longest thread every way", func(t *testing.T) {

@@ -28,9 +28,10 @@
 //  1. append: one ~600-byte event with a durable ack, sequential and with
 //     32 writers over 1,000 threads: client.Append vs raw PublishMsg (same
 //     bytes and headers) vs PostgreSQL INSERT vs Redis RPUSH;
-//  2. get: whole threads of 100 to 100,000 messages: snapshot and
-//     consistent client.Get vs one raw KV get vs PostgreSQL SELECT vs Redis
-//     LRANGE, and the projection of one more event by thread length;
+//  2. get: whole threads of 100 to 100,000 messages: snapshot client.Get
+//     with the chunk cache off (every byte from KV) and warm, and
+//     consistent client.Get, vs one raw KV get vs PostgreSQL SELECT vs
+//     Redis LRANGE, and the projection of one more event by thread length;
 //  3. lag: projection lag (projector Config.OnApply) at steady rates, and
 //     the projector's catch-up rate from a backlog;
 //  4. replay: folding a long thread from the log, events per second;

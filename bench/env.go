@@ -49,12 +49,18 @@ type Env struct {
 	Server *embedded.Server
 	// NC is the connection of the client and of the raw JetStream
 	// baseline (the same connection, so both pay the same).
-	NC     *nats.Conn
-	JS     jetstream.JetStream
-	Client *client.Client
+	NC *nats.Conn
+	JS jetstream.JetStream
+	// Client has the default configuration (a 64 MiB chunk cache), as a
+	// service would; UncachedClient is a client of the same connection
+	// and resources with the chunk cache off (ChunkCacheBytes -1), so that
+	// each of its whole-thread Gets reads every byte from KV.
+	Client         *client.Client
+	UncachedClient *client.Client
 	// AppendClient is a client of the same connection on appendResources.
 	AppendClient *client.Client
-	// RawKV is the raw KV baseline bucket; Snaps reads convlog snapshots.
+	// RawKV is the raw KV baseline bucket; Snaps reads convlog snapshots
+	// (chunk cache off: Snapshot.Bytes is the whole snapshot).
 	RawKV jetstream.KeyValue
 	Snaps *projector.Snapshots
 
@@ -90,6 +96,10 @@ func StartEnv(ctx context.Context, dir string) (*Env, error) {
 		e.Close()
 		return nil, err
 	}
+	if e.UncachedClient, err = client.New(ctx, e.NC, client.Config{ChunkCacheBytes: -1}); err != nil {
+		e.Close()
+		return nil, err
+	}
 	if e.AppendClient, err = client.New(ctx, e.NC, client.Config{Provision: true, Resources: appendResources}); err != nil {
 		e.Close()
 		return nil, err
@@ -108,7 +118,7 @@ func StartEnv(ctx context.Context, dir string) (*Env, error) {
 		e.Close()
 		return nil, err
 	}
-	e.Snaps = projector.NewSnapshots(kv)
+	e.Snaps = projector.NewSnapshotsWith(kv, projector.SnapshotsOptions{ChunkCacheBytes: -1})
 	return e, nil
 }
 
@@ -233,6 +243,9 @@ func (e *Env) Close() {
 	_ = e.StopProjector()
 	if e.Client != nil {
 		e.Client.Close()
+	}
+	if e.UncachedClient != nil {
+		e.UncachedClient.Close()
 	}
 	if e.AppendClient != nil {
 		e.AppendClient.Close()

@@ -30,10 +30,11 @@ type GetRow struct {
 	N int
 	// EventBytes is the thread's size in the log (msgpack events, also
 	// what Postgres, Redis and the raw KV value hold); SnapshotBytes what
-	// a snapshot Get reads from KV (head and chunks).
-	EventBytes, SnapshotBytes int
-	Chunks                    int
-	D                         map[string]Dist
+	// a snapshot Get with the chunk cache off reads from KV (head and
+	// chunks), HeadBytes what one with the cache warm reads (the head).
+	EventBytes, SnapshotBytes, HeadBytes int
+	Chunks                               int
+	D                                    map[string]Dist
 	// Got is how many messages (convlog) or events (baselines) the last
 	// Get of each system returned; Want the same expected.
 	Got, Want map[string]int
@@ -68,9 +69,12 @@ type loadedThread struct {
 // RunGet builds one thread per length in convlog (client appends of
 // atomic 1,000-event turns), waits for the projector, loads the same event
 // bytes into the baselines, then measures reads of the whole thread,
-// systems interleaved in a rotating order.
+// systems interleaved in a rotating order. convlog's snapshot Get is
+// measured twice: with the chunk cache off (sysConvlog, every byte read
+// from KV: the figure the targets use) and with the default cache warm
+// (sysConvlogWarm: the warm-up round fills it).
 func RunGet(ctx context.Context, e *Env, b *Baselines, p GetParams, log func(string, ...any)) (*GetResults, error) {
-	res := &GetResults{Systems: []string{sysConvlog, sysConvlogCons, sysRawKV}}
+	res := &GetResults{Systems: []string{sysConvlog, sysConvlogWarm, sysConvlogCons, sysRawKV}}
 	if b.PG != nil {
 		res.Systems = append(res.Systems, sysPG)
 	}
@@ -103,6 +107,11 @@ func RunGet(ctx context.Context, e *Env, b *Baselines, p GetParams, log func(str
 			return nil, err
 		}
 		row.SnapshotBytes, row.Chunks = snap.Bytes, len(snap.Chunks)
+		head, err := e.Snaps.LoadHead(ctx, tenant, row.thread)
+		if err != nil {
+			return nil, err
+		}
+		row.HeadBytes = head.Bytes
 	}
 	for _, row := range res.Rows {
 		iters := p.Iters(row.N)
@@ -145,8 +154,12 @@ func RunGet(ctx context.Context, e *Env, b *Baselines, p GetParams, log func(str
 // (convlog) or events (baselines) it got.
 func getOnce(ctx context.Context, e *Env, b *Baselines, sys string, row *GetRow) (int, error) {
 	switch sys {
-	case sysConvlog:
-		th, err := e.Client.Get(ctx, tenant, row.thread)
+	case sysConvlog, sysConvlogWarm:
+		c := e.UncachedClient
+		if sys == sysConvlogWarm {
+			c = e.Client
+		}
+		th, err := c.Get(ctx, tenant, row.thread)
 		if err != nil {
 			return 0, err
 		}
@@ -155,7 +168,7 @@ func getOnce(ctx context.Context, e *Env, b *Baselines, sys string, row *GetRow)
 		}
 		return th.MessageCount(), nil
 	case sysConvlogCons:
-		th, err := e.Client.Get(ctx, tenant, row.thread, client.Consistent())
+		th, err := e.UncachedClient.Get(ctx, tenant, row.thread, client.Consistent())
 		if err != nil {
 			return 0, err
 		}
@@ -251,7 +264,7 @@ func loadBaselines(ctx context.Context, e *Env, b *Baselines, lt *loadedThread, 
 		all = append(all, m.Data...)
 	}
 	row.EventBytes = len(all)
-	row.Want[sysConvlog], row.Want[sysConvlogCons] = n, n
+	row.Want[sysConvlog], row.Want[sysConvlogWarm], row.Want[sysConvlogCons] = n, n, n
 	row.Want[sysRawKV], row.Want[sysPG], row.Want[sysRedis] = len(lt.msgs), len(lt.msgs), len(lt.msgs)
 	// A KV value must fit in one NATS message (max_payload, 1 MiB by
 	// default) with its headers.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,11 @@ type LagParams struct {
 // LagRow is one rate's figures.
 type LagRow struct {
 	Rate int
+	// OCC is true when every event was published conditionally on its
+	// thread's version (Nats-Expected-Last-Subject-Sequence), as
+	// client.Append and agentd publish; false for plain publishes, as a
+	// writer that bypasses the client might.
+	OCC bool
 	// Achieved is the publish rate reached in the measured window.
 	Achieved float64
 	// Published and Measured count the events of the measured window
@@ -61,13 +67,19 @@ type LagResults struct {
 // each event saw (Config.OnApply: stream timestamp to head written).
 func RunLag(ctx context.Context, e *Env, p LagParams, log func(string, ...any)) (*LagResults, error) {
 	res := &LagResults{}
-	for _, rate := range p.Rates {
-		log("lag: %d events/s for %s (+%s warm-up) over %d threads", rate, p.For, p.Warmup, p.Threads)
-		row, err := lagAt(ctx, e, p, rate)
-		if err != nil {
-			return nil, err
+	for _, occ := range []bool{true, false} {
+		for _, rate := range p.Rates {
+			how := "conditional publishes (OCC header)"
+			if !occ {
+				how = "plain publishes"
+			}
+			log("lag: %d events/s for %s (+%s warm-up) over %d threads, %s", rate, p.For, p.Warmup, p.Threads, how)
+			row, err := lagAt(ctx, e, p, rate, occ)
+			if err != nil {
+				return nil, err
+			}
+			res.Rows = append(res.Rows, row)
 		}
-		res.Rows = append(res.Rows, row)
 	}
 	if p.Backlog > 0 {
 		log("lag: catch-up of %d events over %d threads", p.Backlog, p.Threads)
@@ -126,8 +138,16 @@ func catchUp(ctx context.Context, e *Env, p LagParams) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
-func lagAt(ctx context.Context, e *Env, p LagParams, rate int) (*LagRow, error) {
+// lagAt measures one rate. With occ, each event carries its thread's
+// version (the sequence of the thread's previous event, from its publish
+// ack) in Nats-Expected-Last-Subject-Sequence, as client.Append writes it;
+// at these rates a thread's previous ack is back long before its next
+// event is due (1,000 threads round robin), so the pacing is unchanged.
+func lagAt(ctx context.Context, e *Env, p LagParams, rate int, occ bool) (*LagRow, error) {
 	tn := fmt.Sprintf("lag%d", rate)
+	if !occ {
+		tn += "plain"
+	}
 	var errs atomic.Int64
 	js, err := jetstream.New(e.NC, jetstream.WithPublishAsyncMaxPending(4096),
 		jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { errs.Add(1) }))
@@ -136,6 +156,28 @@ func lagAt(ctx context.Context, e *Env, p LagParams, rate int) (*LagRow, error) 
 	}
 	threads := make([]string, p.Threads)
 	subjects := make([]string, p.Threads)
+	acks := make([]jetstream.PubAckFuture, p.Threads)
+	// send publishes m on thread i, conditionally on the thread's version
+	// when occ.
+	send := func(i int, m *nats.Msg) error {
+		if occ {
+			var version uint64
+			if f := acks[i]; f != nil {
+				select {
+				case ack := <-f.Ok():
+					version = ack.Sequence
+				case err := <-f.Err():
+					return fmt.Errorf("publish to %s: %w", subjects[i], err)
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(version, 10))
+		}
+		f, err := publishAsyncF(ctx, js, m)
+		acks[i] = f
+		return err
+	}
 	for i := range threads {
 		threads[i] = events.NewID()
 		subjects[i] = "conv." + tn + "." + threads[i]
@@ -143,7 +185,7 @@ func lagAt(ctx context.Context, e *Env, p LagParams, rate int) (*LagRow, error) 
 		if err != nil {
 			return nil, err
 		}
-		if err := publishAsync(ctx, js, m); err != nil {
+		if err := send(i, m); err != nil {
 			return nil, err
 		}
 	}
@@ -196,7 +238,7 @@ func lagAt(ctx context.Context, e *Env, p LagParams, rate int) (*LagRow, error) 
 				window.Store(ev.ID, struct{}{})
 				inWindow++
 			}
-			if err := publishAsync(ctx, js, m); err != nil {
+			if err := send(i, m); err != nil {
 				return nil, err
 			}
 		}
@@ -213,7 +255,7 @@ func lagAt(ctx context.Context, e *Env, p LagParams, rate int) (*LagRow, error) 
 	if err := e.WaitProjected(ctx); err != nil {
 		return nil, err
 	}
-	row := &LagRow{Rate: rate, Published: inWindow, Drain: time.Since(published), Errors: int(errs.Load())}
+	row := &LagRow{Rate: rate, OCC: occ, Published: inWindow, Drain: time.Since(published), Errors: int(errs.Load())}
 	mu.Lock()
 	defer mu.Unlock()
 	row.MaxBehind = behind

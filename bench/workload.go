@@ -74,17 +74,23 @@ var schemaVersion = strconv.Itoa(events.SchemaVersion)
 // publishAsync publishes m asynchronously; when too many publishes await
 // their acks it waits for them (up to a minute) instead of failing.
 func publishAsync(ctx context.Context, js jetstream.JetStream, m *nats.Msg) error {
+	_, err := publishAsyncF(ctx, js, m)
+	return err
+}
+
+// publishAsyncF is publishAsync returning the publish's ack future.
+func publishAsyncF(ctx context.Context, js jetstream.JetStream, m *nats.Msg) (jetstream.PubAckFuture, error) {
 	for {
-		_, err := js.PublishMsgAsync(m, jetstream.WithStallWait(time.Second))
+		f, err := js.PublishMsgAsync(m, jetstream.WithStallWait(time.Second))
 		if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
-			return err
+			return f, err
 		}
 		select {
 		case <-js.PublishAsyncComplete():
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(time.Minute):
-			return err
+			return nil, err
 		}
 	}
 }

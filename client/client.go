@@ -56,7 +56,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Client, error) {
 			return nil, err
 		}
 		c.st, c.snapshots, c.index = r.Stream, r.Snapshots, r.Index
-		c.snaps = projector.NewSnapshots(c.snapshots)
+		c.snaps = c.newSnapshots()
 		return c, nil
 	}
 	if c.st, err = js.Stream(ctx, cfg.Resources.Stream); err != nil {
@@ -68,8 +68,14 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Client, error) {
 	if c.index, err = js.KeyValue(ctx, cfg.Resources.IndexBucket); err != nil {
 		return nil, fmt.Errorf("client: KV bucket %s: %w", cfg.Resources.IndexBucket, err)
 	}
-	c.snaps = projector.NewSnapshots(c.snapshots)
+	c.snaps = c.newSnapshots()
 	return c, nil
+}
+
+// newSnapshots returns the snapshot reader of c.snapshots, with the
+// chunk cache sized by cfg.ChunkCacheBytes.
+func (c *Client) newSnapshots() *projector.Snapshots {
+	return projector.NewSnapshotsWith(c.snapshots, projector.SnapshotsOptions{ChunkCacheBytes: c.cfg.ChunkCacheBytes})
 }
 
 // Close marks the client closed; later calls return [ErrClosed]. It does

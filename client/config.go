@@ -8,6 +8,7 @@ import (
 
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/internal/provision"
+	"github.com/convlog/convlog/projector"
 )
 
 // Config configures a [Client]. The zero value works: it uses the default
@@ -36,6 +37,15 @@ type Config struct {
 	// the client keeps to validate appends without a read. Default 4096;
 	// negative disables the cache.
 	CacheThreads int
+	// ChunkCacheBytes bounds the client's cache of decoded snapshot
+	// history chunks, which reads of a whole thread (Get, and an append
+	// to a thread whose state is not in the CacheThreads cache) use, in
+	// encoded chunk bytes (see projector.SnapshotsOptions). Default 64 MiB
+	// (projector.DefaultChunkCacheBytes); negative disables the cache, so
+	// that every such read gets every chunk from KV. The cache holds
+	// somewhat more memory than its bound: about 264 bytes per cached
+	// message besides.
+	ChunkCacheBytes int
 	// NewThreadID generates ids for threads created without one (AgentKit's
 	// createThread hook). Default: a UUIDv7.
 	NewThreadID func() string
@@ -47,7 +57,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{Resources: provision.DefaultConfig(), Producer: "convlog-client", Timeout: 10 * time.Second,
 		MaxRetries: 6, RetryBackoff: 50 * time.Millisecond, MaxAnyVersionAttempts: 100, CacheThreads: 4096,
-		NewThreadID: events.NewID}
+		ChunkCacheBytes: projector.DefaultChunkCacheBytes, NewThreadID: events.NewID}
 }
 
 func (c Config) withDefaults() Config {
@@ -70,6 +80,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CacheThreads == 0 {
 		c.CacheThreads = d.CacheThreads
+	}
+	if c.ChunkCacheBytes == 0 {
+		c.ChunkCacheBytes = d.ChunkCacheBytes
 	}
 	if c.NewThreadID == nil {
 		c.NewThreadID = d.NewThreadID

@@ -89,13 +89,28 @@
 // windowed State; a compaction that cuts before the tail
 // ([ErrNeedHistory]) loads only the chunks from the one the cut falls in.
 //
-// Reading a thread ([Snapshots.Load]) is one KV get of the head and then
+// Reading a thread ([Snapshots.Load]) from KV is one get of the head and then
 // the chunk gets, eight at a time, each decoded as it arrives by a
 // hand-written msgpack decoder whose strings share the received bytes.
 // Measured on 2 cores, a 1,000-message thread (606 KB) loads in 1.5 to 2
 // times the time of one KV get of a 606 KB value: the head round trip,
 // four requests instead of one, and building the []events.Message (270
 // KB of structs) account for the difference.
+//
+// Because a chunk never changes, a [Snapshots] keeps the chunks it decoded
+// in an LRU cache bounded by their encoded size
+// ([SnapshotsOptions].ChunkCacheBytes, 64 MiB by default; negative turns
+// it off). A chunk is cached under its key's parts (thread, generation,
+// first, count), so a cached chunk that the head just read names is always
+// the right one, and a Load of a thread read recently costs the head get,
+// the gets of the chunks written since, and a copy of the cached messages
+// into a new []events.Message. What the Message values point to (string
+// bytes, parts, tool calls) is shared between Loads, which is safe because
+// the fold never modifies a message in place. A head of a newer
+// generation, an erased head or a missing snapshot drops the thread's
+// cached chunks at once; chunks no head names any more (merged small
+// chunks) age out. [Snapshot].Bytes counts only what was read from KV,
+// CachedBytes what came from the cache.
 //
 // # Index (bucket "convlog_threads")
 //

@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/directget"
 )
 
 // readMaxBytes bounds one batched direct get of events.
@@ -337,15 +339,17 @@ func (p *Projector) applyWithHistory(ctx context.Context, w *work, st events.Sto
 func (p *Projector) read(ctx context.Context, subject string, from uint64, limit int) ([]rawEvent, error) {
 	var out []rawEvent
 	for len(out) < limit {
-		evs, pending, err := directBatch(ctx, p.js, p.cfg.Stream, subject, from, limit-len(out), readMaxBytes)
-		out = append(out, evs...)
+		msgs, pending, err := directget.Batch(ctx, p.js, p.cfg.Stream, subject, from, limit-len(out), readMaxBytes)
+		for _, m := range msgs {
+			out = append(out, rawEvent{seq: m.Sequence, time: m.Time, data: m.Data})
+		}
 		if err != nil {
 			return out, fmt.Errorf("projector: read %s from seq %d: %w", subject, from, err)
 		}
-		if len(evs) == 0 || pending == 0 {
+		if len(msgs) == 0 || pending == 0 {
 			break
 		}
-		from = evs[len(evs)-1].seq + 1
+		from = msgs[len(msgs)-1].Sequence + 1
 	}
 	return out, nil
 }
@@ -490,55 +494,84 @@ func (p *Projector) dropIndex(ctx context.Context, key string) error {
 }
 
 // headCache keeps the cursors this instance wrote last, for up to max
-// threads (oldest evicted first). A cached cursor may be stale (another
-// instance wrote since): the compare-and-swap of the next step finds out
-// and drops it.
+// threads and maxBytes of their (estimated) memory, least recently used
+// evicted first. A cached cursor may be stale (another instance wrote
+// since): the compare-and-swap of the next step finds out and drops it.
 type headCache struct {
-	mu    sync.Mutex
-	max   int
-	m     map[string]*cursor
-	order []string
+	mu       sync.Mutex
+	max      int
+	maxBytes int
+	bytes    int
+	m        map[string]*list.Element
+	ll       *list.List // of *cachedCursor, most recent first
 }
 
-func newHeadCache(n int) *headCache {
+type cachedCursor struct {
+	key  string
+	cur  *cursor
+	size int
+}
+
+func newHeadCache(n, maxBytes int) *headCache {
 	if n < 0 {
 		n = 0
 	}
-	return &headCache{max: n, m: map[string]*cursor{}}
+	return &headCache{max: n, maxBytes: maxBytes, m: map[string]*list.Element{}, ll: list.New()}
+}
+
+// cursorCost estimates what a cached cursor holds in memory: its tail's
+// encoded bytes (decoded strings alias them), a decoded Message per tail
+// message, and the rest of the state.
+func cursorCost(c *cursor) int {
+	n := 1024 + 256*len(c.sizes)
+	for _, s := range c.sizes {
+		n += s
+	}
+	return n
 }
 
 func (c *headCache) get(key string) *cursor {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.m[key]
+	if e, ok := c.m[key]; ok {
+		c.ll.MoveToFront(e)
+		return e.Value.(*cachedCursor).cur
+	}
+	return nil
 }
 
 func (c *headCache) put(key string, cur *cursor) {
 	if c.max == 0 {
 		return
 	}
+	size := cursorCost(cur)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.m[key]; !ok {
-		for len(c.m) >= c.max && len(c.order) > 0 {
-			delete(c.m, c.order[0])
-			c.order = c.order[1:]
-		}
-		c.order = append(c.order, key)
+	if e, ok := c.m[key]; ok {
+		cc := e.Value.(*cachedCursor)
+		c.bytes += size - cc.size
+		cc.cur, cc.size = cur, size
+		c.ll.MoveToFront(e)
+	} else {
+		c.m[key] = c.ll.PushFront(&cachedCursor{key: key, cur: cur, size: size})
+		c.bytes += size
 	}
-	c.m[key] = cur
+	for c.ll.Len() > 1 && (c.ll.Len() > c.max || c.bytes > c.maxBytes) {
+		c.remove(c.ll.Back())
+	}
+}
+
+func (c *headCache) remove(e *list.Element) {
+	cc := e.Value.(*cachedCursor)
+	c.ll.Remove(e)
+	delete(c.m, cc.key)
+	c.bytes -= cc.size
 }
 
 func (c *headCache) drop(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.m[key]; ok {
-		delete(c.m, key)
-		for i, k := range c.order {
-			if k == key {
-				c.order = append(c.order[:i], c.order[i+1:]...)
-				break
-			}
-		}
+	if e, ok := c.m[key]; ok {
+		c.remove(e)
 	}
 }

@@ -65,7 +65,7 @@ func New(js jetstream.JetStream, cfg Config) (*Projector, error) {
 	cfg = cfg.withDefaults()
 	return &Projector{
 		js: js, cfg: cfg, log: cfg.Logger, subjects: events.Subjects{Prefix: cfg.SubjectPrefix},
-		ready: make(chan struct{}), threads: map[string]*threadState{}, cache: newHeadCache(cfg.CacheThreads),
+		ready: make(chan struct{}), threads: map[string]*threadState{}, cache: newHeadCache(cfg.CacheThreads, cfg.CacheBytes),
 	}, nil
 }
 

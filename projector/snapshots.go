@@ -25,11 +25,20 @@ const loadAttempts = 8
 // ("$JS.API.DIRECT.GET.KV_<bucket>.$KV.<bucket>.<tenant>.>"). It is safe
 // for concurrent use; keep one per process.
 //
-// A Snapshots remembers the chunk list it last saw for each of up to 1,024
-// threads (not their contents: every Load reads every byte from KV), so
-// that the next Load of a thread fetches its chunks while the head is on
-// its way instead of after it. Chunks never change, so a remembered chunk
-// is either still right or no longer named by the head and ignored.
+// A Snapshots keeps the chunks it read, decoded, in a cache bounded by
+// their encoded size (SnapshotsOptions.ChunkCacheBytes, 64 MiB by default,
+// least recently used first out). A chunk's key names content that never
+// changes, so a cached chunk the current head names is always right: a
+// Load of a thread read recently costs one head get, the gets of the
+// chunks added since, and copying the cached messages into a new slice.
+// A chunk no head names any more is never hit again and ages out; the
+// chunks of a thread are dropped at once when a Load or LoadHead sees the
+// thread at a newer layout generation (reset, restore, compaction), erased,
+// or without a snapshot.
+//
+// A Snapshots also remembers the chunk list it last saw for each of up to
+// 1,024 threads, so that the next Load of a thread fetches the chunks that
+// are not cached while the head is on its way instead of after it.
 //
 // (A multi-last direct get can return a head and all its chunks in one
 // request, but measured here it was slower than a head get followed by
@@ -38,13 +47,29 @@ const loadAttempts = 8
 type Snapshots struct {
 	kv    jetstream.KeyValue
 	hints *chunkHints
+	cache *chunkCache // nil: disabled
 }
 
 // NewSnapshots returns a reader of the snapshots in kv, the snapshot
-// bucket (default "convlog_snapshots").
+// bucket (default "convlog_snapshots"), with a chunk cache of
+// [DefaultChunkCacheBytes]: NewSnapshotsWith(kv, SnapshotsOptions{}).
 func NewSnapshots(kv jetstream.KeyValue) *Snapshots {
-	return &Snapshots{kv: kv, hints: &chunkHints{m: map[string]chunkHint{}}}
+	return NewSnapshotsWith(kv, SnapshotsOptions{})
 }
+
+// NewSnapshotsWith returns a reader of the snapshots in kv configured by
+// opts (see [SnapshotsOptions]; ChunkCacheBytes < 0 disables the cache).
+func NewSnapshotsWith(kv jetstream.KeyValue, opts SnapshotsOptions) *Snapshots {
+	size := int64(opts.ChunkCacheBytes)
+	if size == 0 {
+		size = DefaultChunkCacheBytes
+	}
+	return &Snapshots{kv: kv, hints: &chunkHints{m: map[string]chunkHint{}}, cache: newChunkCache(size)}
+}
+
+// ChunkCacheStats returns the figures of the chunk cache (all zero when it
+// is disabled). It is safe to call concurrently with reads.
+func (s *Snapshots) ChunkCacheStats() ChunkCacheStats { return s.cache.currentStats() }
 
 // Snapshot is a thread's projected state as read from the snapshot bucket.
 type Snapshot struct {
@@ -62,8 +87,13 @@ type Snapshot struct {
 	// Chunks are the immutable chunks holding the first Base messages of
 	// the head, in history order.
 	Chunks []ChunkRef
-	// Bytes is how many value bytes were read (head plus chunks).
+	// Bytes is how many value bytes this call read from KV: the head plus
+	// the chunks that were not in the chunk cache.
 	Bytes int
+	// CachedBytes is the encoded size of the chunks [Snapshots.Load] took
+	// from the chunk cache instead of KV (0 from LoadHead): Bytes +
+	// CachedBytes is the size of the whole snapshot.
+	CachedBytes int
 }
 
 // LoadHead reads a thread's head: everything but the chunked messages.
@@ -76,34 +106,50 @@ func (s *Snapshots) LoadHead(ctx context.Context, tenant, thread string) (*Snaps
 	if err := validIDs(tenant, thread); err != nil {
 		return nil, err
 	}
+	key := HeadKey(tenant, thread)
 	h, rev, n, err := getHead(ctx, s.kv, tenant, thread, nil)
 	if err != nil {
+		if errors.Is(err, ErrNoSnapshot) {
+			s.cache.forget(key)
+		}
 		return nil, err
 	}
-	s.hints.put(HeadKey(tenant, thread), h.Gen, h.Chunks)
+	s.hints.put(key, h.Gen, h.Chunks)
+	s.cache.sawHead(key, h.Gen, h.State.Erased)
 	return &Snapshot{State: h.State, Revision: rev, Gen: h.Gen, Chunks: h.Chunks, Bytes: n}, nil
 }
 
 // load is one attempt of Load: the head and, at the same time, the chunks
-// the thread had when this reader last saw it; then whatever chunks the
-// head names that are not on their way yet.
+// the thread had when this reader last saw it that are not cached; then
+// whatever chunks the head names that are neither cached nor on their way.
 func (s *Snapshots) load(ctx context.Context, f *chunkFetcher, tenant, thread string) (*Snapshot, error) {
 	key := HeadKey(tenant, thread)
 	if hint, ok := s.hints.get(key); ok {
-		for _, c := range hint.chunks {
-			f.start(ctx, ChunkKey(tenant, thread, hint.gen, c.First, c.Count))
+		var cached []*chunkEntry
+		if s.cache != nil {
+			cached = make([]*chunkEntry, len(hint.chunks))
+			s.cache.lookup(key, hint.gen, hint.chunks, cached, false)
+		}
+		for i, c := range hint.chunks {
+			if cached == nil || cached[i] == nil {
+				f.start(ctx, ChunkKey(tenant, thread, hint.gen, c.First, c.Count))
+			}
 		}
 	}
 	h, rev, n, err := getHead(ctx, s.kv, tenant, thread, nil)
 	if err != nil {
+		if errors.Is(err, ErrNoSnapshot) {
+			s.cache.forget(key)
+		}
 		return nil, err
 	}
 	s.hints.put(key, h.Gen, h.Chunks)
-	bytes, err := fillChunks(ctx, f, tenant, thread, h)
+	s.cache.sawHead(key, h.Gen, h.State.Erased)
+	read, cached, err := s.fillChunks(ctx, f, tenant, thread, h)
 	if err != nil {
 		return nil, err
 	}
-	return &Snapshot{State: h.State, Revision: rev, Gen: h.Gen, Chunks: h.Chunks, Bytes: n + bytes}, nil
+	return &Snapshot{State: h.State, Revision: rev, Gen: h.Gen, Chunks: h.Chunks, Bytes: n + read, CachedBytes: cached}, nil
 }
 
 // chunkFetcher gets chunk values concurrently, at most fetchConcurrency at
@@ -216,10 +262,17 @@ func (c *chunkHints) put(key string, gen uint64, chunks []ChunkRef) {
 }
 
 // Load reads a thread's complete snapshot: the head and every chunk it
-// names, fetched concurrently (with the head, for a thread this reader has
-// read before) and decoded as they arrive. If a chunk is missing because a
-// newer head replaced the history meanwhile, Load reloads the head and
-// starts over, a few times.
+// names, taken from the chunk cache or fetched concurrently (with the head,
+// for a thread this reader has read before) and decoded as they arrive. If
+// a chunk is missing because a newer head replaced the history meanwhile,
+// Load reloads the head and starts over, a few times.
+//
+// The returned Snapshot is the caller's: State.Messages is a new slice on
+// every call, which the caller may modify, re-slice and append to. The
+// Message values in it are copies, but what they point to (Content.Parts,
+// ToolCalls, Usage, Metadata, and the bytes of the strings) is shared with
+// the chunk cache and with other Loads and must not be modified in place;
+// the fold never does (it appends new messages and replaces slices).
 //
 // Errors: as [Snapshots.LoadHead], plus [ErrSnapshotChanged] (wrapped,
 // retryable) when the history kept being replaced while it read.
@@ -270,28 +323,62 @@ func getHead(ctx context.Context, kv jetstream.KeyValue, tenant, thread string, 
 	return h, e.Revision(), len(e.Value()), nil
 }
 
-// fillChunks makes h.State complete: it gets every chunk through f into
-// place before the tail, decoding each as it arrives, and sets Base to 0.
-// It returns the chunk bytes read, or an error wrapping
+// fillChunks makes h.State complete: it puts the messages of every chunk
+// the head names into a new slice before the tail, taking them from the
+// chunk cache or getting them through f and decoding each as it arrives
+// (and caching it), and sets Base to 0. It returns the chunk bytes read
+// from KV and those taken from the cache, or an error wrapping
 // jetstream.ErrKeyNotFound when a chunk is gone.
-func fillChunks(ctx context.Context, f *chunkFetcher, tenant, thread string, h *head) (int, error) {
+//
+// The new slice holds copies of the cached Message values, so the cache's
+// slices are never handed out and a caller may overwrite fields of its
+// messages; what the values point to (string bytes, Content.Parts,
+// ToolCalls, Usage, Metadata) is shared. That is safe because nothing
+// modifies what a Message in a State points to: the fold (fold.go) never
+// writes to an element of State.Messages at all; it appends new Message
+// values (appendMessage, closePending), builds new slices (checkHistory,
+// compact) or replaces the slice (replaceHistory). State.Clone relies on
+// the same rule.
+func (s *Snapshots) fillChunks(ctx context.Context, f *chunkFetcher, tenant, thread string, h *head) (read, cached int, err error) {
 	st := h.State
 	if len(h.Chunks) == 0 {
-		return 0, nil
+		return 0, 0, nil
+	}
+	hkey := HeadKey(tenant, thread)
+	for _, c := range h.Chunks {
+		if c.First < 0 || c.First+c.Count > st.Base {
+			return 0, 0, fmt.Errorf("%w: chunk %s lies outside the head's %d chunked messages", ErrCorrupt,
+				ChunkKey(tenant, thread, h.Gen, c.First, c.Count), st.Base)
+		}
 	}
 	all := make([]events.Message, st.Base+len(st.Messages))
 	copy(all[st.Base:], st.Messages)
-	fetches := make([]*fetch, len(h.Chunks))
-	need := make(map[string]bool, len(h.Chunks))
+	var hits []*chunkEntry
+	if s.cache != nil {
+		hits = make([]*chunkEntry, len(h.Chunks))
+		s.cache.lookup(hkey, h.Gen, h.Chunks, hits, true)
+	}
+	var misses []int // indexes in h.Chunks
 	for i, c := range h.Chunks {
+		if hits != nil && hits[i] != nil {
+			copy(all[c.First:c.First+c.Count], hits[i].msgs)
+			cached += int(hits[i].bytes)
+			continue
+		}
+		misses = append(misses, i)
+	}
+	fetches := make([]*fetch, len(misses))
+	need := make(map[string]bool, len(misses))
+	for j, i := range misses {
+		c := h.Chunks[i]
 		key := ChunkKey(tenant, thread, h.Gen, c.First, c.Count)
 		need[key] = true
-		fetches[i] = f.start(ctx, key)
+		fetches[j] = f.start(ctx, key)
 	}
-	f.keep(need)
+	f.keep(need) // also cancels hinted fetches of chunks found cached meanwhile
 	var total atomic.Int64
-	err := forEach(ctx, len(h.Chunks), fetchConcurrency, func(ctx context.Context, i int) error {
-		c, r := h.Chunks[i], fetches[i]
+	err = forEach(ctx, len(misses), fetchConcurrency, func(ctx context.Context, j int) error {
+		c, r := h.Chunks[misses[j]], fetches[j]
 		select {
 		case <-r.done:
 		case <-ctx.Done():
@@ -300,21 +387,29 @@ func fillChunks(ctx context.Context, f *chunkFetcher, tenant, thread string, h *
 		if r.err != nil {
 			return r.err
 		}
-		key := ChunkKey(tenant, thread, h.Gen, c.First, c.Count)
 		total.Add(int64(len(r.data)))
-		if c.First < 0 || c.First+c.Count > st.Base {
-			return fmt.Errorf("%w: chunk %s lies outside the head's %d chunked messages", ErrCorrupt, key, st.Base)
+		dst := all[c.First : c.First+c.Count]
+		if s.cache == nil {
+			if err := parseMessagesInto(r.data, dst); err != nil {
+				return fmt.Errorf("%w: chunk %s: %v", ErrCorrupt, ChunkKey(tenant, thread, h.Gen, c.First, c.Count), err)
+			}
+			return nil
 		}
-		if err := parseMessagesInto(r.data, all[c.First:c.First+c.Count]); err != nil {
-			return fmt.Errorf("%w: chunk %s: %v", ErrCorrupt, key, err)
+		// Decoded into a slice of the cache's own; r.data is never
+		// modified, so the strings that share it stay valid.
+		ms := make([]events.Message, c.Count)
+		if err := parseMessagesInto(r.data, ms); err != nil {
+			return fmt.Errorf("%w: chunk %s: %v", ErrCorrupt, ChunkKey(tenant, thread, h.Gen, c.First, c.Count), err)
 		}
+		copy(dst, ms)
+		s.cache.put(chunkID{thread: hkey, gen: h.Gen, first: c.First, count: c.Count}, ms, len(r.data))
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	st.Messages, st.Base = all, 0
-	return int(total.Load()), nil
+	return int(total.Load()), cached, nil
 }
 
 // forEach calls fn(ctx, i) for i in [0, n) on up to conc goroutines, and
