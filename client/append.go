@@ -376,9 +376,11 @@ func eventHeader(e events.Event) nats.Header {
 	h := make(nats.Header, 5)
 	if e.SchemaVersion == events.SchemaVersion && e.ID != "" {
 		// The common case, without the map events.Headers builds.
-		h[events.HeaderType] = []string{string(e.Type)}
-		h[events.HeaderSchema] = []string{schemaHeader}
-		h[events.HeaderMsgID] = []string{e.ID}
+		// One backing array for the three values (one allocation).
+		v := &[3]string{string(e.Type), schemaHeader, e.ID}
+		h[events.HeaderType] = v[0:1:1]
+		h[events.HeaderSchema] = v[1:2:2]
+		h[events.HeaderMsgID] = v[2:3:3]
 		return h
 	}
 	for k, v := range events.Headers(e) {

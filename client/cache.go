@@ -7,9 +7,13 @@ import (
 	"github.com/convlog/convlog/projector"
 )
 
-// windowSize is how many newest messages a cached state keeps: enough for
-// the fold's append-only checks; anything else falls back to a full read.
-const windowSize = 8
+// windowSize is how many newest messages a cached state keeps. The fold's
+// checks of messages, results and state changes need none (ErrNeedHistory
+// says when one does); the window serves a compaction that cuts inside it
+// and a retried turn of up to windowSize messages, found by its first event
+// id without a read. Anything else falls back to a read. Every append
+// copies the window (was 8: a third of Append's allocated bytes).
+const windowSize = 4
 
 // stateCache is a small LRU of windowed thread states, keyed by
 // tenant/thread. States in the cache are never mutated: get returns a
