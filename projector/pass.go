@@ -146,6 +146,17 @@ func (p *Projector) step(ctx context.Context, ts *threadState, behind uint64, tr
 			fresh = fresh[1:]
 		}
 		evs := chainFrom(cur.version(), fresh, p.cfg.MaxBatch)
+		if len(evs) == 0 && len(fresh) > 0 {
+			// A trigger without the OCC header (a writer that publishes
+			// directly): ask for the subject's next event after the head
+			// with a single get, which skips the pending count a batched
+			// read makes the server compute; if it is the trigger itself,
+			// the chain starts there.
+			next, err := directget.Next(ctx, p.js, p.cfg.Stream, ts.subject, cur.version()+1)
+			if err == nil && next != nil && next.Sequence == fresh[0].seq {
+				evs = append([]rawEvent{fresh[0]}, chainFrom(fresh[0].seq, fresh[1:], p.cfg.MaxBatch-1)...)
+			}
+		}
 		fromTriggers := len(evs) > 0
 		if !fromTriggers && (len(triggers) == 0 || len(fresh) > 0) {
 			evs, err = p.read(ctx, ts.subject, cur.version()+1, p.cfg.MaxBatch)
