@@ -460,11 +460,11 @@ func checkEvents(s *projector.State, evs []events.Event, window int) error {
 	return foldEvents(windowCopy(s, window, len(evs)), evs)
 }
 
-// foldEvents folds evs into w at the provisional sequences w.Version+1, ...
-// and returns the first verdict that is not nil.
+// foldEvents folds evs (validated by prepare) into w at the provisional
+// sequences w.Version+1, ... and returns the first verdict that is not nil.
 func foldEvents(w *projector.State, evs []events.Event) error {
 	for _, e := range evs {
-		if err := projector.Apply(w, events.Stored{Event: e, Seq: w.Version + 1}); err != nil {
+		if err := projector.ApplyValidated(w, events.Stored{Event: e, Seq: w.Version + 1}); err != nil {
 			return err
 		}
 	}

@@ -48,3 +48,10 @@ func TestMarshalEnvelopeMatchesReflection(t *testing.T) {
 	}
 	require.Equal(t, 64, n)
 }
+
+// knownType must agree with newPayload on every type and on unknown ones.
+func TestKnownTypeAgreesWithNewPayload(t *testing.T) {
+	for _, typ := range append(append([]Type(nil), AllTypes...), "", "thread", "message.user ", "MESSAGE.USER") {
+		require.Equal(t, newPayload(typ) != nil, knownType(typ), "%q", typ)
+	}
+}

@@ -260,6 +260,18 @@ type Erased struct {
 func (Erased) EventType() Type { return TypeErased }
 
 // newPayload returns a pointer to a zero payload of type t, or nil.
+// knownType reports whether t is one of the event types of this version
+// (what newPayload knows), without allocating.
+func knownType(t Type) bool {
+	switch t {
+	case TypeThreadCreated, TypeThreadUpdated, TypeUserMessage, TypeAssistantMessage, TypeToolResult,
+		TypeReset, TypeRestore, TypeCompaction, TypeStateSet, TypeStateDeleted, TypeForked,
+		TypeDeleted, TypeUndeleted, TypeErased:
+		return true
+	}
+	return false
+}
+
 func newPayload(t Type) Payload {
 	switch t {
 	case TypeThreadCreated:

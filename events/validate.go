@@ -51,7 +51,7 @@ func (e Event) ValidateLimits(l Limits) error {
 	if e.Type == "" {
 		return bad("type", "is required")
 	}
-	if newPayload(e.Type) == nil {
+	if !knownType(e.Type) {
 		return bad("type", "%q is not a known event type", e.Type)
 	}
 	if err := ValidateTenant(e.Tenant); err != nil {

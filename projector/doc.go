@@ -146,11 +146,12 @@
 // head (and maybe an unacked trigger, which the next step finds already
 // applied and just acks).
 //
-// Three shortcuts keep a step cheap without weakening this:
+// Four shortcuts keep a step cheap without weakening this:
 //
-//   - An instance keeps the heads it wrote or read last in memory
-//     (Config.CacheThreads) and starts from them; if another instance
-//     moved on, the compare-and-swap fails and the step reloads.
+//   - An instance keeps the heads it wrote or read last in memory (an LRU
+//     bounded by Config.CacheThreads, default 4,096, and CacheBytes,
+//     default 64 MiB) and starts from them; if another instance moved on,
+//     the compare-and-swap fails and the step reloads.
 //   - A trigger at or below a cached head's version, whose index entry is
 //     written too, is acked as soon as it arrives: versions only grow.
 //   - Events normally come from a batched direct get of the thread's
@@ -161,6 +162,12 @@
 //     a run of such triggers chained to the head is folded as delivered,
 //     one round trip less. The header names the event before, so the
 //     shortcut is exact.
+//   - A trigger without that header (a writer publishing directly) is
+//     checked with one single next_by_subj direct get from V+1: if the
+//     subject's next event is the trigger itself, the chain starts there.
+//     Only otherwise is the log read with a batched get, whose pending
+//     count makes nats-server 2.15 walk the message block the read starts
+//     in (milliseconds on an older thread).
 //
 // Projection lag is reported through [Config].OnApply (time from the
 // event's stream timestamp to its head write, and the consumer's backlog)

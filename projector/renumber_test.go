@@ -15,7 +15,8 @@ import (
 
 // Folding events with provisional sequences (version+1, +2, ...) and then
 // renumbering them to the stored sequences gives exactly the state that
-// folding them with the stored sequences gives, for random runs of the
+// folding them with the stored sequences gives (and ApplyValidated, for
+// these valid events, what Apply gives), for random runs of the
 // event types Renumber supports (messages with parallel tool calls and
 // reused call ids, results, the cancel policy's synthetic results, state
 // and metadata changes, rejected events).
@@ -78,6 +79,13 @@ func TestRenumberEqualsFoldWithStoredSequences(t *testing.T) {
 			}
 			got.Renumber(from, stored)
 			require.Equal(t, want, got, "seed %d round %d", seed, round)
+			// ApplyValidated gives valid events Apply's verdicts and state.
+			unchecked := s.Clone()
+			for i, e := range evs {
+				require.NoError(t, e.Validate())
+				_ = projector.ApplyValidated(unchecked, events.Stored{Event: e, Seq: stored[i]})
+			}
+			require.Equal(t, want, unchecked, "ApplyValidated: seed %d round %d", seed, round)
 			s = want
 		}
 	}
