@@ -21,6 +21,7 @@ const (
 	sysConvlogCons = "convlog_consistent"
 	sysConvlogWarm = "convlog_warm" // snapshot Get with the chunk cache warm
 	sysRaw         = "jetstream"
+	sysRawEnc      = "jetstream_encoding"
 	sysRawKV       = "jetstream_kv"
 	sysPG          = "postgres"
 	sysPGAsync     = "postgres_async"
@@ -94,6 +95,35 @@ func appenders(e *Env, b *Baselines) ([]appender, error) {
 			},
 		},
 	}
+	// The same raw publish, but encoding a new event for every append
+	// (events.Marshal of a fresh envelope, whose id is the Nats-Msg-Id), as
+	// any writer of convlog events must; not validated.
+	as = append(as, appender{
+		name: sysRawEnc,
+		newThread: func(context.Context) (*appendThread, error) {
+			id := events.NewID()
+			return &appendThread{id: id, subject: rawPrefix + "." + tenant + "." + id}, nil
+		},
+		append: func(ctx context.Context, t *appendThread) error {
+			ev := events.New(tenant, t.id, "convlog-client", payload)
+			data, err := events.Marshal(ev)
+			if err != nil {
+				return err
+			}
+			ack, err := e.JS.PublishMsg(ctx, &nats.Msg{Subject: t.subject, Data: data, Header: nats.Header{
+				events.HeaderType:                   {string(events.TypeUserMessage)},
+				events.HeaderSchema:                 {schemaVersion},
+				jetstream.MsgIDHeader:               {ev.ID},
+				jetstream.ExpectedLastSubjSeqHeader: {strconv.FormatUint(t.version, 10)},
+				jetstream.ExpectedStreamHeader:      {rawStream},
+			}})
+			if err != nil {
+				return err
+			}
+			t.version = ack.Sequence
+			return nil
+		},
+	})
 	pgAppend := func(pool *pgxpool.Pool) func(ctx context.Context, t *appendThread) error {
 		return func(ctx context.Context, t *appendThread) error {
 			if _, err := pool.Exec(ctx, pgInsert, t.id, int64(t.version+1), sample); err != nil {

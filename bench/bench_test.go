@@ -38,7 +38,7 @@ func TestRunTiny(t *testing.T) {
 	t.Run("appends were measured for convlog and raw JetStream only", func(t *testing.T) {
 		a := res.Append
 		require.NotNil(t, a)
-		assert.Equal(t, []string{sysConvlog, sysRaw}, a.Systems)
+		assert.Equal(t, []string{sysConvlog, sysRaw, sysRawEnc}, a.Systems)
 		for _, s := range a.Systems {
 			assert.Equal(t, p.Append.Rounds*p.Append.SeqOps, a.Seq[s].N, s)
 			assert.Positive(t, a.Conc[s].N, s)

@@ -26,7 +26,9 @@ import (
 // thread state, OCC, idempotency id) with a raw jetstream.PublishMsg of the
 // same bytes and headers (Nats-Msg-Id, Nats-Expected-Last-Subject-Sequence,
 // Nats-Expected-Stream, Convlog-Type, Convlog-Schema), in the same run on
-// one embedded server (R1, file storage):
+// one embedded server (R1, file storage). raw publishes bytes encoded once;
+// raw-encoding encodes a new event for every publish, as any writer of the
+// event must (neither validates):
 //
 //   - sequential: one writer, one thread, each append conditional on the
 //     version the previous one returned;
@@ -99,6 +101,21 @@ func BenchmarkAppend(b *testing.B) {
 		return nil
 	}
 
+	// appendRawEncoding is appendRaw encoding a new event each time, as any
+	// writer of the event must (not validated).
+	appendRawEncoding := func(th *thread) error {
+		data, err := events.Marshal(events.New(events.DefaultTenant, th.name, "convlog-client", payload))
+		if err != nil {
+			return err
+		}
+		v, err := raw(th.subject, data, th.version)
+		if err != nil {
+			return err
+		}
+		th.version = v
+		return nil
+	}
+
 	// Threads are created on a sub-benchmark's first run, so that filtered
 	// out sub-benchmarks cost nothing.
 	sequential := func(do func(*thread) error) func(*testing.B) {
@@ -162,6 +179,7 @@ func BenchmarkAppend(b *testing.B) {
 
 	b.Run("sequential/client", sequential(appendClient))
 	b.Run("sequential/raw", sequential(appendRaw))
+	b.Run("sequential/raw-encoding", sequential(appendRawEncoding))
 	// The two alternated in one loop: on a shared, noisy machine the ratio
 	// of their p50s is steadier than across sub-benchmarks.
 	var pc, pr *thread
@@ -185,6 +203,7 @@ func BenchmarkAppend(b *testing.B) {
 	})
 	b.Run(fmt.Sprintf("concurrent-%dx%d/client", writers, threads), concurrent(appendClient))
 	b.Run(fmt.Sprintf("concurrent-%dx%d/raw", writers, threads), concurrent(appendRaw))
+	b.Run(fmt.Sprintf("concurrent-%dx%d/raw-encoding", writers, threads), concurrent(appendRawEncoding))
 	// Each writer alternates a client append on one of its threads and a raw
 	// publish on a thread of the raw set: both see the same load.
 	var pcs, prs []*thread
