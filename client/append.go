@@ -410,7 +410,7 @@ func (c *Client) maxEventSize() int {
 // checkAll gives the fold's verdict on evs appended in order to s (which it
 // does not change), and returns the state the verdict was given on: s, or
 // the thread's full state when an event needs history beyond s's window.
-// When every event is of a type [projector.State.Renumber] supports, the
+// When every event is [projector.Renumberable], the
 // verdict is given on a copy of s's cache window with the events folded in
 // at provisional sequences, which checkAll returns as folded: once the
 // events are stored, renumbered, it is the thread's next cached state.
@@ -421,14 +421,10 @@ func (c *Client) checkAll(ctx context.Context, s *projector.State, evs []events.
 	// or on what the cache keeps when the result is kept.
 	window, keep := 0, true
 	for _, e := range evs {
-		switch e.Payload.(type) {
-		case events.Compaction:
-			window, keep = -1, false
-		case events.UserMessage, events.AssistantMessage, events.ToolResult,
-			events.StateSet, events.StateDeleted, events.ThreadUpdated:
-		default:
-			keep = false
+		if _, ok := e.Payload.(events.Compaction); ok {
+			window = -1
 		}
+		keep = keep && projector.Renumberable(e.Payload)
 	}
 	if keep && c.cache.max > 0 {
 		w := windowCopy(s, max(windowSize-len(evs), 0), len(evs))

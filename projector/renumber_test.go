@@ -58,6 +58,7 @@ func TestRenumberEqualsFoldWithStoredSequences(t *testing.T) {
 				default:
 					p = result("nope", "no such call") // rejected
 				}
+				require.True(t, projector.Renumberable(p), "%T", p)
 				evs = append(evs, c.ev("acme", "t1", p))
 			}
 			// The stored sequences: after the version, with gaps (other
@@ -88,5 +89,13 @@ func TestRenumberEqualsFoldWithStoredSequences(t *testing.T) {
 			require.Equal(t, want, unchecked, "ApplyValidated: seed %d round %d", seed, round)
 			s = want
 		}
+	}
+}
+
+// The types whose sequences Renumber cannot attribute must be refused.
+func TestRenumberableRefusesHistoryReplacingEvents(t *testing.T) {
+	for _, p := range []events.Payload{events.Restore{}, events.Compaction{}, events.Forked{},
+		events.Reset{}, events.ThreadCreated{}, events.Erased{}, events.Deleted{}, events.Undeleted{}} {
+		require.False(t, projector.Renumberable(p), "%T", p)
 	}
 }

@@ -153,7 +153,8 @@ func (s *State) Clone0() *State {
 // message.assistant, tool.result, state.set, state.deleted,
 // thread.updated); Renumber handles those. For any other event type
 // (a restore or fork carries messages with their own sequences, a
-// compaction cuts by sequence) fold the stored events again instead.
+// compaction cuts by sequence) fold the stored events again instead;
+// [Renumberable] tells which.
 // A provisional sequence past from+len(seqs) is left as it is.
 func (s *State) Renumber(from uint64, seqs []uint64) {
 	re := func(q uint64) uint64 {
@@ -177,4 +178,17 @@ func (s *State) Renumber(from uint64, seqs []uint64) {
 	for i := range s.Rejections {
 		s.Rejections[i].Seq = re(s.Rejections[i].Seq)
 	}
+}
+
+// Renumberable reports whether [State.Renumber] can give an event of this
+// payload its stored sequence (see there): message.user,
+// message.assistant, tool.result, state.set, state.deleted and
+// thread.updated.
+func Renumberable(p events.Payload) bool {
+	switch p.(type) {
+	case events.UserMessage, events.AssistantMessage, events.ToolResult,
+		events.StateSet, events.StateDeleted, events.ThreadUpdated:
+		return true
+	}
+	return false
 }
