@@ -211,7 +211,7 @@ func targets(m *md, res *Results) {
 			if r.Rate == 1000 {
 				how := "writers through client/ (conditional publishes)"
 				if !r.OCC {
-					how = "plain publishes (no OCC header: the projector reads the log per event)"
+					how = "plain publishes (no OCC header: chained by the projector's delivery order)"
 				}
 				ts = append(ts, target{"projection lag p99 < 10 ms at 1,000 events/s, " + how,
 					fmt.Sprintf("p99 %s (p50 %s)", fmtDur(r.D.P99), fmtDur(r.D.P50)), verdict(r.D.P99 < 10*time.Millisecond)})
@@ -466,8 +466,9 @@ func lagSection(m *md, res *Results) {
 	m.p("Each rate is run twice, on threads of its own. **Conditional**: every event carries its thread's version in")
 	m.p("`Nats-Expected-Last-Subject-Sequence` (taken from the thread's previous publish ack), as `client.Append` and")
 	m.p("agentd write every event; the projector folds such an event straight onto the head it chains onto. **Plain**:")
-	m.p("no such header, as a writer that publishes to the stream directly might; the projector must then read the")
-	m.p("thread's log from its version for every event.")
+	m.p("no such header, as a writer that publishes to the stream directly might; a single projector instance then")
+	m.p("knows each event's predecessor from the order of its consumer's deliveries (consecutive consumer sequences),")
+	m.p("and folds it the same way; instances that share the consumer see gaps and check the log with one get per event.")
 	m.p("")
 	m.header("publishes", "target rate", "achieved", "events measured", "lag p50", "lag p99", "lag max", "max consumer backlog", "drained after the last publish")
 	for _, r := range l.Rows {

@@ -109,6 +109,13 @@ type Step struct {
 	// Conflicts counts compare-and-swap conflicts met (another instance
 	// wrote the head first) before this step succeeded.
 	Conflicts int
+	// LogReads counts the requests this step made to read events from the
+	// stream: 0 when every event folded came with its trigger, chained to
+	// the head by the OCC header (Nats-Expected-Last-Subject-Sequence) or
+	// by this instance's delivery order (see the package doc); 1 for the
+	// single next_by_subj check of a trigger that could not be chained;
+	// plus one per batched read page.
+	LogReads int
 	// Took is the step's duration.
 	Took time.Duration
 }

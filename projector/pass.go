@@ -79,10 +79,11 @@ type rawEvent struct {
 	seq  uint64
 	time time.Time
 	data []byte
-	// prev is the sequence the writer expected to be the subject's last
-	// (Nats-Expected-Last-Subject-Sequence), known only for triggers
-	// (hasPrev). The server stored the event only if it was, so prev is
-	// the event before it on the thread.
+	// prev is the sequence of the event before it on the thread, known
+	// only for some triggers (hasPrev): the sequence the writer expected
+	// to be the subject's last (Nats-Expected-Last-Subject-Sequence; the
+	// server stored the event only if it was), or the thread's previous
+	// event in this instance's delivery window (deliveryWindow).
 	prev    uint64
 	hasPrev bool
 }
@@ -126,12 +127,14 @@ func (p *Projector) project(ctx context.Context, ts *threadState, behind uint64,
 // be waiting.
 //
 // The events come from the stream (a batched direct get by subject), or,
-// when the triggers continue the head's version without a gap (each
-// carries the OCC header naming the event before it, as appends through
-// client/ do), from the triggers themselves: one round trip less.
+// when the triggers continue the head's version without a gap (each one's
+// previous event is known: from the OCC header, as appends through client/
+// write it, or from this instance's delivery window), from the triggers
+// themselves: one round trip less.
 func (p *Projector) step(ctx context.Context, ts *threadState, behind uint64, triggers []rawEvent) (version uint64, more bool, err error) {
 	start := time.Now()
 	key := HeadKey(ts.tenant, ts.thread)
+	reads := 0 // reads of the event log
 	for conflicts := 0; ; conflicts++ {
 		if conflicts > maxConflicts {
 			return 0, false, fmt.Errorf("projector: thread %s/%s: %d compare-and-swap conflicts in a row", ts.tenant, ts.thread, conflicts)
@@ -147,11 +150,14 @@ func (p *Projector) step(ctx context.Context, ts *threadState, behind uint64, tr
 		}
 		evs := chainFrom(cur.version(), fresh, p.cfg.MaxBatch)
 		if len(evs) == 0 && len(fresh) > 0 {
-			// A trigger without the OCC header (a writer that publishes
-			// directly): ask for the subject's next event after the head
-			// with a single get, which skips the pending count a batched
-			// read makes the server compute; if it is the trigger itself,
-			// the chain starts there.
+			// The first trigger does not say which event came before it
+			// (no OCC header, and not proven by the delivery window, e.g.
+			// with several instances): ask for the subject's next event
+			// after the head with a single get, which skips the pending
+			// count a batched read makes the server compute; if it is the
+			// trigger itself, the chain starts there. (The server finds it
+			// by walking the messages stored after the head's version.)
+			reads++
 			next, err := directget.Next(ctx, p.js, p.cfg.Stream, ts.subject, cur.version()+1)
 			if err == nil && next != nil && next.Sequence == fresh[0].seq {
 				evs = append([]rawEvent{fresh[0]}, chainFrom(fresh[0].seq, fresh[1:], p.cfg.MaxBatch-1)...)
@@ -159,7 +165,7 @@ func (p *Projector) step(ctx context.Context, ts *threadState, behind uint64, tr
 		}
 		fromTriggers := len(evs) > 0
 		if !fromTriggers && (len(triggers) == 0 || len(fresh) > 0) {
-			evs, err = p.read(ctx, ts.subject, cur.version()+1, p.cfg.MaxBatch)
+			evs, err = p.read(ctx, ts.subject, cur.version()+1, p.cfg.MaxBatch, &reads)
 			if err != nil {
 				return cur.version(), false, err
 			}
@@ -247,7 +253,7 @@ func (p *Projector) step(ctx context.Context, ts *threadState, behind uint64, tr
 		took := time.Since(start)
 		if p.cfg.OnStep != nil {
 			p.cfg.OnStep(Step{Tenant: ts.tenant, Thread: ts.thread, From: from, To: w.s.Version, Events: len(evs),
-				Rejected: rejected, ChunksWritten: len(w.created), HeadBytes: len(data), Conflicts: conflicts, Took: took})
+				Rejected: rejected, ChunksWritten: len(w.created), HeadBytes: len(data), Conflicts: conflicts, LogReads: reads, Took: took})
 		}
 		if p.log.Enabled(ctx, slog.LevelDebug) {
 			p.log.Debug("projected", "tenant", ts.tenant, "thread", ts.thread, "seq", w.s.Version, "events", len(evs),
@@ -346,10 +352,11 @@ func (p *Projector) applyWithHistory(ctx context.Context, w *work, st events.Sto
 }
 
 // read returns up to limit events of subject from sequence from on, with
-// batched direct gets.
-func (p *Projector) read(ctx context.Context, subject string, from uint64, limit int) ([]rawEvent, error) {
+// batched direct gets, and adds their number to *reads.
+func (p *Projector) read(ctx context.Context, subject string, from uint64, limit int, reads *int) ([]rawEvent, error) {
 	var out []rawEvent
 	for len(out) < limit {
+		*reads++
 		msgs, pending, err := directget.Batch(ctx, p.js, p.cfg.Stream, subject, from, limit-len(out), readMaxBytes)
 		for _, m := range msgs {
 			out = append(out, rawEvent{seq: m.Sequence, time: m.Time, data: m.Data})

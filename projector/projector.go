@@ -40,14 +40,26 @@ type Projector struct {
 	mu      sync.Mutex
 	threads map[string]*threadState // threads with queued or running work
 	cache   *headCache
+	window  *deliveryWindow // used by Run's goroutine only
 }
 
 // threadState is one thread with triggers to process. At most one worker
 // processes it at a time (running).
 type threadState struct {
 	tenant, thread, subject string
-	msgs                    []jetstream.Msg
+	msgs                    []delivery
 	running                 bool
+}
+
+// delivery is one trigger as the dispatcher received it: the message, its
+// metadata (nil if it did not parse) and, when the dispatcher's
+// deliveryWindow proves it, the stream sequence of the thread's event
+// before it (prev, hasPrev).
+type delivery struct {
+	msg     jetstream.Msg
+	md      *jetstream.MsgMetadata
+	prev    uint64
+	hasPrev bool
 }
 
 func (t *threadState) key() string { return t.tenant + "." + t.thread }
@@ -66,6 +78,7 @@ func New(js jetstream.JetStream, cfg Config) (*Projector, error) {
 	return &Projector{
 		js: js, cfg: cfg, log: cfg.Logger, subjects: events.Subjects{Prefix: cfg.SubjectPrefix},
 		ready: make(chan struct{}), threads: map[string]*threadState{}, cache: newHeadCache(cfg.CacheThreads, cfg.CacheBytes),
+		window: newDeliveryWindow(),
 	}, nil
 }
 
@@ -185,26 +198,39 @@ func (p *Projector) bind(ctx context.Context) (jetstream.Consumer, error) {
 }
 
 // dispatch queues msg on its thread and hands the thread to a worker if no
-// worker has it.
+// worker has it. It runs on Run's goroutine, in delivery order.
 func (p *Projector) dispatch(msg jetstream.Msg, work chan<- *threadState) {
+	md, mdErr := msg.Metadata()
+	if mdErr != nil {
+		md = nil
+	}
 	tenant, thread, err := p.subjects.Parse(msg.Subject())
+	key := ""
+	if err == nil {
+		key = tenant + "." + thread
+	}
+	d := delivery{msg: msg, md: md}
+	if md != nil {
+		d.prev, d.hasPrev = p.window.observe(key, md.Sequence.Consumer, md.Sequence.Stream, md.NumDelivered, true)
+	} else {
+		p.window.observe(key, 0, 0, 0, false)
+	}
 	if err != nil {
 		// Only a raw publisher can put such a subject in the stream; it has
 		// no snapshot key. Nothing to project.
 		seq := uint64(0)
-		if md, e := msg.Metadata(); e == nil {
+		if md != nil {
 			seq = md.Sequence.Stream
 		}
 		p.log.Warn("projector: skipping a message on a subject that is no thread", "subject", msg.Subject(), "seq", seq, "err", err)
 		_ = msg.Ack()
 		return
 	}
-	key := tenant + "." + thread
 	// Most triggers of a burst are for events an earlier step already
 	// folded (a step reads every event of its thread, not just its
 	// trigger's): ack those at once. Versions only grow, so a cached head
 	// at or past seq, with its index entry written, proves it.
-	if c := p.cache.get(key); c != nil && c.settled(seqOf(msg)) {
+	if c := p.cache.get(key); c != nil && md != nil && c.settled(md.Sequence.Stream) {
 		_ = msg.Ack()
 		return
 	}
@@ -214,7 +240,7 @@ func (p *Projector) dispatch(msg jetstream.Msg, work chan<- *threadState) {
 		ts = &threadState{tenant: tenant, thread: thread, subject: msg.Subject()}
 		p.threads[key] = ts
 	}
-	ts.msgs = append(ts.msgs, msg)
+	ts.msgs = append(ts.msgs, d)
 	start := !ts.running
 	ts.running = true
 	p.mu.Unlock()
@@ -245,25 +271,28 @@ func (p *Projector) worker(ctx context.Context, work <-chan *threadState) {
 
 // process brings the thread's snapshot up to at least the highest trigger
 // sequence, then acks the triggers it covers.
-func (p *Projector) process(ctx context.Context, ts *threadState, msgs []jetstream.Msg) {
+func (p *Projector) process(ctx context.Context, ts *threadState, ds []delivery) {
 	var target, behind uint64
-	seqs := make([]uint64, len(msgs))
+	msgs := make([]jetstream.Msg, len(ds))
+	seqs := make([]uint64, len(ds))
 	delivered := uint64(0)
-	triggers := make([]rawEvent, 0, len(msgs))
-	for i, m := range msgs {
-		md, err := m.Metadata()
-		if err != nil {
+	triggers := make([]rawEvent, 0, len(ds))
+	for i, d := range ds {
+		msgs[i] = d.msg
+		md := d.md
+		if md == nil {
 			continue
 		}
 		seqs[i] = md.Sequence.Stream
 		target = max(target, seqs[i])
 		behind = md.NumPending
 		delivered = max(delivered, md.NumDelivered)
-		t := rawEvent{seq: seqs[i], time: md.Timestamp, data: m.Data()}
-		if h := m.Headers(); h != nil && h.Get(jetstream.ExpectedLastSubjSeqSubjHeader) == "" {
+		t := rawEvent{seq: seqs[i], time: md.Timestamp, data: d.msg.Data(), prev: d.prev, hasPrev: d.hasPrev}
+		if h := d.msg.Headers(); h != nil && h.Get(jetstream.ExpectedLastSubjSeqSubjHeader) == "" {
 			if v := h.Get(jetstream.ExpectedLastSubjSeqHeader); v != "" {
-				t.prev, err = strconv.ParseUint(v, 10, 64)
-				t.hasPrev = err == nil
+				if prev, err := strconv.ParseUint(v, 10, 64); err == nil {
+					t.prev, t.hasPrev = prev, true
+				}
 			}
 		}
 		triggers = append(triggers, t)
