@@ -367,6 +367,25 @@ func (r *reader) mapLen() (int, error) {
 
 // rawString reads a str (or bin) without copying; nil reads as empty.
 func (r *reader) rawString() ([]byte, error) {
+	// Fast path for the common forms (fixstr, str8, str16) when they fit
+	// in the data; everything else, including every error, goes the
+	// checked way below.
+	if b, i := r.b, r.i; i < len(b) {
+		c := b[i]
+		n, h := 0, 0
+		switch {
+		case c&0xe0 == 0xa0:
+			n, h = int(c&0x1f), 1
+		case c == 0xd9 && i+1 < len(b):
+			n, h = int(b[i+1]), 2
+		case c == 0xda && i+2 < len(b):
+			n, h = int(b[i+1])<<8|int(b[i+2]), 3
+		}
+		if h > 0 && n <= len(b)-i-h {
+			r.i = i + h + n
+			return b[i+h : i+h+n], nil
+		}
+	}
 	c, err := r.byte1()
 	if err != nil {
 		return nil, err
@@ -444,6 +463,20 @@ func (r *reader) bool1() (bool, error) {
 }
 
 func (r *reader) int64() (int64, error) {
+	// Fast path: positive fixint and the unsigned forms up to 32 bits.
+	if b, i := r.b, r.i; i < len(b) {
+		switch c := b[i]; {
+		case c <= 0x7f:
+			r.i++
+			return int64(c), nil
+		case c == 0xcd && len(b)-i >= 3:
+			r.i += 3
+			return int64(binary.BigEndian.Uint16(b[i+1:])), nil
+		case c == 0xce && len(b)-i >= 5:
+			r.i += 5
+			return int64(binary.BigEndian.Uint32(b[i+1:])), nil
+		}
+	}
 	c, err := r.byte1()
 	if err != nil {
 		return 0, err
@@ -482,6 +515,13 @@ func (r *reader) int64() (int64, error) {
 }
 
 func (r *reader) time1() (time.Time, error) {
+	// Fast path: the 64-bit form (timestamp 64), what Marshal writes for
+	// nanosecond times before 2514.
+	if b, i := r.b, r.i; len(b)-i >= 10 && b[i] == 0xd7 && b[i+1] == 0xff {
+		d := binary.BigEndian.Uint64(b[i+2:])
+		r.i = i + 10
+		return time.Unix(int64(d&(1<<34-1)), int64(d>>34)).UTC(), nil
+	}
 	c, err := r.byte1()
 	if err != nil {
 		return time.Time{}, err

@@ -114,7 +114,7 @@ func (s *Snapshots) LoadHead(ctx context.Context, tenant, thread string) (*Snaps
 		}
 		return nil, err
 	}
-	s.hints.put(key, h.Gen, h.Chunks)
+	s.hints.put(key, h.Gen, h.Chunks, len(h.State.Messages))
 	s.cache.sawHead(key, h.Gen, h.State.Erased)
 	return &Snapshot{State: h.State, Revision: rev, Gen: h.Gen, Chunks: h.Chunks, Bytes: n}, nil
 }
@@ -122,17 +122,32 @@ func (s *Snapshots) LoadHead(ctx context.Context, tenant, thread string) (*Snaps
 // load is one attempt of Load: the head and, at the same time, the chunks
 // the thread had when this reader last saw it that are not cached; then
 // whatever chunks the head names that are neither cached nor on their way.
+// Every chunk is decoded by its fetch as soon as it arrives, whether or not
+// the head is there yet.
 func (s *Snapshots) load(ctx context.Context, f *chunkFetcher, tenant, thread string) (*Snapshot, error) {
 	key := HeadKey(tenant, thread)
-	if hint, ok := s.hints.get(key); ok {
+	if hint, ok := s.hints.get(key); ok && f.pre == nil {
 		var cached []*chunkEntry
 		if s.cache != nil {
 			cached = make([]*chunkEntry, len(hint.chunks))
 			s.cache.lookup(key, hint.gen, hint.chunks, cached, false)
+		} else {
+			// Without a cache the chunks are decoded straight into the
+			// slice Load returns, sized as the thread was last seen; if
+			// the head turns out longer, fillChunks copies them over.
+			base := 0
+			for _, c := range hint.chunks {
+				base = max(base, c.First+c.Count)
+			}
+			f.pre = make([]events.Message, base+hint.tail, base+hint.tail+hintSlack)
 		}
 		for i, c := range hint.chunks {
 			if cached == nil || cached[i] == nil {
-				f.start(ctx, ChunkKey(tenant, thread, hint.gen, c.First, c.Count))
+				var into []events.Message
+				if f.pre != nil && c.First >= 0 && c.Count > 0 && c.First+c.Count <= len(f.pre) {
+					into = f.pre[c.First : c.First+c.Count]
+				}
+				f.start(ctx, ChunkKey(tenant, thread, hint.gen, c.First, c.Count), c.Count, into)
 			}
 		}
 	}
@@ -143,7 +158,7 @@ func (s *Snapshots) load(ctx context.Context, f *chunkFetcher, tenant, thread st
 		}
 		return nil, err
 	}
-	s.hints.put(key, h.Gen, h.Chunks)
+	s.hints.put(key, h.Gen, h.Chunks, len(h.State.Messages))
 	s.cache.sawHead(key, h.Gen, h.State.Erased)
 	read, cached, err := s.fillChunks(ctx, f, tenant, thread, h)
 	if err != nil {
@@ -152,25 +167,41 @@ func (s *Snapshots) load(ctx context.Context, f *chunkFetcher, tenant, thread st
 	return &Snapshot{State: h.State, Revision: rev, Gen: h.Gen, Chunks: h.Chunks, Bytes: n + read, CachedBytes: cached}, nil
 }
 
+// hintSlack is how many messages more than the hinted tail the slice a
+// hinted Load decodes into leaves room for.
+const hintSlack = 16
+
 // chunkFetcher gets chunk values concurrently, at most fetchConcurrency at
-// a time and each key once. Its goroutines end with ctx; wg waits for them.
+// a time and each key once, and decodes each as it arrives. Its goroutines
+// end with ctx; wg waits for them.
 type chunkFetcher struct {
 	kv  jetstream.KeyValue
 	sem chan struct{}
 	wg  sync.WaitGroup
 	mu  sync.Mutex
 	m   map[string]*fetch
+	// pre is the slice the hinted chunks of a Load without chunk cache are
+	// decoded into (nil otherwise): each fetch writes only its range.
+	pre []events.Message
 }
 
-// fetch is one chunk get; done is closed when data or err is set.
+// fetch is one chunk get and its decoding; done is closed when data and
+// msgs, or err, are set.
 type fetch struct {
-	done   chan struct{}
-	data   []byte
-	err    error
+	done chan struct{}
+	data []byte
+	// msgs is the decoded chunk: the into slice given to start, or a new
+	// one. It shares data's memory (strings), which nobody modifies.
+	msgs   []events.Message
+	err    error // the get failed (wraps jetstream.ErrKeyNotFound when the chunk is gone)
+	decErr error // the value did not decode
 	cancel context.CancelFunc
 }
 
-func (f *chunkFetcher) start(ctx context.Context, key string) *fetch {
+// start fetches key, a chunk of count messages, unless it is on its way
+// already, and decodes it into into (if it has count elements) or a new
+// slice.
+func (f *chunkFetcher) start(ctx context.Context, key string, count int, into []events.Message) *fetch {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if r, ok := f.m[key]; ok {
@@ -188,28 +219,39 @@ func (f *chunkFetcher) start(ctx context.Context, key string) *fetch {
 			r.err = ctx.Err()
 			return
 		}
-		defer func() { <-f.sem }()
 		e, err := f.kv.Get(ctx, key)
+		<-f.sem
 		if err != nil {
 			r.err = fmt.Errorf("projector: read chunk %s: %w", key, err)
 			return
 		}
 		r.data = e.Value()
+		if len(into) != count {
+			into = make([]events.Message, count)
+		}
+		if err := parseMessagesInto(r.data, into); err != nil {
+			r.decErr = fmt.Errorf("%w: chunk %s: %v", ErrCorrupt, key, err)
+			return
+		}
+		r.msgs = into
 	})
 	return r
 }
 
 // keep cancels and forgets the fetches of keys not in need (remembered
-// chunks the head no longer names).
-func (f *chunkFetcher) keep(need map[string]bool) {
+// chunks the head no longer names), and returns them.
+func (f *chunkFetcher) keep(need map[string]bool) []*fetch {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	var dropped []*fetch
 	for k, r := range f.m {
 		if !need[k] {
 			r.cancel()
 			delete(f.m, k)
+			dropped = append(dropped, r)
 		}
 	}
+	return dropped
 }
 
 // forgetFailed forgets the fetches that ended in an error, so that they are
@@ -220,7 +262,7 @@ func (f *chunkFetcher) forgetFailed() {
 	for k, r := range f.m {
 		select {
 		case <-r.done:
-			if r.err != nil {
+			if r.err != nil || r.decErr != nil {
 				delete(f.m, k)
 			}
 		default:
@@ -238,6 +280,7 @@ type chunkHints struct {
 type chunkHint struct {
 	gen    uint64
 	chunks []ChunkRef
+	tail   int // messages in the head's tail
 }
 
 const maxHints = 1024
@@ -249,7 +292,7 @@ func (c *chunkHints) get(key string) (chunkHint, bool) {
 	return h, ok
 }
 
-func (c *chunkHints) put(key string, gen uint64, chunks []ChunkRef) {
+func (c *chunkHints) put(key string, gen uint64, chunks []ChunkRef, tail int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.m[key]; !ok && len(c.m) >= maxHints {
@@ -258,7 +301,7 @@ func (c *chunkHints) put(key string, gen uint64, chunks []ChunkRef) {
 			break
 		}
 	}
-	c.m[key] = chunkHint{gen: gen, chunks: chunks}
+	c.m[key] = chunkHint{gen: gen, chunks: chunks, tail: tail}
 }
 
 // Load reads a thread's complete snapshot: the head and every chunk it
@@ -324,11 +367,11 @@ func getHead(ctx context.Context, kv jetstream.KeyValue, tenant, thread string, 
 }
 
 // fillChunks makes h.State complete: it puts the messages of every chunk
-// the head names into a new slice before the tail, taking them from the
-// chunk cache or getting them through f and decoding each as it arrives
-// (and caching it), and sets Base to 0. It returns the chunk bytes read
-// from KV and those taken from the cache, or an error wrapping
-// jetstream.ErrKeyNotFound when a chunk is gone.
+// the head names into a new slice before the tail (the fetcher's pre slice
+// when it fits), taking them from the chunk cache or from fetches through
+// f (each decoded as it arrives, and cached), and sets Base to 0. It
+// returns the chunk bytes read from KV and those taken from the cache, or
+// an error wrapping jetstream.ErrKeyNotFound when a chunk is gone.
 //
 // The new slice holds copies of the cached Message values, so the cache's
 // slices are never handed out and a caller may overwrite fields of its
@@ -346,70 +389,81 @@ func (s *Snapshots) fillChunks(ctx context.Context, f *chunkFetcher, tenant, thr
 	}
 	hkey := HeadKey(tenant, thread)
 	for _, c := range h.Chunks {
-		if c.First < 0 || c.First+c.Count > st.Base {
+		if c.First < 0 || c.Count < 1 || c.First+c.Count > st.Base {
 			return 0, 0, fmt.Errorf("%w: chunk %s lies outside the head's %d chunked messages", ErrCorrupt,
 				ChunkKey(tenant, thread, h.Gen, c.First, c.Count), st.Base)
 		}
 	}
-	all := make([]events.Message, st.Base+len(st.Messages))
-	copy(all[st.Base:], st.Messages)
+	size := st.Base + len(st.Messages)
 	var hits []*chunkEntry
 	if s.cache != nil {
 		hits = make([]*chunkEntry, len(h.Chunks))
 		s.cache.lookup(hkey, h.Gen, h.Chunks, hits, true)
 	}
-	var misses []int // indexes in h.Chunks
+	need := map[string]bool{}
+	for i, c := range h.Chunks {
+		if hits == nil || hits[i] == nil {
+			need[ChunkKey(tenant, thread, h.Gen, c.First, c.Count)] = true
+		}
+	}
+	// Fetches the head does not need (chunks merged or replaced since the
+	// hint, or found cached meanwhile) are cancelled; one may still be
+	// decoding into f.pre, over a range this head puts other messages in,
+	// so wait until they are all done before anything is written.
+	for _, r := range f.keep(need) {
+		<-r.done
+	}
+	var all []events.Message
+	if pre := f.pre; s.cache == nil && len(pre) >= st.Base && cap(pre) >= size {
+		all = pre[:size] // the hinted chunks still named are in place
+	} else {
+		all = make([]events.Message, size)
+	}
+	copy(all[st.Base:], st.Messages)
+	type miss struct {
+		c ChunkRef
+		r *fetch
+	}
+	var misses []miss
 	for i, c := range h.Chunks {
 		if hits != nil && hits[i] != nil {
 			copy(all[c.First:c.First+c.Count], hits[i].msgs)
 			cached += int(hits[i].bytes)
 			continue
 		}
-		misses = append(misses, i)
-	}
-	fetches := make([]*fetch, len(misses))
-	need := make(map[string]bool, len(misses))
-	for j, i := range misses {
-		c := h.Chunks[i]
-		key := ChunkKey(tenant, thread, h.Gen, c.First, c.Count)
-		need[key] = true
-		fetches[j] = f.start(ctx, key)
-	}
-	f.keep(need) // also cancels hinted fetches of chunks found cached meanwhile
-	var total atomic.Int64
-	err = forEach(ctx, len(misses), fetchConcurrency, func(ctx context.Context, j int) error {
-		c, r := h.Chunks[misses[j]], fetches[j]
-		select {
-		case <-r.done:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if r.err != nil {
-			return r.err
-		}
-		total.Add(int64(len(r.data)))
-		dst := all[c.First : c.First+c.Count]
+		var into []events.Message
 		if s.cache == nil {
-			if err := parseMessagesInto(r.data, dst); err != nil {
-				return fmt.Errorf("%w: chunk %s: %v", ErrCorrupt, ChunkKey(tenant, thread, h.Gen, c.First, c.Count), err)
-			}
-			return nil
+			into = all[c.First : c.First+c.Count]
 		}
-		// Decoded into a slice of the cache's own; r.data is never
-		// modified, so the strings that share it stay valid.
-		ms := make([]events.Message, c.Count)
-		if err := parseMessagesInto(r.data, ms); err != nil {
-			return fmt.Errorf("%w: chunk %s: %v", ErrCorrupt, ChunkKey(tenant, thread, h.Gen, c.First, c.Count), err)
+		key := ChunkKey(tenant, thread, h.Gen, c.First, c.Count)
+		misses = append(misses, miss{c: c, r: f.start(ctx, key, c.Count, into)})
+	}
+	for _, m := range misses {
+		select {
+		case <-m.r.done:
+		case <-ctx.Done():
+			return 0, 0, ctx.Err()
 		}
-		copy(dst, ms)
-		s.cache.put(chunkID{thread: hkey, gen: h.Gen, first: c.First, count: c.Count}, ms, len(r.data))
-		return nil
-	})
-	if err != nil {
-		return 0, 0, err
+		if m.r.err != nil {
+			return 0, 0, m.r.err
+		}
+		if m.r.decErr != nil {
+			return 0, 0, m.r.decErr
+		}
+		read += len(m.r.data)
+		dst := all[m.c.First : m.c.First+m.c.Count]
+		if &m.r.msgs[0] != &dst[0] {
+			copy(dst, m.r.msgs)
+		}
+		if s.cache != nil {
+			// Decoded into a slice of the fetch's own, which the cache
+			// keeps; r.data is never modified, so the strings that share
+			// it stay valid.
+			s.cache.put(chunkID{thread: hkey, gen: h.Gen, first: m.c.First, count: m.c.Count}, m.r.msgs, len(m.r.data))
+		}
 	}
 	st.Messages, st.Base = all, 0
-	return int(total.Load()), cached, nil
+	return read, cached, nil
 }
 
 // forEach calls fn(ctx, i) for i in [0, n) on up to conc goroutines, and
