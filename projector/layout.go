@@ -93,21 +93,21 @@ type head struct {
 	Garbage []string `msgpack:"garbage,omitempty"`
 }
 
-func encodeHead(h *head) ([]byte, error) {
+// encodeHead encodes h; tail is the encoding of h.State.Messages, each
+// message by appendMessage, concatenated (as work.tailEnc keeps it), so
+// that a step does not encode its tail again.
+func encodeHead(h *head, tail []byte) ([]byte, error) {
 	st := *h.State
 	st.Messages = nil
 	w := *h
 	w.State = &st
-	n := 16
-	for i := range h.State.Messages {
-		n += len(h.State.Messages[i].Content.Text) + 128
-	}
-	w.Tail = appendMessages(make([]byte, 0, n), h.State.Messages)
+	w.Tail = append(appendArrayLen(make([]byte, 0, len(tail)+5), len(h.State.Messages)), tail...)
 	return msgpack.Marshal(&w)
 }
 
-// decodeHead decodes a head; sizes receives the encoded size of each tail
-// message when not nil.
+// decodeHead decodes a head; when sizes is not nil, it receives the encoded
+// size of each tail message, and h.Tail keeps the tail's encoded messages
+// (without the array header: what encodeHead takes); else h.Tail is nil.
 func decodeHead(b []byte, sizes *[]int) (*head, error) {
 	var h head
 	if err := msgpack.Unmarshal(b, &h); err != nil {
@@ -121,7 +121,15 @@ func decodeHead(b []byte, sizes *[]int) (*head, error) {
 		return nil, fmt.Errorf("%w: head tail: %v", ErrCorrupt, err)
 	}
 	h.State.Messages = ms
-	h.Tail = nil
+	if sizes != nil {
+		r := &reader{b: h.Tail}
+		if _, err := r.arrayLen(); err != nil {
+			return nil, fmt.Errorf("%w: head tail: %v", ErrCorrupt, err)
+		}
+		h.Tail = h.Tail[r.i:]
+	} else {
+		h.Tail = nil
+	}
 	normalizeState(h.State)
 	n := 0
 	for _, c := range h.Chunks {
@@ -163,6 +171,11 @@ type work struct {
 	chunks         []ChunkRef
 	tailSizes      []int
 	tailBytes      int
+	// tailEnc is s.Messages encoded (appendMessage of each, concatenated;
+	// tailSizes are the lengths). It may share its array with the cursor
+	// the work started from, up to its length: only append to it, and
+	// start a new one (nil) to drop it.
+	tailEnc []byte
 	created        []newChunk // to write before the head, in order
 	garbage        []string
 	// fetch reads a chunk's bytes (for merges and compactions).
@@ -204,23 +217,27 @@ func (w *work) settle(ctx context.Context, before mark) error {
 		}
 		w.resetTail()
 	default:
-		for i := before.n; i < len(s.Messages); i++ {
-			sz := messageSize(&s.Messages[i])
-			w.tailSizes = append(w.tailSizes, sz)
-			w.tailBytes += sz
-		}
+		w.encodeTail(before.n)
 	}
 	return w.cut(ctx)
+}
+
+// encodeTail encodes the tail messages from index i on onto tailEnc.
+func (w *work) encodeTail(i int) {
+	for ; i < len(w.s.Messages); i++ {
+		n := len(w.tailEnc)
+		w.tailEnc = appendMessage(w.tailEnc, &w.s.Messages[i])
+		sz := len(w.tailEnc) - n
+		w.tailSizes = append(w.tailSizes, sz)
+		w.tailBytes += sz
+	}
 }
 
 func (w *work) resetTail() {
 	w.tailSizes = w.tailSizes[:0]
 	w.tailBytes = 0
-	for i := range w.s.Messages {
-		sz := messageSize(&w.s.Messages[i])
-		w.tailSizes = append(w.tailSizes, sz)
-		w.tailBytes += sz
-	}
+	w.tailEnc = nil
+	w.encodeTail(0)
 }
 
 // cut moves the tail into chunks once it reaches tailBytes: one small
@@ -233,31 +250,31 @@ func (w *work) cut(ctx context.Context) error {
 	}
 	ms := w.s.Messages
 	if w.tailBytes < w.cfg.chunkBytes {
-		w.addChunk(ms, w.tailSizes, 0)
+		w.addChunk(ms, w.tailEnc, 0)
 	} else {
+		off := 0
 		for i := 0; i < len(ms); {
 			j, b := i, 0
 			for j < len(ms) && (j == i || b+w.tailSizes[j] <= w.cfg.chunkBytes) {
 				b += w.tailSizes[j]
 				j++
 			}
-			w.addChunk(ms[i:j], w.tailSizes[i:j], 1)
-			i = j
+			w.addChunk(ms[i:j], w.tailEnc[off:off+b], 1)
+			i, off = j, off+b
 		}
 	}
 	w.s.Base += len(ms)
 	w.s.Messages = nil
 	w.tailSizes = w.tailSizes[:0]
 	w.tailBytes = 0
+	w.tailEnc = nil
 	return w.merge(ctx)
 }
 
-func (w *work) addChunk(ms []events.Message, sizes []int, level uint8) {
-	n := 5
-	for _, sz := range sizes {
-		n += sz
-	}
-	data := appendMessages(make([]byte, 0, n), ms)
+// addChunk adds a chunk of the messages ms, whose encodings (appendMessage
+// of each, concatenated) are enc.
+func (w *work) addChunk(ms []events.Message, enc []byte, level uint8) {
+	data := append(appendArrayLen(make([]byte, 0, len(enc)+5), len(ms)), enc...)
 	first := w.s.Base
 	if n := len(w.chunks); n > 0 {
 		first = w.chunks[n-1].First + w.chunks[n-1].Count

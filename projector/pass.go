@@ -31,6 +31,7 @@ var errConflict = errors.New("projector: compare-and-swap conflict")
 type cursor struct {
 	h     *head
 	sizes []int  // encoded size of each tail message
+	enc   []byte // the tail messages encoded (see work.tailEnc); never modified
 	rev   uint64 // KV revision of the head, 0 if there is none yet
 	// idxVersion is the version the index entry is known to hold (or, for
 	// an erased thread, the version at which it was known to be gone).
@@ -68,6 +69,7 @@ func (c *cursor) work(p *Projector, tenant, thread string) *work {
 		},
 	}
 	w.tailSizes = append([]int(nil), c.sizes...)
+	w.tailEnc = c.enc[:len(c.enc):len(c.enc)] // appending copies
 	for _, n := range c.sizes {
 		w.tailBytes += n
 	}
@@ -217,7 +219,7 @@ func (p *Projector) step(ctx context.Context, ts *threadState, behind uint64, tr
 			return from, false, err
 		}
 		nh := &head{Format: headFormat, Gen: w.gen, State: w.s, Chunks: w.chunks, Garbage: w.garbage}
-		data, err := encodeHead(nh)
+		data, err := encodeHead(nh, w.tailEnc)
 		if err != nil {
 			return from, false, fmt.Errorf("projector: encode head of %s/%s: %w", ts.tenant, ts.thread, err)
 		}
@@ -233,7 +235,7 @@ func (p *Projector) step(ctx context.Context, ts *threadState, behind uint64, tr
 			return from, false, fmt.Errorf("projector: write head of %s/%s: %w", ts.tenant, ts.thread, err)
 		}
 		written := time.Now()
-		next := &cursor{h: nh, sizes: w.tailSizes, rev: rev, idxVersion: cur.idxVersion, idxRev: cur.idxRev}
+		next := &cursor{h: nh, sizes: w.tailSizes, enc: w.tailEnc, rev: rev, idxVersion: cur.idxVersion, idxRev: cur.idxRev}
 		if len(w.garbage) > 0 {
 			if left := p.purge(ctx, w.garbage); len(left) == 0 {
 				h2 := *nh
@@ -290,7 +292,9 @@ func (p *Projector) cursor(ctx context.Context, ts *threadState) (*cursor, error
 	case err != nil:
 		return nil, err
 	}
-	return &cursor{h: h, sizes: sizes, rev: rev}, nil
+	enc := h.Tail
+	h.Tail = nil
+	return &cursor{h: h, sizes: sizes, enc: enc, rev: rev}, nil
 }
 
 // fold applies one event to w and settles the layout. A rejection is not
@@ -541,7 +545,7 @@ func newHeadCache(n, maxBytes int) *headCache {
 // encoded bytes (decoded strings alias them), a decoded Message per tail
 // message, and the rest of the state.
 func cursorCost(c *cursor) int {
-	n := 1024 + 256*len(c.sizes)
+	n := 1024 + 256*len(c.sizes) + cap(c.enc)
 	for _, s := range c.sizes {
 		n += s
 	}
