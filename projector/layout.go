@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
@@ -102,8 +103,21 @@ func encodeHead(h *head, tail []byte) ([]byte, error) {
 	w := *h
 	w.State = &st
 	w.Tail = append(appendArrayLen(make([]byte, 0, len(tail)+5), len(h.State.Messages)), tail...)
-	return msgpack.Marshal(&w)
+	// msgpack.Marshal with a buffer sized for the tail up front: growing
+	// from empty copied the tail several times.
+	buf := bytes.NewBuffer(make([]byte, 0, len(w.Tail)+headSlack))
+	enc := msgpack.GetEncoder()
+	defer msgpack.PutEncoder(enc)
+	enc.Reset(buf)
+	if err := enc.Encode(&w); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
+
+// headSlack is the room encodeHead leaves for the head's fields besides the
+// tail (state, chunk list); a bigger head grows the buffer.
+const headSlack = 4 << 10
 
 // decodeHead decodes a head; when sizes is not nil, it receives the encoded
 // size of each tail message, and h.Tail keeps the tail's encoded messages
@@ -176,8 +190,8 @@ type work struct {
 	// the work started from, up to its length: only append to it, and
 	// start a new one (nil) to drop it.
 	tailEnc []byte
-	created        []newChunk // to write before the head, in order
-	garbage        []string
+	created []newChunk // to write before the head, in order
+	garbage []string
 	// fetch reads a chunk's bytes (for merges and compactions).
 	fetch func(ctx context.Context, key string) ([]byte, error)
 }
