@@ -31,8 +31,8 @@ func fullParams() Params {
 	return Params{
 		Mode:   "full",
 		Append: AppendParams{Rounds: 5, SeqOps: 400, Warmup: 50, Writers: 32, Threads: 1000, ConcFor: 3 * time.Second},
-		Get: GetParams{Sizes: []int{100, 1_000, 10_000, 100_000}, Content: 512, NextEvent: 20,
-			Iters: func(n int) int { return min(300, max(7, 300_000/n/3)) }},
+		Get: GetParams{Sizes: []int{100, 1_000, 10_000, 100_000}, Content: 512, NextEvent: 60,
+			Iters: func(n int) int { return min(300, max(7, 300_000/n)) }},
 		Lag:        LagParams{Rates: []int{1_000, 5_000}, For: 10 * time.Second, Warmup: 2 * time.Second, Threads: 1_000, Content: 512, Backlog: 30_000},
 		ReplayReps: 3,
 		Turn:       TurnParams{Samples: 100, PerThread: 10},
