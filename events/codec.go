@@ -165,13 +165,36 @@ func Marshal(e Event) ([]byte, error) {
 // be understood by this version, in which case the returned Event still
 // carries the envelope (with a nil Payload) so the fold can record which
 // event it rejected. Unmarshal never panics.
+//
+// A hand-written decoder (decode.go) reads the forms [Marshal] writes; any
+// other input goes to the reflection decoder, which defines the result:
+// both give the same Event and the same error for every input. Safe for
+// concurrent use; the returned event shares no memory with b.
 func Unmarshal(b []byte) (Event, error) {
 	if err := checkWire(b); err != nil {
 		return Event{}, fmt.Errorf("%w: %v", ErrDecode, err)
 	}
+	if e, ok := decodeFast(b); ok {
+		return e, nil
+	}
+	return decodeReflect(b)
+}
+
+// unmarshalReflect is Unmarshal without the hand-written decoder: the
+// reference the tests compare it with.
+func unmarshalReflect(b []byte) (Event, error) {
+	if err := checkWire(b); err != nil {
+		return Event{}, fmt.Errorf("%w: %v", ErrDecode, err)
+	}
+	return decodeReflect(b)
+}
+
+// decodeReflect decodes b (which passed checkWire) with msgpack/v5's
+// reflection decoder.
+func decodeReflect(b []byte) (Event, error) {
 	var w wireMsgpack
 	dec := msgpack.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&w); err != nil {
+	if err := noPanic(func() error { return dec.Decode(&w) }); err != nil {
 		return Event{}, fmt.Errorf("%w: %v", ErrDecode, err)
 	}
 	e := w.wire.event()
@@ -185,11 +208,25 @@ func Unmarshal(b []byte) (Event, error) {
 	if len(w.Payload) == 0 {
 		return e, fmt.Errorf("%w: event %s has no payload", ErrDecode, e.ID)
 	}
-	if err := msgpack.Unmarshal(w.Payload, p); err != nil {
+	if err := noPanic(func() error { return msgpack.Unmarshal(w.Payload, p) }); err != nil {
 		return e, fmt.Errorf("%w: %s payload of event %s: %v", ErrDecode, e.Type, e.ID, err)
 	}
 	e.Payload = canonical(deref(p))
 	return e, nil
+}
+
+// noPanic runs a msgpack/v5 decode and turns a panic into an error.
+// msgpack/v5 v5.4.1 panics on a nil where a time.Time is expected
+// (decodeNilValue calls reflect.Value.IsNil on the struct), which a
+// foreign writer's event can hold; Unmarshal must reject such an event,
+// not take the projector down.
+func noPanic(decode func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("msgpack decoder panicked: %v", r)
+		}
+	}()
+	return decode()
 }
 
 // MarshalJSON encodes e in the JSON form described by schemas/envelope.json:

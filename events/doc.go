@@ -29,6 +29,10 @@
 // carried in the NATS header [HeaderType] so consumers can filter without
 // decoding. The JSON form ([MarshalJSON] on [Event]) has the same field
 // names; schemas/ holds a JSON Schema for both and golden vectors.
+// [Unmarshal] decodes with a hand-written decoder (no reflection) the forms
+// Marshal writes, and leaves anything else to msgpack's reflection decoder,
+// so every input decodes as that decoder defines; tests and a fuzz test
+// compare the two.
 //
 // This package depends on the standard library, msgpack and uuid only: it
 // never imports NATS, so any service can use the contract.

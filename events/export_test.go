@@ -15,3 +15,15 @@ func TextError(p Payload) error {
 
 // CanonicalUUID exposes canonicalUUID.
 var CanonicalUUID = canonicalUUID
+
+// UnmarshalReflect is Unmarshal with the reflection decoder only.
+var UnmarshalReflect = unmarshalReflect
+
+// DecodeFast is the hand-written decoder alone: ok is false where
+// Unmarshal falls back to the reflection decoder.
+func DecodeFast(b []byte) (Event, bool) {
+	if checkWire(b) != nil {
+		return Event{}, false
+	}
+	return decodeFast(b)
+}

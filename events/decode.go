@@ -1,0 +1,1052 @@
+package events
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"time"
+)
+
+// This file is the hand-written msgpack decoder behind [Unmarshal]: the
+// envelope and every payload type, without reflection.
+//
+// It is a fast path, not a second definition of the wire format. It
+// accepts only the forms it decodes exactly as the reflection decoder
+// (msgpack/v5 decoding wireMsgpack and the payload struct) does, and
+// reports !ok for anything else: a value of an unexpected msgpack type, a
+// field given twice, a map key that is not a str, a newer schema version,
+// an unknown event type, a payload that is not a map. Unmarshal then runs
+// the reflection decoder, which gives today's result or today's error. So
+// every input decodes exactly as before; the fast path only has to be
+// right when it says ok, and a differential test and a fuzz test
+// (decode_test.go) hold it to that.
+//
+// Rules it copies from msgpack/v5 v5.4.1 (decode*.go), for the forms it
+// accepts:
+//   - A struct is a map; unknown keys are skipped; nil for a string or
+//     number field is rejected here (msgpack/v5 gives the zero value; the
+//     fallback does that); nil for a bool is false, as in msgpack/v5.
+//   - Integers: any fixint, uint8..64 or int8..64 code, converted as Go
+//     conversions do (int64(uint64) and uint64(int8) wrap); no floats.
+//   - Bytes (json.RawMessage): nil is nil, str or bin is a copy, empty is
+//     an empty non-nil slice.
+//   - A *string or *Usage: nil is a nil pointer.
+//   - Slices: nil is nil, an empty array an empty non-nil slice.
+//   - Maps: nil is nil, an empty map an empty non-nil map; a repeated key
+//     keeps its last value.
+//   - Time: ext type -1 with 4, 8 or 12 bytes (the msgpack timestamp
+//     forms), as time.Unix(sec, nsec), in UTC when zero. Not nil.
+//
+// The decoded payload then goes through the same canonical step as the
+// reflection decoder's. The input has passed checkWire: it is one
+// complete value, nesting at most maxNesting deep, with every declared
+// length inside the input. The reader still checks every bound.
+
+// reader reads msgpack values from b starting at i.
+type reader struct {
+	b []byte
+	i int
+}
+
+// decodeFast decodes an event that checkWire accepted. ok is false when
+// the input is outside what this decoder handles (see above); e is then
+// meaningless.
+func decodeFast(b []byte) (e Event, ok bool) {
+	r := reader{b: b}
+	var payload []byte
+	e, payload, ok = r.envelope()
+	if !ok || r.i != len(b) || e.SchemaVersion > SchemaVersion || payload == nil {
+		return Event{}, false
+	}
+	pr := reader{b: payload}
+	p, ok := pr.payload(e.Type)
+	if !ok || pr.i != len(payload) {
+		return Event{}, false
+	}
+	e.Payload = canonical(p)
+	return e, true
+}
+
+// Envelope field bits, for spotting a field given twice.
+const (
+	fID = 1 << iota
+	fType
+	fTenant
+	fThread
+	fTime
+	fProducer
+	fCausation
+	fCorrelation
+	fVersion
+	fPayload
+)
+
+// envelope reads the envelope map; payload is the raw bytes of the
+// payload value (nil when absent), which must be a map.
+func (r *reader) envelope() (e Event, payload []byte, ok bool) {
+	n, ok := r.mapHeader()
+	if !ok {
+		return e, nil, false
+	}
+	var seen uint32
+	for range n {
+		k, ok := r.strBytes()
+		if !ok {
+			return e, nil, false
+		}
+		var bit uint32
+		switch string(k) {
+		case "id":
+			bit = fID
+			e.ID, ok = r.str()
+		case "type":
+			bit = fType
+			var t []byte
+			t, ok = r.strBytes()
+			e.Type = typeOf(t)
+		case "tenant":
+			bit = fTenant
+			e.Tenant, ok = r.str()
+		case "thread":
+			bit = fThread
+			e.Thread, ok = r.str()
+		case "time":
+			bit = fTime
+			e.Time, ok = r.time()
+		case "producer":
+			bit = fProducer
+			e.Producer, ok = r.str()
+		case "causation_id":
+			bit = fCausation
+			e.CausationID, ok = r.str()
+		case "correlation_id":
+			bit = fCorrelation
+			e.CorrelationID, ok = r.str()
+		case "v":
+			bit = fVersion
+			var v int64
+			v, ok = r.int64()
+			e.SchemaVersion = int(v)
+		case "payload":
+			bit = fPayload
+			start := r.i
+			if _, isMap := r.peekMap(); !isMap {
+				return e, nil, false
+			}
+			ok = r.skip(0)
+			payload = r.b[start:r.i]
+		default:
+			ok = r.skip(0)
+		}
+		if !ok || seen&bit != 0 {
+			return e, nil, false
+		}
+		seen |= bit
+	}
+	e.Time = e.Time.UTC()
+	return e, payload, true
+}
+
+// typeOf returns t as a Type, without allocating for the known types.
+func typeOf(t []byte) Type {
+	switch string(t) {
+	case string(TypeThreadCreated):
+		return TypeThreadCreated
+	case string(TypeThreadUpdated):
+		return TypeThreadUpdated
+	case string(TypeUserMessage):
+		return TypeUserMessage
+	case string(TypeAssistantMessage):
+		return TypeAssistantMessage
+	case string(TypeToolResult):
+		return TypeToolResult
+	case string(TypeReset):
+		return TypeReset
+	case string(TypeRestore):
+		return TypeRestore
+	case string(TypeCompaction):
+		return TypeCompaction
+	case string(TypeStateSet):
+		return TypeStateSet
+	case string(TypeStateDeleted):
+		return TypeStateDeleted
+	case string(TypeForked):
+		return TypeForked
+	case string(TypeDeleted):
+		return TypeDeleted
+	case string(TypeUndeleted):
+		return TypeUndeleted
+	case string(TypeErased):
+		return TypeErased
+	}
+	return Type(t)
+}
+
+// payload reads the payload map of an event of type t (not canonical
+// yet). ok is false for an unknown type.
+func (r *reader) payload(t Type) (Payload, bool) {
+	switch t {
+	case TypeThreadCreated:
+		return r.threadCreated()
+	case TypeThreadUpdated:
+		return r.threadUpdated()
+	case TypeUserMessage:
+		return r.userMessage()
+	case TypeAssistantMessage:
+		return r.assistantMessage()
+	case TypeToolResult:
+		return r.toolResult()
+	case TypeReset:
+		var p Reset
+		return p, r.reasonOnly(&p.Reason)
+	case TypeRestore:
+		return r.restore()
+	case TypeCompaction:
+		return r.compaction()
+	case TypeStateSet:
+		return r.stateSet()
+	case TypeStateDeleted:
+		return r.stateDeleted()
+	case TypeForked:
+		return r.forked()
+	case TypeDeleted:
+		var p Deleted
+		return p, r.reasonOnly(&p.Reason)
+	case TypeUndeleted:
+		var p Undeleted
+		return p, r.reasonOnly(&p.Reason)
+	case TypeErased:
+		return r.erased()
+	}
+	return nil, false
+}
+
+// fields reads a struct map, calling field for each key; field returns
+// its bit (0 for an unknown key, whose value it must not read) and
+// whether the value read well. An unknown key's value is skipped.
+func (r *reader) fields(field func(k []byte) (bit uint32, ok bool)) bool {
+	n, ok := r.mapHeader()
+	if !ok {
+		return false
+	}
+	var seen uint32
+	for range n {
+		k, ok := r.strBytes()
+		if !ok {
+			return false
+		}
+		bit, ok := field(k)
+		if !ok {
+			return false
+		}
+		if bit == 0 {
+			if !r.skip(0) {
+				return false
+			}
+			continue
+		}
+		if seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+	}
+	return true
+}
+
+func (r *reader) threadCreated() (p ThreadCreated, ok bool) {
+	ok = r.fields(func(k []byte) (uint32, bool) {
+		switch string(k) {
+		case "owner":
+			return 1 << 0, r.strInto(&p.Owner)
+		case "agent":
+			return 1 << 1, r.strInto(&p.Agent)
+		case "system_prompt":
+			return 1 << 2, r.strPtrInto(&p.SystemPrompt)
+		case "title":
+			return 1 << 3, r.strInto(&p.Title)
+		case "metadata":
+			return 1 << 4, r.stringMapInto(&p.Metadata)
+		case "replies":
+			return 1 << 5, r.strInto((*string)(&p.Replies))
+		case "pending_policy":
+			return 1 << 6, r.strInto((*string)(&p.PendingPolicy))
+		}
+		return 0, true
+	})
+	return p, ok
+}
+
+func (r *reader) threadUpdated() (p ThreadUpdated, ok bool) {
+	ok = r.fields(func(k []byte) (uint32, bool) {
+		switch string(k) {
+		case "title":
+			return 1 << 0, r.strPtrInto(&p.Title)
+		case "system_prompt":
+			return 1 << 1, r.strPtrInto(&p.SystemPrompt)
+		case "metadata":
+			return 1 << 2, r.stringMapInto(&p.Metadata)
+		case "replies":
+			return 1 << 3, r.strInto((*string)(&p.Replies))
+		case "agent":
+			return 1 << 4, r.strPtrInto(&p.Agent)
+		}
+		return 0, true
+	})
+	return p, ok
+}
+
+func (r *reader) userMessage() (p UserMessage, ok bool) {
+	ok = r.fields(func(k []byte) (uint32, bool) {
+		switch string(k) {
+		case "content":
+			return 1 << 0, r.contentInto(&p.Content)
+		case "name":
+			return 1 << 1, r.strInto(&p.Name)
+		case "metadata":
+			return 1 << 2, r.bytesInto((*[]byte)(&p.Metadata))
+		}
+		return 0, true
+	})
+	return p, ok
+}
+
+func (r *reader) assistantMessage() (p AssistantMessage, ok bool) {
+	ok = r.fields(func(k []byte) (uint32, bool) {
+		switch string(k) {
+		case "content":
+			return 1 << 0, r.contentInto(&p.Content)
+		case "reasoning":
+			return 1 << 1, r.strInto(&p.Reasoning)
+		case "tool_calls":
+			return 1 << 2, r.toolCallsInto(&p.ToolCalls)
+		case "agent":
+			return 1 << 3, r.strInto(&p.Agent)
+		case "model":
+			return 1 << 4, r.strInto(&p.Model)
+		case "usage":
+			return 1 << 5, r.usageInto(&p.Usage)
+		case "name":
+			return 1 << 6, r.strInto(&p.Name)
+		case "metadata":
+			return 1 << 7, r.bytesInto((*[]byte)(&p.Metadata))
+		case "reply_to":
+			return 1 << 8, r.strInto(&p.ReplyTo)
+		}
+		return 0, true
+	})
+	return p, ok
+}
+
+func (r *reader) toolResult() (p ToolResult, ok bool) {
+	ok = r.fields(func(k []byte) (uint32, bool) {
+		switch string(k) {
+		case "tool_call_id":
+			return 1 << 0, r.strInto(&p.ToolCallID)
+		case "name":
+			return 1 << 1, r.strInto(&p.Name)
+		case "content":
+			return 1 << 2, r.contentInto(&p.Content)
+		case "is_error":
+			return 1 << 3, r.boolInto(&p.IsError)
+		}
+		return 0, true
+	})
+	return p, ok
+}
+
+// reasonOnly reads the payloads whose only field is "reason".
+func (r *reader) reasonOnly(reason *string) bool {
+	return r.fields(func(k []byte) (uint32, bool) {
+		if string(k) == "reason" {
+			return 1, r.strInto(reason)
+		}
+		return 0, true
+	})
+}
+
+func (r *reader) restore() (p Restore, ok bool) {
+	ok = r.fields(func(k []byte) (uint32, bool) {
+		switch string(k) {
+		case "messages":
+			return 1 << 0, r.messagesInto(&p.Messages)
+		case "reason":
+			return 1 << 1, r.strInto(&p.Reason)
+		}
+		return 0, true
+	})
+	return p, ok
+}
+
+func (r *reader) compaction() (p Compaction, ok bool) {
+	ok = r.fields(func(k []byte) (uint32, bool) {
+		switch string(k) {
+		case "up_to_seq":
+			return 1 << 0, r.uint64Into(&p.UpToSeq)
+		case "summary":
+			return 1 << 1, r.contentInto(&p.Summary)
+		case "role":
+			return 1 << 2, r.strInto((*string)(&p.Role))
+		}
+		return 0, true
+	})
+	return p, ok
+}
+
+func (r *reader) stateSet() (p StateSet, ok bool) {
+	ok = r.fields(func(k []byte) (uint32, bool) {
+		switch string(k) {
+		case "key":
+			return 1 << 0, r.strInto(&p.Key)
+		case "value":
+			return 1 << 1, r.bytesInto((*[]byte)(&p.Value))
+		}
+		return 0, true
+	})
+	return p, ok
+}
+
+func (r *reader) stateDeleted() (p StateDeleted, ok bool) {
+	ok = r.fields(func(k []byte) (uint32, bool) {
+		if string(k) == "key" {
+			return 1, r.strInto(&p.Key)
+		}
+		return 0, true
+	})
+	return p, ok
+}
+
+func (r *reader) forked() (p Forked, ok bool) {
+	ok = r.fields(func(k []byte) (uint32, bool) {
+		switch string(k) {
+		case "source_tenant":
+			return 1 << 0, r.strInto(&p.SourceTenant)
+		case "source_thread":
+			return 1 << 1, r.strInto(&p.SourceThread)
+		case "source_seq":
+			return 1 << 2, r.uint64Into(&p.SourceSeq)
+		case "created":
+			var ok bool
+			p.Created, ok = r.threadCreated()
+			return 1 << 3, ok
+		case "messages":
+			return 1 << 4, r.messagesInto(&p.Messages)
+		case "state":
+			return 1 << 5, r.rawMapInto(&p.State)
+		}
+		return 0, true
+	})
+	return p, ok
+}
+
+func (r *reader) erased() (p Erased, ok bool) {
+	ok = r.fields(func(k []byte) (uint32, bool) {
+		switch string(k) {
+		case "removed_events":
+			return 1 << 0, r.uint64Into(&p.RemovedEvents)
+		case "last_seq":
+			return 1 << 1, r.uint64Into(&p.LastSeq)
+		case "reason":
+			return 1 << 2, r.strInto(&p.Reason)
+		}
+		return 0, true
+	})
+	return p, ok
+}
+
+// message reads one [Message] of a Restore or Forked payload.
+func (r *reader) message(m *Message) bool {
+	return r.fields(func(k []byte) (uint32, bool) {
+		switch string(k) {
+		case "role":
+			t, ok := r.strBytes()
+			m.Role = roleOf(t)
+			return 1 << 0, ok
+		case "content":
+			return 1 << 1, r.contentInto(&m.Content)
+		case "name":
+			return 1 << 2, r.strInto(&m.Name)
+		case "reasoning":
+			return 1 << 3, r.strInto(&m.Reasoning)
+		case "tool_calls":
+			return 1 << 4, r.toolCallsInto(&m.ToolCalls)
+		case "tool_call_id":
+			return 1 << 5, r.strInto(&m.ToolCallID)
+		case "is_error":
+			return 1 << 6, r.boolInto(&m.IsError)
+		case "agent":
+			return 1 << 7, r.strInto(&m.Agent)
+		case "model":
+			return 1 << 8, r.strInto(&m.Model)
+		case "usage":
+			return 1 << 9, r.usageInto(&m.Usage)
+		case "metadata":
+			return 1 << 10, r.bytesInto((*[]byte)(&m.Metadata))
+		case "seq":
+			return 1 << 11, r.uint64Into(&m.Seq)
+		case "event_id":
+			return 1 << 12, r.strInto(&m.EventID)
+		case "time":
+			t, ok := r.time()
+			m.Time = t
+			return 1 << 13, ok
+		case "synthetic":
+			return 1 << 14, r.boolInto(&m.Synthetic)
+		}
+		return 0, true
+	})
+}
+
+// roleOf returns t as a Role, without allocating for the known roles.
+func roleOf(t []byte) Role {
+	switch string(t) {
+	case string(RoleUser):
+		return RoleUser
+	case string(RoleAssistant):
+		return RoleAssistant
+	case string(RoleTool):
+		return RoleTool
+	case string(RoleSystem):
+		return RoleSystem
+	}
+	return Role(t)
+}
+
+// messagesInto reads a []Message: nil, or an array of maps.
+func (r *reader) messagesInto(dst *[]Message) bool {
+	if r.nilValue() {
+		*dst = nil
+		return true
+	}
+	n, ok := r.arrayHeader()
+	if !ok {
+		return false
+	}
+	ms := make([]Message, n)
+	for i := range ms {
+		if !r.message(&ms[i]) {
+			return false
+		}
+	}
+	*dst = ms
+	return true
+}
+
+// toolCallsInto reads a []ToolCall: nil, or an array of maps.
+func (r *reader) toolCallsInto(dst *[]ToolCall) bool {
+	if r.nilValue() {
+		*dst = nil
+		return true
+	}
+	n, ok := r.arrayHeader()
+	if !ok {
+		return false
+	}
+	cs := make([]ToolCall, n)
+	for i := range cs {
+		c := &cs[i]
+		ok := r.fields(func(k []byte) (uint32, bool) {
+			switch string(k) {
+			case "id":
+				return 1 << 0, r.strInto(&c.ID)
+			case "name":
+				return 1 << 1, r.strInto(&c.Name)
+			case "arguments":
+				return 1 << 2, r.strInto(&c.Arguments)
+			}
+			return 0, true
+		})
+		if !ok {
+			return false
+		}
+	}
+	*dst = cs
+	return true
+}
+
+// usageInto reads a *Usage: nil, or a map.
+func (r *reader) usageInto(dst **Usage) bool {
+	if r.nilValue() {
+		*dst = nil
+		return true
+	}
+	u := &Usage{}
+	ok := r.fields(func(k []byte) (uint32, bool) {
+		switch string(k) {
+		case "input_tokens":
+			return 1 << 0, r.int64Into(&u.InputTokens)
+		case "output_tokens":
+			return 1 << 1, r.int64Into(&u.OutputTokens)
+		case "total_tokens":
+			return 1 << 2, r.int64Into(&u.TotalTokens)
+		}
+		return 0, true
+	})
+	*dst = u
+	return ok
+}
+
+// contentInto reads [Content] as Content.DecodeMsgpack does: nil, a str,
+// or an array of at most maxParts part maps.
+func (r *reader) contentInto(c *Content) bool {
+	if r.nilValue() {
+		*c = Content{}
+		return true
+	}
+	if r.i >= len(r.b) {
+		return false
+	}
+	if isMsgpackStr(r.b[r.i]) {
+		s, ok := r.str()
+		*c = Text(s)
+		return ok
+	}
+	n, ok := r.arrayHeader()
+	if !ok || n > maxParts {
+		return false
+	}
+	ps := make([]Part, n)
+	for i := range ps {
+		p := &ps[i]
+		ok := r.fields(func(k []byte) (uint32, bool) {
+			switch string(k) {
+			case "type":
+				t, ok := r.strBytes()
+				p.Type = partTypeOf(t)
+				return 1 << 0, ok
+			case "text":
+				return 1 << 1, r.strInto(&p.Text)
+			case "url":
+				return 1 << 2, r.strInto(&p.URL)
+			case "data":
+				return 1 << 3, r.strInto(&p.Data)
+			case "media_type":
+				return 1 << 4, r.strInto(&p.MediaType)
+			case "detail":
+				return 1 << 5, r.strInto(&p.Detail)
+			case "file_id":
+				return 1 << 6, r.strInto(&p.FileID)
+			case "filename":
+				return 1 << 7, r.strInto(&p.Filename)
+			}
+			return 0, true
+		})
+		if !ok {
+			return false
+		}
+	}
+	*c = Content{Kind: ContentParts, Parts: ps}
+	return true
+}
+
+// partTypeOf returns t as a PartType, without allocating for known types.
+func partTypeOf(t []byte) PartType {
+	switch string(t) {
+	case string(PartText):
+		return PartText
+	case string(PartImage):
+		return PartImage
+	case string(PartFile):
+		return PartFile
+	}
+	return PartType(t)
+}
+
+// stringMapInto reads a map[string]string: nil, or a map of str to str.
+func (r *reader) stringMapInto(dst *map[string]string) bool {
+	if r.nilValue() {
+		*dst = nil
+		return true
+	}
+	n, ok := r.mapHeader()
+	if !ok {
+		return false
+	}
+	m := make(map[string]string, n)
+	for range n {
+		k, ok := r.str()
+		if !ok {
+			return false
+		}
+		v, ok := r.str()
+		if !ok {
+			return false
+		}
+		m[k] = v
+	}
+	*dst = m
+	return true
+}
+
+// rawMapInto reads a map[string]json.RawMessage: nil, or a map of str to
+// nil, str or bin.
+func (r *reader) rawMapInto(dst *map[string]json.RawMessage) bool {
+	if r.nilValue() {
+		*dst = nil
+		return true
+	}
+	n, ok := r.mapHeader()
+	if !ok {
+		return false
+	}
+	m := make(map[string]json.RawMessage, n)
+	for range n {
+		k, ok := r.str()
+		if !ok {
+			return false
+		}
+		var v []byte
+		if !r.bytesInto(&v) {
+			return false
+		}
+		m[k] = v
+	}
+	*dst = m
+	return true
+}
+
+func (r *reader) strInto(dst *string) (ok bool) {
+	*dst, ok = r.str()
+	return ok
+}
+
+// strPtrInto reads a *string: nil, or a str.
+func (r *reader) strPtrInto(dst **string) bool {
+	if r.nilValue() {
+		*dst = nil
+		return true
+	}
+	s, ok := r.str()
+	*dst = &s
+	return ok
+}
+
+func (r *reader) int64Into(dst *int64) (ok bool) {
+	*dst, ok = r.int64()
+	return ok
+}
+
+func (r *reader) uint64Into(dst *uint64) bool {
+	v, ok := r.int64()
+	*dst = uint64(v)
+	return ok
+}
+
+// boolInto reads nil (false), false or true.
+func (r *reader) boolInto(dst *bool) bool {
+	if r.i >= len(r.b) {
+		return false
+	}
+	switch r.b[r.i] {
+	case 0xc0, 0xc2:
+		*dst = false
+	case 0xc3:
+		*dst = true
+	default:
+		return false
+	}
+	r.i++
+	return true
+}
+
+// bytesInto reads nil (nil), or a str or bin (a copy; empty non-nil when
+// empty).
+func (r *reader) bytesInto(dst *[]byte) bool {
+	if r.nilValue() {
+		*dst = nil
+		return true
+	}
+	if r.i >= len(r.b) {
+		return false
+	}
+	var n int
+	var ok bool
+	switch c := r.b[r.i]; c {
+	case 0xc4, 0xc5, 0xc6: // bin8, bin16, bin32
+		r.i++
+		n, ok = r.length(1 << (c - 0xc4))
+	default:
+		var s []byte
+		s, ok = r.strBytes()
+		if ok {
+			*dst = append(make([]byte, 0, len(s)), s...)
+		}
+		return ok
+	}
+	if !ok || n > len(r.b)-r.i {
+		return false
+	}
+	*dst = append(make([]byte, 0, n), r.b[r.i:r.i+n]...)
+	r.i += n
+	return true
+}
+
+// nilValue consumes a nil and reports whether there was one.
+func (r *reader) nilValue() bool {
+	if r.i < len(r.b) && r.b[r.i] == 0xc0 {
+		r.i++
+		return true
+	}
+	return false
+}
+
+// length reads a big-endian length of size bytes (1, 2 or 4).
+func (r *reader) length(size int) (int, bool) {
+	if size > len(r.b)-r.i {
+		return 0, false
+	}
+	var n int
+	for _, x := range r.b[r.i : r.i+size] {
+		n = n<<8 | int(x)
+	}
+	r.i += size
+	return n, true
+}
+
+// peekMap reports whether a map starts at the current position.
+func (r *reader) peekMap() (byte, bool) {
+	if r.i >= len(r.b) {
+		return 0, false
+	}
+	c := r.b[r.i]
+	return c, c&0xf0 == 0x80 || c == 0xde || c == 0xdf
+}
+
+// mapHeader reads a fixmap, map16 or map32 header.
+func (r *reader) mapHeader() (int, bool) {
+	c, ok := r.peekMap()
+	if !ok {
+		return 0, false
+	}
+	r.i++
+	switch c {
+	case 0xde:
+		return r.length(2)
+	case 0xdf:
+		return r.length(4)
+	}
+	return int(c & 0x0f), true
+}
+
+// arrayHeader reads a fixarray, array16 or array32 header.
+func (r *reader) arrayHeader() (int, bool) {
+	if r.i >= len(r.b) {
+		return 0, false
+	}
+	c := r.b[r.i]
+	switch {
+	case c&0xf0 == 0x90:
+		r.i++
+		return int(c & 0x0f), true
+	case c == 0xdc:
+		r.i++
+		return r.length(2)
+	case c == 0xdd:
+		r.i++
+		return r.length(4)
+	}
+	return 0, false
+}
+
+// strBytes reads a fixstr, str8, str16 or str32 and returns its bytes
+// (not copied).
+func (r *reader) strBytes() ([]byte, bool) {
+	if r.i >= len(r.b) {
+		return nil, false
+	}
+	c := r.b[r.i]
+	var n int
+	switch {
+	case c&0xe0 == 0xa0:
+		r.i++
+		n = int(c & 0x1f)
+	case c == 0xd9, c == 0xda, c == 0xdb:
+		r.i++
+		var ok bool
+		if n, ok = r.length(1 << (c - 0xd9)); !ok {
+			return nil, false
+		}
+	default:
+		return nil, false
+	}
+	if n > len(r.b)-r.i {
+		return nil, false
+	}
+	s := r.b[r.i : r.i+n]
+	r.i += n
+	return s, true
+}
+
+// str reads a str as a string.
+func (r *reader) str() (string, bool) {
+	b, ok := r.strBytes()
+	return string(b), ok
+}
+
+// int64 reads any msgpack integer as msgpack/v5's DecodeInt64 does
+// (uint64 values wrap); not nil, not floats.
+func (r *reader) int64() (int64, bool) {
+	if r.i >= len(r.b) {
+		return 0, false
+	}
+	c := r.b[r.i]
+	r.i++
+	if c <= 0x7f || c >= 0xe0 {
+		return int64(int8(c)), true
+	}
+	var size int
+	switch c {
+	case 0xcc, 0xd0:
+		size = 1
+	case 0xcd, 0xd1:
+		size = 2
+	case 0xce, 0xd2:
+		size = 4
+	case 0xcf, 0xd3:
+		size = 8
+	default:
+		return 0, false
+	}
+	if size > len(r.b)-r.i {
+		return 0, false
+	}
+	var u uint64
+	for _, x := range r.b[r.i : r.i+size] {
+		u = u<<8 | uint64(x)
+	}
+	r.i += size
+	switch c {
+	case 0xd0:
+		return int64(int8(u)), true
+	case 0xd1:
+		return int64(int16(u)), true
+	case 0xd2:
+		return int64(int32(u)), true
+	}
+	return int64(u), true
+}
+
+// time reads a msgpack timestamp (ext type -1 of 4, 8 or 12 bytes) as
+// msgpack/v5's time ext decoder does. Not nil: msgpack/v5 panics on it
+// (Unmarshal turns that into an error).
+func (r *reader) time() (time.Time, bool) {
+	if r.i >= len(r.b) {
+		return time.Time{}, false
+	}
+	var n int
+	switch r.b[r.i] {
+	case 0xd6: // fixext4
+		r.i++
+		n = 4
+	case 0xd7: // fixext8
+		r.i++
+		n = 8
+	case 0xc7: // ext8
+		if len(r.b)-r.i < 2 || r.b[r.i+1] != 12 {
+			return time.Time{}, false
+		}
+		r.i += 2
+		n = 12
+	default:
+		return time.Time{}, false
+	}
+	if len(r.b)-r.i < 1+n || r.b[r.i] != 0xff { // ext type -1
+		return time.Time{}, false
+	}
+	d := r.b[r.i+1 : r.i+1+n]
+	r.i += 1 + n
+	var t time.Time
+	switch n {
+	case 4:
+		t = time.Unix(int64(binary.BigEndian.Uint32(d)), 0)
+	case 8:
+		v := binary.BigEndian.Uint64(d)
+		t = time.Unix(int64(v&0x00000003ffffffff), int64(v>>34))
+	default:
+		t = time.Unix(int64(binary.BigEndian.Uint64(d[4:])), int64(binary.BigEndian.Uint32(d)))
+	}
+	if t.IsZero() {
+		t = t.UTC()
+	}
+	return t, true
+}
+
+// skip skips one value of any type; depth counts the containers it is
+// in, bounded as checkWire bounds them.
+func (r *reader) skip(depth int) bool {
+	if r.i >= len(r.b) {
+		return false
+	}
+	c := r.b[r.i]
+	r.i++
+	var n int // bytes to skip, or values for containers
+	switch {
+	case c <= 0x7f || c >= 0xe0:
+		return true
+	case c <= 0x8f:
+		return r.skipValues(2*int(c&0x0f), depth)
+	case c <= 0x9f:
+		return r.skipValues(int(c&0x0f), depth)
+	case c <= 0xbf:
+		n = int(c & 0x1f)
+	default:
+		var ok bool
+		switch c {
+		case 0xc0, 0xc2, 0xc3:
+			return true
+		case 0xc4, 0xd9:
+			n, ok = r.length(1)
+		case 0xc5, 0xda:
+			n, ok = r.length(2)
+		case 0xc6, 0xdb:
+			n, ok = r.length(4)
+		case 0xc7:
+			n, ok = r.length(1)
+			n++
+		case 0xc8:
+			n, ok = r.length(2)
+			n++
+		case 0xc9:
+			n, ok = r.length(4)
+			n++
+		case 0xcc, 0xd0:
+			n, ok = 1, true
+		case 0xcd, 0xd1:
+			n, ok = 2, true
+		case 0xca, 0xce, 0xd2:
+			n, ok = 4, true
+		case 0xcb, 0xcf, 0xd3:
+			n, ok = 8, true
+		case 0xd4, 0xd5, 0xd6, 0xd7, 0xd8:
+			n, ok = 1+1<<(c-0xd4), true
+		case 0xdc, 0xdd:
+			n, ok = r.length(2 << (c - 0xdc))
+			return ok && r.skipValues(n, depth)
+		case 0xde, 0xdf:
+			n, ok = r.length(2 << (c - 0xde))
+			return ok && r.skipValues(2*n, depth)
+		}
+		if !ok {
+			return false
+		}
+	}
+	if n > len(r.b)-r.i {
+		return false
+	}
+	r.i += n
+	return true
+}
+
+// skipValues skips the n values of a container at depth.
+func (r *reader) skipValues(n, depth int) bool {
+	if n == 0 {
+		return true
+	}
+	if depth >= maxNesting {
+		return false
+	}
+	for range n {
+		if !r.skip(depth + 1) {
+			return false
+		}
+	}
+	return true
+}
