@@ -29,6 +29,15 @@ type Client struct {
 	snaps     *projector.Snapshots
 	cache     *stateCache
 	closed    atomic.Bool
+	// pageSize is readRaw's page size: the constant pageSize (tests of
+	// the paging use smaller pages).
+	pageSize int
+	// consumerMin is cfg.ConsumerReadThreshold; consumerOffUntil is when
+	// (Unix ns) reads may try a consumer again after one failed.
+	consumerMin      int
+	consumerOffUntil atomic.Int64
+	// createConsumer is js.CreateConsumer (tests make it fail).
+	createConsumer func(context.Context, string, jetstream.ConsumerConfig) (jetstream.Consumer, error)
 }
 
 // New returns a client on nc. With cfg.Provision it creates or updates the
@@ -47,7 +56,8 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("client: %w", err)
 	}
 	c := &Client{cfg: cfg, nc: nc, js: js, stream: cfg.Resources.Stream,
-		subjects: events.Subjects{Prefix: cfg.Resources.SubjectPrefix}, cache: newStateCache(cfg.CacheThreads)}
+		subjects: events.Subjects{Prefix: cfg.Resources.SubjectPrefix}, cache: newStateCache(cfg.CacheThreads),
+		pageSize: pageSize, consumerMin: cfg.ConsumerReadThreshold, createConsumer: js.CreateConsumer}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	if cfg.Provision {

@@ -46,6 +46,19 @@ type Config struct {
 	// somewhat more memory than its bound: about 264 bytes per cached
 	// message besides.
 	ChunkCacheBytes int
+	// ConsumerReadThreshold: a read of a thread's log (a replay with
+	// AtSeq/AsOf/WithEvents, a Get the projector has not caught up with,
+	// Events, Export) that has more than this many events left after its
+	// first page of 1,000 reads them through an ephemeral consumer instead
+	// of more batched direct gets: about a third of the server CPU per
+	// event, for the cost of creating and deleting the consumer (two
+	// JetStream API calls). Default 2,000; negative: never. The NATS user
+	// then also needs to create, read and delete consumers on the stream
+	// ($JS.API.CONSUMER.CREATE/MSG.NEXT/DELETE.<stream>.>). Without that
+	// permission a read waits up to 2 s for the creation, reads on with
+	// direct gets, and the client tries no consumer for 5 minutes: set a
+	// negative value for such users.
+	ConsumerReadThreshold int
 	// NewThreadID generates ids for threads created without one (AgentKit's
 	// createThread hook). Default: a UUIDv7.
 	NewThreadID func() string
@@ -57,7 +70,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{Resources: provision.DefaultConfig(), Producer: "convlog-client", Timeout: 10 * time.Second,
 		MaxRetries: 6, RetryBackoff: 50 * time.Millisecond, MaxAnyVersionAttempts: 100, CacheThreads: 4096,
-		ChunkCacheBytes: projector.DefaultChunkCacheBytes, NewThreadID: events.NewID}
+		ChunkCacheBytes: projector.DefaultChunkCacheBytes, ConsumerReadThreshold: 2000, NewThreadID: events.NewID}
 }
 
 func (c Config) withDefaults() Config {
@@ -83,6 +96,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ChunkCacheBytes == 0 {
 		c.ChunkCacheBytes = d.ChunkCacheBytes
+	}
+	if c.ConsumerReadThreshold == 0 {
+		c.ConsumerReadThreshold = d.ConsumerReadThreshold
 	}
 	if c.NewThreadID == nil {
 		c.NewThreadID = d.NewThreadID

@@ -52,7 +52,12 @@ type request struct {
 // Cost note (nats-server 2.15): the server counts the pending messages for
 // every batch, which for a start inside an older message block loads and
 // walks that block; prefer [Last] or [Next] to learn whether anything is
-// there at all.
+// there at all. For a message stored with headers (every convlog event)
+// the server adds the six direct get headers one by one through
+// net/http.Header.Write, and nats.go parses all nine on arrival: about
+// three times the CPU per message of a consumer's delivery (see
+// BenchmarkBatch and BenchmarkOrderedConsumer). The server holds the
+// stream's isolation lock, which appends take, for the whole batch.
 func Batch(ctx context.Context, js jetstream.JetStream, stream, subject string, from uint64, batch, maxBytes int) ([]*jetstream.RawStreamMsg, uint64, error) {
 	if batch < 1 {
 		return nil, 0, fmt.Errorf("directget: batch must be at least 1, got %d", batch)
@@ -76,7 +81,11 @@ func Batch(ctx context.Context, js jetstream.JetStream, stream, subject string, 
 	if err := nc.PublishRequest(APISubject(js, "DIRECT.GET."+stream), inbox, req); err != nil {
 		return nil, 0, err
 	}
-	var out []*jetstream.RawStreamMsg
+	// One allocation for the page's message structs and one for the
+	// slice, instead of one per message and the slice's regrowth.
+	size := min(batch, maxPrealloc)
+	out := make([]*jetstream.RawStreamMsg, 0, size)
+	slab := make([]jetstream.RawStreamMsg, 0, size)
 	for {
 		var m *nats.Msg
 		select {
@@ -84,27 +93,38 @@ func Batch(ctx context.Context, js jetstream.JetStream, stream, subject string, 
 		case <-ctx.Done():
 			return out, 0, fmt.Errorf("directget: %s from seq %d: %w", subject, from, ctx.Err())
 		}
-		if status := m.Header.Get("Status"); len(m.Data) == 0 && status != "" {
-			switch status {
-			case "404":
-				return out, 0, nil
-			case "204": // end of batch
-				np, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
-				return out, np, nil
-			default:
-				return out, 0, fmt.Errorf("directget: %s from seq %d: status %s %s", subject, from, status, m.Header.Get("Description"))
+		if len(m.Data) == 0 {
+			if status := m.Header.Get("Status"); status != "" {
+				switch status {
+				case "404":
+					return out, 0, nil
+				case "204": // end of batch
+					np, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+					return out, np, nil
+				default:
+					return out, 0, fmt.Errorf("directget: %s from seq %d: status %s %s", subject, from, status, m.Header.Get("Description"))
+				}
 			}
 		}
-		if m.Header.Get("Nats-Num-Pending") == "" {
+		if len(out) == 0 && m.Header.Get("Nats-Num-Pending") == "" {
 			return out, 0, errors.New("directget: the server does not support batched direct gets (needs 2.11+)")
 		}
-		rm, err := toRaw(m)
-		if err != nil {
+		if len(slab) == cap(slab) {
+			slab = make([]jetstream.RawStreamMsg, 0, size)
+		}
+		slab = slab[:len(slab)+1]
+		rm := &slab[len(slab)-1]
+		if err := fill(rm, m); err != nil {
 			return out, 0, fmt.Errorf("directget: %s from seq %d: %w", subject, from, err)
 		}
 		out = append(out, rm)
 	}
 }
+
+// maxPrealloc bounds what Batch allocates before it knows how many
+// messages come: a caller asking for a huge batch of a short subject
+// does not pay for the batch size.
+const maxPrealloc = 1024
 
 // Next returns the first message of subject with sequence >= from, or nil
 // when there is none. A single (not batched) get: the server computes no
@@ -146,15 +166,84 @@ func single(ctx context.Context, js jetstream.JetStream, stream string, r reques
 // toRaw reads the direct get headers of m (Nats-Sequence,
 // Nats-Time-Stamp, Nats-Subject; source: the JetStream direct get API).
 func toRaw(m *nats.Msg) (*jetstream.RawStreamMsg, error) {
+	rm := &jetstream.RawStreamMsg{}
+	if err := fill(rm, m); err != nil {
+		return nil, err
+	}
+	return rm, nil
+}
+
+// fill is toRaw into rm.
+func fill(rm *jetstream.RawStreamMsg, m *nats.Msg) error {
 	seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
 	if err != nil {
-		return nil, fmt.Errorf("bad %s header %q", jetstream.SequenceHeader, m.Header.Get(jetstream.SequenceHeader))
+		return fmt.Errorf("bad %s header %q", jetstream.SequenceHeader, m.Header.Get(jetstream.SequenceHeader))
 	}
-	ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(jetstream.TimeStampHeaer))
+	ts, err := parseTimestamp(m.Header.Get(jetstream.TimeStampHeaer))
 	if err != nil {
-		return nil, fmt.Errorf("bad %s header: %w", jetstream.TimeStampHeaer, err)
+		return fmt.Errorf("bad %s header: %w", jetstream.TimeStampHeaer, err)
 	}
-	return &jetstream.RawStreamMsg{Subject: m.Header.Get(jetstream.SubjectHeader), Sequence: seq, Header: m.Header, Data: m.Data, Time: ts}, nil
+	*rm = jetstream.RawStreamMsg{Subject: m.Header.Get(jetstream.SubjectHeader), Sequence: seq, Header: m.Header, Data: m.Data, Time: ts}
+	return nil
+}
+
+// parseTimestamp parses a Nats-Time-Stamp value: RFC 3339 with up to nine
+// fractional digits. The server writes UTC ("Z"), which is read here
+// without time.Parse's generality; any other form goes to time.Parse, so
+// the result is always what time.Parse(time.RFC3339Nano, s) gives.
+func parseTimestamp(s string) (time.Time, error) {
+	// 2006-01-02T15:04:05Z or 2006-01-02T15:04:05.123456789Z
+	if len(s) < 20 || len(s) > 30 || s[len(s)-1] != 'Z' || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
+		return time.Parse(time.RFC3339Nano, s)
+	}
+	num := func(s string) (int, bool) {
+		n := 0
+		for i := range len(s) {
+			c := s[i]
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			n = n*10 + int(c-'0')
+		}
+		return n, true
+	}
+	year, ok1 := num(s[0:4])
+	month, ok2 := num(s[5:7])
+	day, ok3 := num(s[8:10])
+	hour, ok4 := num(s[11:13])
+	minute, ok5 := num(s[14:16])
+	sec, ok6 := num(s[17:19])
+	ns := 0
+	ok7 := true
+	if frac := s[19 : len(s)-1]; frac != "" {
+		// A dot and 1 to 9 digits.
+		if frac[0] != '.' || len(frac) < 2 || len(frac) > 10 {
+			return time.Parse(time.RFC3339Nano, s)
+		}
+		ns, ok7 = num(frac[1:])
+		for range 10 - len(frac) {
+			ns *= 10
+		}
+	}
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7) || month < 1 || month > 12 || day < 1 || day > daysIn(time.Month(month), year) ||
+		hour > 23 || minute > 59 || sec > 59 {
+		return time.Parse(time.RFC3339Nano, s)
+	}
+	return time.Date(year, time.Month(month), day, hour, minute, sec, ns, time.UTC), nil
+}
+
+// daysIn is the number of days of month in year (Gregorian).
+func daysIn(month time.Month, year int) int {
+	switch month {
+	case time.February:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case time.April, time.June, time.September, time.November:
+		return 30
+	}
+	return 31
 }
 
 // APISubject prefixes a JetStream API subject ("DIRECT.GET.<stream>") as
