@@ -74,7 +74,7 @@ func RunLag(ctx context.Context, e *Env, p LagParams, log func(string, ...any)) 
 				how = "plain publishes"
 			}
 			log("lag: %d events/s for %s (+%s warm-up) over %d threads, %s", rate, p.For, p.Warmup, p.Threads, how)
-			row, err := lagAt(ctx, e, p, rate, occ)
+			row, err := lagAt(ctx, e, p, rate, occ, log)
 			if err != nil {
 				return nil, err
 			}
@@ -143,7 +143,7 @@ func catchUp(ctx context.Context, e *Env, p LagParams) (time.Duration, error) {
 // ack) in Nats-Expected-Last-Subject-Sequence, as client.Append writes it;
 // at these rates a thread's previous ack is back long before its next
 // event is due (1,000 threads round robin), so the pacing is unchanged.
-func lagAt(ctx context.Context, e *Env, p LagParams, rate int, occ bool) (*LagRow, error) {
+func lagAt(ctx context.Context, e *Env, p LagParams, rate int, occ bool, log func(string, ...any)) (*LagRow, error) {
 	tn := fmt.Sprintf("lag%d", rate)
 	if !occ {
 		tn += "plain"
@@ -216,6 +216,20 @@ func lagAt(ctx context.Context, e *Env, p LagParams, rate int, occ bool) (*LagRo
 		mu.Unlock()
 	})
 	defer e.SetOnApply(nil)
+	var steps, logSteps atomic.Int64
+	e.SetOnStep(func(st projector.Step) {
+		if st.Tenant != tn {
+			return
+		}
+		steps.Add(1)
+		if st.LogReads > 0 {
+			logSteps.Add(1)
+		}
+	})
+	defer e.SetOnStep(nil)
+	defer func() {
+		log("lag: %d steps, %d of them read the event log", steps.Load(), logSteps.Load())
+	}()
 
 	// Pace: every millisecond, publish what the rate says should have been
 	// published by now (so a late tick catches up instead of lowering the
