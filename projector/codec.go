@@ -37,12 +37,6 @@ func appendMessages(b []byte, ms []events.Message) []byte {
 	return b
 }
 
-// messageSize is the encoded size of m in bytes (what appendMessage adds).
-func messageSize(m *events.Message) int {
-	var scratch [1024]byte
-	return len(appendMessage(scratch[:0], m))
-}
-
 func appendMessage(b []byte, m *events.Message) []byte {
 	n := 2
 	for _, present := range [...]bool{m.Name != "", m.Reasoning != "", len(m.ToolCalls) > 0,
