@@ -162,17 +162,11 @@ func RunTurn(ctx context.Context, e *Env, p TurnParams, log func(string, ...any)
 		watch[k.name] = append(watch[k.name], ws.at.Sub(acked))
 		sse[k.name] = append(sse[k.name], ss.at.Sub(acked))
 		version = max(ws.seq, ss.seq)
-	}
-	// The worker's OnTurn runs after its ack; wait for the last ones.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		mu.Lock()
-		n := len(worked["echo"]) + len(worked["tool"])
-		mu.Unlock()
-		if n >= 2*p.Samples || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+		// The worker's OnTurn runs after its ack, which can be after the
+		// final message was seen. Wait for it before the next turn
+		// relabels the thread, or this turn's time would count for the
+		// next turn's kind. The wait is outside every measured interval.
+		waitWorked(&mu, worked, i+1, 5*time.Second)
 	}
 	for _, k := range kinds {
 		res.Kinds = append(res.Kinds, k.name)
@@ -187,6 +181,23 @@ func RunTurn(ctx context.Context, e *Env, p TurnParams, log func(string, ...any)
 		return nil, poolErr
 	}
 	return res, nil
+}
+
+// waitWorked waits up to d until worked holds n durations in all.
+func waitWorked(mu *sync.Mutex, worked map[string][]time.Duration, n int, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for {
+		mu.Lock()
+		got := 0
+		for _, w := range worked {
+			got += len(w)
+		}
+		mu.Unlock()
+		if got >= n || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // observers are an SSE reader and a client.Watch reader of one thread.
