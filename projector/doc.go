@@ -98,10 +98,12 @@
 // slice Load returns, before the head is there; a chunk the new head no
 // longer names is waited for and dropped, one it names in addition is
 // fetched after the head. Measured on 2 cores, a 1,000-message thread
-// (606 KB of chunks) loads in 1.1 to 1.5 times the time of one KV get of
-// a value of the same size: five requests instead of one, and building the
-// []events.Message (280 KB of structs, written to fresh memory) account for
-// the difference.
+// (606 KB in a head and four chunks) loads in 1.0 to 1.2 times the time of
+// one KV get of a value of the same size when each is timed back to back,
+// and in 1.5 to 1.8 times when the two alternate (as bench/ times them;
+// the raw get is fastest right after a Load). Five requests instead of one
+// cost 1.2 to 1.4 times one request before any decoding; building the
+// []events.Message (260 KB of structs) adds about 0.15 (bench/NOTES.md).
 //
 // Because a chunk never changes, a [Snapshots] keeps the chunks it decoded
 // in an LRU cache bounded by their encoded size
