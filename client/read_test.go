@@ -6,10 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/natstest"
 )
 
 // A reader that disconnects at random points and resumes after the last
@@ -108,4 +110,39 @@ func TestForkDeleteErase(t *testing.T) {
 	f2, err := c.Get(ctx, tenant, ft, client.Consistent())
 	require.NoError(t, err)
 	require.Len(t, f2.Messages, 2)
+}
+
+// A watch whose connection closes ends with an error, never silently as if
+// it had been stopped (nats.go ends the consumer iterator either with
+// nats.ErrConnectionClosed or with jetstream.ErrMsgIteratorClosed; both are
+// an error here). Repeated, because which of the two comes is a race.
+func TestWatchEndsWithAnErrorWhenItsConnectionCloses(t *testing.T) {
+	s := natstest.Run(t)
+	ctx := context.Background()
+	setup, err := client.New(ctx, s.NC, client.Config{Provision: true})
+	require.NoError(t, err)
+	tenant, thread, _, err := setup.CreateThread(ctx, client.CreateOptions{})
+	require.NoError(t, err)
+	for i := range 20 {
+		nc, err := nats.Connect(s.ClientURL())
+		require.NoError(t, err)
+		c, err := client.New(ctx, nc, client.Config{})
+		require.NoError(t, err)
+		w, err := c.Watch(ctx, tenant, thread, client.WatchOptions{})
+		require.NoError(t, err)
+		select {
+		case u := <-w.C:
+			require.NotNil(t, u.Event, "round %d: thread.created first", i)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: no event", i)
+		}
+		nc.Close()
+		select {
+		case <-w.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: the watch did not end after its connection closed", i)
+		}
+		require.ErrorIs(t, w.Err(), nats.ErrConnectionClosed, "round %d", i)
+		w.Stop()
+	}
 }

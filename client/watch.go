@@ -70,7 +70,9 @@ func (w *Watcher) Stop() {
 // Done is closed when the watch has ended.
 func (w *Watcher) Done() <-chan struct{} { return w.done }
 
-// Err returns why the watch ended (nil if stopped or still running).
+// Err returns why the watch ended: nil if it was stopped (Stop or its
+// context) or still runs; an error wrapping nats.ErrConnectionClosed when
+// its connection closed; the consumer's error otherwise.
 func (w *Watcher) Err() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -158,8 +160,15 @@ func (c *Client) Watch(ctx context.Context, tenant, thread string, opts WatchOpt
 		for {
 			m, err := it.Next()
 			if err != nil {
-				if ctx.Err() == nil && !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-					w.setErr(err)
+				// Only Stop (ctx) ends a watch without an error. nats.go
+				// closes the iterator itself when the connection closes,
+				// and then Next may return ErrMsgIteratorClosed rather
+				// than the connection error.
+				if ctx.Err() == nil {
+					if errors.Is(err, jetstream.ErrMsgIteratorClosed) && c.nc.IsClosed() {
+						err = fmt.Errorf("%w (%w)", nats.ErrConnectionClosed, err)
+					}
+					w.setErr(fmt.Errorf("client: watch %s: %w", subject, err))
 				}
 				return
 			}
