@@ -76,6 +76,8 @@ func RunTurn(ctx context.Context, e *Env, p TurnParams, log func(string, ...any)
 		mu     sync.Mutex
 		worked = map[string][]time.Duration{}
 		kindOf = map[string]string{} // thread -> kind of the turn in flight
+		// answered gets one value per answered turn, after worked has it.
+		answered = make(chan struct{}, 2*p.Samples)
 	)
 	pool, err := worker.New(e.Client, e.NC, worker.Config{Agents: agents, OnTurn: func(r worker.TurnResult) {
 		if r.Outcome != "answered" {
@@ -84,6 +86,10 @@ func RunTurn(ctx context.Context, e *Env, p TurnParams, log func(string, ...any)
 		mu.Lock()
 		worked[kindOf[r.Thread]] = append(worked[kindOf[r.Thread]], r.Took)
 		mu.Unlock()
+		select {
+		case answered <- struct{}{}:
+		default: // more answers than turns: the figures' check reports it
+		}
 	}})
 	if err != nil {
 		return nil, err
@@ -166,7 +172,10 @@ func RunTurn(ctx context.Context, e *Env, p TurnParams, log func(string, ...any)
 		// final message was seen. Wait for it before the next turn
 		// relabels the thread, or this turn's time would count for the
 		// next turn's kind. The wait is outside every measured interval.
-		waitWorked(&mu, worked, i+1, 5*time.Second)
+		select {
+		case <-answered:
+		case <-time.After(5 * time.Second):
+		}
 	}
 	for _, k := range kinds {
 		res.Kinds = append(res.Kinds, k.name)
@@ -181,23 +190,6 @@ func RunTurn(ctx context.Context, e *Env, p TurnParams, log func(string, ...any)
 		return nil, poolErr
 	}
 	return res, nil
-}
-
-// waitWorked waits up to d until worked holds n durations in all.
-func waitWorked(mu *sync.Mutex, worked map[string][]time.Duration, n int, d time.Duration) {
-	deadline := time.Now().Add(d)
-	for {
-		mu.Lock()
-		got := 0
-		for _, w := range worked {
-			got += len(w)
-		}
-		mu.Unlock()
-		if got >= n || time.Now().After(deadline) {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // observers are an SSE reader and a client.Watch reader of one thread.
