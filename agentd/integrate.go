@@ -6,13 +6,12 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/convlog/convlog/agent/model"
 	"github.com/convlog/convlog/agent/tools"
 	"github.com/convlog/convlog/agentd/httpapi"
 	"github.com/convlog/convlog/agentd/worker"
 	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/projector"
 )
 
@@ -125,27 +124,13 @@ func startLocalProjector(ctx context.Context, e *cliEnv) (func() error, error) {
 	}
 	return func() error {
 		defer func() { cancel(); <-done }()
-		return waitProjected(ctx, e.c.JetStream(), rc.Stream, projector.DefaultConfig().Durable)
+		// The projector's consumer has delivered and acknowledged every
+		// message of the stream, or 5 minutes have passed.
+		wctx, wcancel := context.WithTimeout(ctx, 5*time.Minute)
+		defer wcancel()
+		if err := provision.WaitConsumerDrained(wctx, e.c.JetStream(), rc.Stream, projector.DefaultConfig().Durable); err != nil {
+			return fmt.Errorf("projector did not catch up: %w", err)
+		}
+		return nil
 	}, nil
-}
-
-// waitProjected waits until the projector's durable consumer has delivered
-// and acknowledged every message of the stream.
-func waitProjected(ctx context.Context, js jetstream.JetStream, stream, durable string) error {
-	deadline := time.Now().Add(5 * time.Minute)
-	for time.Now().Before(deadline) {
-		cons, err := js.Consumer(ctx, stream, durable)
-		if err == nil {
-			info, err := cons.Info(ctx)
-			if err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("projector did not catch up within 5 minutes")
 }

@@ -188,26 +188,7 @@ func (e *Env) SetOnStep(f func(projector.Step)) {
 // in a snapshot (the projector acks a trigger after the head holding it is
 // written).
 func (e *Env) WaitProjected(ctx context.Context) error {
-	return waitConsumerDrained(ctx, e.JS, provision.DefaultConfig().Stream, projector.DefaultConfig().Durable)
-}
-
-// waitConsumerDrained polls a durable consumer until it has nothing
-// pending and nothing awaiting an ack.
-func waitConsumerDrained(ctx context.Context, js jetstream.JetStream, stream, durable string) error {
-	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
-		cons, err := js.Consumer(ctx, stream, durable)
-		if err == nil {
-			info, err := cons.Info(ctx)
-			if err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for consumer %s to drain: %w", durable, ctx.Err())
-		case <-time.After(wait):
-		}
-	}
+	return provision.WaitConsumerDrained(ctx, e.JS, provision.DefaultConfig().Stream, projector.DefaultConfig().Durable)
 }
 
 // WaitHead waits until the snapshot head of thread is at version v or

@@ -113,7 +113,7 @@ func RunMemory(ctx context.Context, root string, p MemParams, log func(string, .
 	log("memory: published in %s; waiting for the projector", time.Since(start).Round(time.Millisecond))
 	drainCtx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
-	if err := waitConsumerDrained(drainCtx, js, provision.DefaultConfig().Stream, projector.DefaultConfig().Durable); err != nil {
+	if err := provision.WaitConsumerDrained(drainCtx, js, provision.DefaultConfig().Stream, projector.DefaultConfig().Durable); err != nil {
 		return nil, err
 	}
 	res.LoadTook = time.Since(start)
@@ -177,7 +177,7 @@ func RunMemory(ctx context.Context, root string, p MemParams, log func(string, .
 	if res.WorkerAfter, err = wrk.mem(); err != nil {
 		return nil, err
 	}
-	if err := waitConsumerDrained(drainCtx, js, provision.DefaultConfig().Stream, projector.DefaultConfig().Durable); err != nil {
+	if err := provision.WaitConsumerDrained(drainCtx, js, provision.DefaultConfig().Stream, projector.DefaultConfig().Durable); err != nil {
 		return nil, err
 	}
 	if res.ProjectorAfter, err = proj.mem(); err != nil {

@@ -158,3 +158,27 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (Resources, e
 	}
 	return r, nil
 }
+
+// WaitConsumerDrained polls the durable consumer durable of stream (every
+// 1 ms at first, backing off to 50 ms) until it has no message left to
+// deliver (NumPending) and none awaiting an ack (NumAckPending): for the
+// projector's consumer, until everything in the stream is projected. A
+// consumer that does not exist yet is waited for. It returns nil when the
+// consumer is drained, or an error wrapping ctx's error when ctx ends
+// first (the caller bounds the wait with ctx).
+func WaitConsumerDrained(ctx context.Context, js jetstream.JetStream, stream, durable string) error {
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		cons, err := js.Consumer(ctx, stream, durable)
+		if err == nil {
+			info, err := cons.Info(ctx)
+			if err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for consumer %s to drain: %w", durable, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}
