@@ -193,22 +193,33 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, tenant, id
 	if err := sw.write([]byte("retry: 1000\n: stream of thread " + id + "\n\n")); err != nil {
 		return drop(err)
 	}
+	// cancelled ends the stream once ctx is done, with a final shutdown
+	// frame when the server's Shutdown (not the client) ended it.
+	cancelled := func() error {
+		if s.base.Err() != nil && r.Context().Err() == nil {
+			_ = sw.write(sseFrame("", "shutdown", []byte(`{"reason":"server shutting down; reconnect with Last-Event-ID"}`)))
+		}
+		return nil
+	}
 	hb := time.NewTicker(s.cfg.Heartbeat)
 	defer hb.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			if s.base.Err() != nil && r.Context().Err() == nil {
-				_ = sw.write(sseFrame("", "shutdown", []byte(`{"reason":"server shutting down; reconnect with Last-Event-ID"}`)))
-			}
-			return nil
+			return cancelled()
 		case <-hb.C:
 			if err := sw.write([]byte(": heartbeat\n\n")); err != nil {
 				return drop(err)
 			}
 		case u, ok := <-wt.C:
 			if !ok {
-				if werr := wt.Err(); werr != nil && ctx.Err() == nil {
+				// The watch ends with ctx too, and select picks either
+				// ready case: a watch closed by the cancellation is the
+				// same cancellation.
+				if ctx.Err() != nil {
+					return cancelled()
+				}
+				if werr := wt.Err(); werr != nil {
 					b, _ := json.Marshal(problemFor(werr, errCtx{thread: id}))
 					_ = sw.write(sseFrame("", "error", b))
 				}
