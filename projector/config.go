@@ -28,16 +28,22 @@ type Config struct {
 	// shares. Default "convlog-projector".
 	Durable string
 
-	// ChunkBytes is the target size of an immutable history chunk in bytes.
-	// Default 256 KiB; at least 1 KiB and at most 384 KiB (a merged chunk
-	// can reach twice this size, and must fit in one NATS message).
+	// ChunkBytes is the most bytes a history chunk holds (a message larger
+	// than that gets a chunk of its own). The open chunk grows by TailBytes
+	// at a time up to this size, and is written again each time, so a
+	// bigger ChunkBytes means fewer values per read (a 600 KB thread is a
+	// head and one chunk at the default) and more bytes written: about
+	// ChunkBytes/(2*TailBytes) times each message's size over the life of
+	// the open chunk (12 at the defaults). Default 768 KiB, lowered to the
+	// server's max payload minus 64 KiB when that is smaller; at least 1
+	// KiB and at most 960 KiB. Run fails if the server's max payload is
+	// below ChunkBytes plus 64 KiB.
 	ChunkBytes int
 	// TailBytes is how many bytes of newest messages the head carries
-	// before they move to a small chunk; it bounds what one projection
+	// before they move to the open chunk; it bounds what one projection
 	// writes, and so the cost of projecting one event (measured: 32 KiB
-	// costs about 15% less CPU per event than 64 KiB, while keeping reads at
-	// most 8 small chunks). Default 32 KiB; at least 256 bytes and at most
-	// ChunkBytes.
+	// costs about 15% less CPU per event than 64 KiB). Default 32 KiB; at
+	// least 256 bytes and at most ChunkBytes.
 	TailBytes int
 
 	// Workers is how many threads one instance projects at once. Default 8.
@@ -120,13 +126,20 @@ type Step struct {
 	Took time.Duration
 }
 
+// maxChunkBytes is the largest ChunkBytes: the default max payload (1 MiB)
+// less payloadSlack.
+const maxChunkBytes = 1<<20 - payloadSlack
+
+// payloadSlack is the room a chunk leaves below the server's max payload.
+const payloadSlack = 64 << 10
+
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	p := provision.DefaultConfig()
 	return Config{
 		Stream: p.Stream, SubjectPrefix: p.SubjectPrefix, SnapshotBucket: p.SnapshotBucket,
 		IndexBucket: p.IndexBucket, Durable: "convlog-projector",
-		ChunkBytes: 256 << 10, TailBytes: 32 << 10, Workers: 8, MaxBatch: 1000,
+		ChunkBytes: 768 << 10, TailBytes: 32 << 10, Workers: 8, MaxBatch: 1000,
 		MaxAckPending: 10_000, AckWait: 30 * time.Second, CacheThreads: 4096, CacheBytes: 64 << 20,
 	}
 }
@@ -178,8 +191,8 @@ func (c Config) Validate() error {
 	if c.SnapshotBucket == c.IndexBucket {
 		bad("snapshot and index buckets must differ, both are %q", c.SnapshotBucket)
 	}
-	if c.ChunkBytes < 1<<10 || c.ChunkBytes > 384<<10 {
-		bad("ChunkBytes must be 1 KiB..384 KiB, got %d", c.ChunkBytes)
+	if c.ChunkBytes < 1<<10 || c.ChunkBytes > maxChunkBytes {
+		bad("ChunkBytes must be 1 KiB..960 KiB, got %d", c.ChunkBytes)
 	}
 	if c.TailBytes < 256 || c.TailBytes > c.ChunkBytes {
 		bad("TailBytes must be 256..ChunkBytes (%d), got %d", c.ChunkBytes, c.TailBytes)

@@ -49,14 +49,25 @@
 // Rules, applied after every event (so the layout depends only on the
 // events, not on how they were batched or which instance folded them):
 //
-//  1. When the tail reaches TailBytes it moves into a chunk: one small
-//     (level 0) chunk, or final (level 1) chunks of at most ChunkBytes
-//     (256 KiB by default) when the tail is bigger than that (a restore).
-//  2. When the trailing small chunks add up to ChunkBytes they are merged
-//     into one final chunk (their encoded messages concatenated) and become
-//     garbage. So a head lists at most about ChunkBytes/TailBytes small
-//     chunks, and a history of N bytes has about N/ChunkBytes chunks.
-//  3. A history replacement (reset, restore, compaction) starts a new
+//  1. When the tail reaches TailBytes it moves into the open chunk: the
+//     last chunk, if it is level 0. While the open chunk plus the tail
+//     stay within ChunkBytes (768 KiB by default), a new open chunk holding
+//     both is written under its new key (the old one's encoded messages
+//     followed by the tail's: nothing is decoded) and the old one becomes
+//     garbage. Otherwise the open chunk is closed (it becomes level 1,
+//     keeping its key and value) and the tail opens the next chunk; a tail
+//     of ChunkBytes or more by itself (a restore) becomes final chunks of
+//     at most ChunkBytes instead (a message larger than that gets a chunk
+//     of its own). So a history of N bytes has about N/ChunkBytes chunks,
+//     at most one of them open, and a thread of up to ChunkBytes is a head
+//     and one chunk: one read more than one KV value, however it grew.
+//     The price is in writes: each cut rewrites the open chunk, so every
+//     message is written about ChunkBytes/(2*TailBytes) times into chunks
+//     (12 at the defaults), against about TailBytes/(2*its size) times into
+//     heads (32 for 512-byte messages). A head of the older layout, which
+//     kept up to eight small (level 0) chunks before merging them, has its
+//     trailing small chunks joined into the open chunk at its next cut.
+//  2. A history replacement (reset, restore, compaction) starts a new
 //     generation: new chunk keys; the old generation's chunks become
 //     garbage (one key pattern). Erasure makes every chunk of the thread
 //     garbage.
@@ -74,8 +85,8 @@
 // Garbage stays listed in the head until a later step purges it again, so a
 // crash between the head write and the purge leaks nothing. A step that
 // crashes or loses the compare-and-swap after writing chunks leaves them
-// for the next step, which derives the same keys and adopts them, merges
-// them (and lists them as garbage), or starts a new generation (and purges
+// for the next step, which derives the same keys and adopts them, joins
+// them into a new open chunk (and lists them as garbage), or starts a new generation (and purges
 // the old one). One rare race can leave a chunk nobody names: an
 // instance working from a stale head writes a chunk of a generation that
 // another instance has just replaced and purged. It costs space, never
@@ -84,8 +95,9 @@
 // Projecting one more event costs the same whatever the history length: at
 // most one read of the event (batched direct get), rewriting a head that
 // holds less than TailBytes of messages plus the chunk list (about 20
-// bytes per 256 KiB of history), the index entry, and now and then one
-// chunk of TailBytes or a merge of ChunkBytes. The runner folds with the
+// bytes per 768 KiB of history), the index entry, and now and then one
+// rewrite of the open chunk (on average ChunkBytes/2, read and written
+// once per TailBytes of messages). The runner folds with the
 // windowed State; a compaction that cuts before the tail
 // ([ErrNeedHistory]) loads only the chunks from the one the cut falls in.
 //
@@ -111,12 +123,12 @@
 // it off). A chunk is cached under its key's parts (thread, generation,
 // first, count), so a cached chunk that the head just read names is always
 // the right one, and a Load of a thread read recently costs the head get,
-// the gets of the chunks written since, and a copy of the cached messages
-// into a new []events.Message. What the Message values point to (string
+// the gets of the chunks written since (after a cut, the whole new open
+// chunk), and a copy of the cached messages into a new []events.Message. What the Message values point to (string
 // bytes, parts, tool calls) is shared between Loads, which is safe because
 // the fold never modifies a message in place. A head of a newer
 // generation, an erased head or a missing snapshot drops the thread's
-// cached chunks at once; chunks no head names any more (merged small
+// cached chunks at once; chunks no head names any more (replaced open
 // chunks) age out. [Snapshot].Bytes counts only what was read from KV,
 // CachedBytes what came from the cache.
 //

@@ -254,18 +254,28 @@ func (w *work) resetTail() {
 	w.encodeTail(0)
 }
 
-// cut moves the tail into chunks once it reaches tailBytes: one small
-// (level 0) chunk when it is below chunkBytes, else final chunks of at most
-// chunkBytes each (a message larger than that gets a chunk of its own).
-// Then it merges the trailing small chunks once they add up to chunkBytes.
+// cut moves the tail into chunks once it reaches tailBytes (rule 1 of the
+// package doc). The tail is appended to the open chunk (the trailing run of
+// level-0 chunks; one, except in heads written by the older layout that
+// kept several small ones), which is written again under a new key, as long
+// as the result stays within chunkBytes. Otherwise the open chunk is closed
+// (it becomes level 1, under the same key) and the tail starts a new open
+// chunk; a tail that reaches chunkBytes by itself (a restore) becomes final
+// chunks of at most chunkBytes each (a message larger than that gets a
+// chunk of its own).
 func (w *work) cut(ctx context.Context) error {
 	if w.tailBytes < w.cfg.tailBytes || len(w.s.Messages) == 0 {
 		return nil
 	}
 	ms := w.s.Messages
-	if w.tailBytes < w.cfg.chunkBytes {
-		w.addChunk(ms, w.tailEnc, 0)
-	} else {
+	k, open := len(w.chunks), 0
+	for k > 0 && w.chunks[k-1].Level == 0 {
+		k--
+		open += w.chunks[k].Bytes
+	}
+	switch {
+	case w.tailBytes >= w.cfg.chunkBytes:
+		w.closeRun(k)
 		off := 0
 		for i := 0; i < len(ms); {
 			j, b := i, 0
@@ -276,13 +286,20 @@ func (w *work) cut(ctx context.Context) error {
 			w.addChunk(ms[i:j], w.tailEnc[off:off+b], 1)
 			i, off = j, off+b
 		}
+	case k < len(w.chunks) && open+w.tailBytes <= w.cfg.chunkBytes:
+		if err := w.extend(ctx, k); err != nil {
+			return err
+		}
+	default:
+		w.closeRun(k)
+		w.addChunk(ms, w.tailEnc, 0)
 	}
 	w.s.Base += len(ms)
 	w.s.Messages = nil
 	w.tailSizes = w.tailSizes[:0]
 	w.tailBytes = 0
 	w.tailEnc = nil
-	return w.merge(ctx)
+	return nil
 }
 
 // addChunk adds a chunk of the messages ms, whose encodings (appendMessage
@@ -298,31 +315,30 @@ func (w *work) addChunk(ms []events.Message, enc []byte, level uint8) {
 	w.created = append(w.created, newChunk{ref: ref, data: data})
 }
 
-// merge replaces the trailing run of small chunks by one final chunk once
-// they hold chunkBytes, by concatenating their encoded messages.
-func (w *work) merge(ctx context.Context) error {
-	k, sum := len(w.chunks), 0
-	for k > 0 && w.chunks[k-1].Level == 0 {
-		k--
-		sum += w.chunks[k].Bytes
-	}
-	run := w.chunks[k:]
-	if len(run) == 0 || sum < w.cfg.chunkBytes {
-		return nil
-	}
-	if len(run) == 1 {
-		w.chunks[k].Level = 1
+// closeRun makes the chunks from index k on final (level 1). Their keys and
+// values stay as they are: the level only steers the next cut.
+func (w *work) closeRun(k int) {
+	for _, c := range w.chunks[k:] {
 		for i := range w.created {
-			if w.created[i].ref.First == run[0].First && w.created[i].ref.Count == run[0].Count {
+			if w.created[i].ref.First == c.First && w.created[i].ref.Count == c.Count {
 				w.created[i].ref.Level = 1
 			}
 		}
-		return nil
 	}
-	count := 0
+	for i := k; i < len(w.chunks); i++ {
+		w.chunks[i].Level = 1
+	}
+}
+
+// extend replaces the open chunk (the level-0 chunks from index k on) by a
+// new open chunk holding their messages followed by the tail's, built by
+// concatenating encoded messages: nothing is decoded or encoded again.
+func (w *work) extend(ctx context.Context, k int) error {
+	run := w.chunks[k:]
+	ms := w.s.Messages
+	count, size := len(ms), len(w.tailEnc)
 	bodies := make([][]byte, len(run))
 	for i, c := range run {
-		count += c.Count
 		data := w.createdData(c)
 		if data == nil {
 			var err error
@@ -338,18 +354,22 @@ func (w *work) merge(ctx context.Context) error {
 				ChunkKey(w.tenant, w.thread, w.gen, c.First, c.Count), n, c.Count, err)
 		}
 		bodies[i] = data[r.i:]
+		count += c.Count
+		size += len(bodies[i])
 	}
-	data := appendArrayLen(make([]byte, 0, sum), count)
+	data := appendArrayLen(make([]byte, 0, size+5), count)
 	for _, b := range bodies {
 		data = append(data, b...)
 	}
+	data = append(data, w.tailEnc...)
 	ref := ChunkRef{First: run[0].First, Count: count, Bytes: len(data), FirstSeq: run[0].FirstSeq,
-		LastSeq: run[len(run)-1].LastSeq, Level: 1}
-	// The small chunks are garbage once the new head is written. Those
+		LastSeq: ms[len(ms)-1].Seq, Level: 0}
+	// The replaced chunks are garbage once the new head is written. Those
 	// created in this step are not written at all; but a step that stopped
-	// between creating one and this merge (crashed, or lost the
+	// between creating one and this cut (crashed, or lost the
 	// compare-and-swap) may have written it, so it is purged too. That is
-	// always safe: no later head names a range inside a merged chunk.
+	// always safe: no later head names a range inside the new open chunk
+	// other than the new open chunk itself.
 	for _, c := range run {
 		w.dropCreated(c)
 		w.garbage = append(w.garbage, ChunkKey(w.tenant, w.thread, w.gen, c.First, c.Count))

@@ -31,6 +31,9 @@ type Projector struct {
 	subjects events.Subjects
 	ready    chan struct{}
 	started  atomic.Bool
+	// defaultChunk: cfg.ChunkBytes was left to its default, which Run
+	// lowers to fit the server's max payload.
+	defaultChunk bool
 
 	// Bound by Run.
 	snaps    jetstream.KeyValue
@@ -74,9 +77,10 @@ func New(js jetstream.JetStream, cfg Config) (*Projector, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	defaultChunk := cfg.ChunkBytes == 0
 	cfg = cfg.withDefaults()
 	return &Projector{
-		js: js, cfg: cfg, log: cfg.Logger, subjects: events.Subjects{Prefix: cfg.SubjectPrefix},
+		js: js, cfg: cfg, defaultChunk: defaultChunk, log: cfg.Logger, subjects: events.Subjects{Prefix: cfg.SubjectPrefix},
 		ready: make(chan struct{}), threads: map[string]*threadState{}, cache: newHeadCache(cfg.CacheThreads, cfg.CacheBytes),
 		window: newDeliveryWindow(),
 	}, nil
@@ -175,8 +179,14 @@ func (p *Projector) bind(ctx context.Context) (jetstream.Consumer, error) {
 	if p.kvStream, err = p.js.Stream(ctx, "KV_"+c.SnapshotBucket); err != nil {
 		errs = append(errs, fmt.Errorf("projector: snapshot bucket stream KV_%s: %w", c.SnapshotBucket, err))
 	}
-	if mp := p.js.Conn().MaxPayload(); mp > 0 && mp < int64(2*c.ChunkBytes+64<<10) {
-		errs = append(errs, fmt.Errorf("projector: the server's max payload (%d bytes) is too small for ChunkBytes %d (needs 2*ChunkBytes+64 KiB)", mp, c.ChunkBytes))
+	if mp := p.js.Conn().MaxPayload(); mp > 0 && mp < int64(c.ChunkBytes+payloadSlack) {
+		if fit := int(mp) - payloadSlack; p.defaultChunk && fit >= 1<<10 {
+			// Set before any worker starts, so no step sees the old value.
+			p.cfg.ChunkBytes = fit
+			p.cfg.TailBytes = min(p.cfg.TailBytes, fit)
+		} else {
+			errs = append(errs, fmt.Errorf("projector: the server's max payload (%d bytes) is too small for ChunkBytes %d (needs ChunkBytes+64 KiB)", mp, c.ChunkBytes))
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

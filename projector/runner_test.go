@@ -12,6 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/embedded"
+	"github.com/convlog/convlog/internal/natstest"
+	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/projector"
 )
 
@@ -85,7 +88,18 @@ func TestLongThreadSpansChunksAndGenerations(t *testing.T) {
 		require.Equal(t, content512(i), m.Content, "message %d", i)
 		require.Equal(t, seqs[i+1], m.Seq)
 	}
-	require.Greater(t, len(snap.Chunks), 20, "about 13 MB of history in chunks of 256 KiB")
+	// The layout rules at the defaults (768 KiB chunks, 32 KiB tail): one
+	// open (level 0) chunk at most, the last; every final chunk was closed
+	// when the next tail no longer fitted, so it is full to within a tail.
+	const chunkBytes, tailBytes = 768 << 10, 32 << 10
+	require.GreaterOrEqual(t, len(snap.Chunks), 20_000*512/chunkBytes, "about 12 MB of history in chunks of at most 768 KiB")
+	for i, ch := range snap.Chunks {
+		require.LessOrEqual(t, ch.Bytes, chunkBytes, "chunk %d", i)
+		if i < len(snap.Chunks)-1 {
+			require.EqualValues(t, 1, ch.Level, "chunk %d of %d", i, len(snap.Chunks))
+			require.Greater(t, ch.Bytes, chunkBytes-2*tailBytes, "chunk %d", i)
+		}
+	}
 	require.Greater(t, snap.Bytes, 20_000*512)
 	require.EqualValues(t, 0, snap.Gen)
 	mem := e.fold(t, tenant, thread)
@@ -290,4 +304,42 @@ func TestReadersNeverSeeATornSnapshot(t *testing.T) {
 	}
 	require.Equal(t, len(snaps), k, "every snapshot is at a version of the thread")
 	t.Logf("%d snapshots read while projecting", len(snaps))
+}
+
+// On a server whose max payload is below the default ChunkBytes plus 64
+// KiB, a projector left to the default sizes its chunks to fit (max payload
+// minus 64 KiB) and projects a long thread; one given a ChunkBytes that
+// does not fit refuses to start, naming the max payload.
+func TestChunkBytesFitsTheServersMaxPayload(t *testing.T) {
+	const maxPayload = 512 << 10
+	srv := natstest.RunConfig(t, embedded.Config{MaxPayload: maxPayload})
+	js := srv.JS
+	ctx := context.Background()
+	res, err := provision.Ensure(ctx, js, provision.Config{})
+	require.NoError(t, err)
+	e := &env{srv: srv, res: res, js: js, snaps: projector.NewSnapshots(res.Snapshots)}
+
+	p, err := projector.New(js, projector.Config{Durable: "too-big", ChunkBytes: 768 << 10})
+	require.NoError(t, err)
+	err = p.Run(ctx)
+	require.ErrorContains(t, err, "max payload (524288 bytes) is too small for ChunkBytes 786432")
+
+	e.start(t, projector.Config{})
+	c := &clock{t: time.Unix(1700000000, 0)}
+	const tenant, thread = "small", "t1"
+	evs := []events.Event{c.ev(tenant, thread, events.ThreadCreated{})}
+	for i := 0; i < 2_000; i++ {
+		evs = append(evs, c.ev(tenant, thread, events.UserMessage{Content: content512(i)}))
+		evs = append(evs, c.ev(tenant, thread, events.AssistantMessage{Content: content512(i)}))
+	}
+	seqs := e.publishAsync(t, evs)
+	e.waitVersion(t, tenant, thread, seqs[len(seqs)-1])
+	snap, err := e.snaps.Load(ctx, tenant, thread)
+	require.NoError(t, err)
+	require.Len(t, snap.State.Messages, 4_000)
+	require.GreaterOrEqual(t, len(snap.Chunks), 4, "2.4 MB of history in chunks of at most 448 KiB")
+	for i, ch := range snap.Chunks {
+		require.LessOrEqual(t, ch.Bytes, maxPayload-64<<10, "chunk %d", i)
+	}
+	requireSameState(t, e.fold(t, tenant, thread), snap.State)
 }

@@ -29,7 +29,17 @@ type Server struct {
 // connects to it. The server and connection are closed at cleanup.
 func Run(t testing.TB) *Server {
 	t.Helper()
-	s, err := embedded.Start(embedded.Config{StoreDir: t.TempDir()})
+	return RunConfig(t, embedded.Config{})
+}
+
+// RunConfig is [Run] with a server configured by cfg (a StoreDir left
+// empty is a new t.TempDir()).
+func RunConfig(t testing.TB, cfg embedded.Config) *Server {
+	t.Helper()
+	if cfg.StoreDir == "" {
+		cfg.StoreDir = t.TempDir()
+	}
+	s, err := embedded.Start(cfg)
 	require.NoError(t, err)
 	t.Cleanup(s.Shutdown)
 	nc, err := nats.Connect(s.ClientURL())
