@@ -40,8 +40,10 @@
 //  6. memory: heap and RSS of the server, the projector and the worker
 //     after many threads.
 //
-// Systems are measured in rounds, interleaved in a rotating order, so
-// that the shared machine's background load falls on all of them alike;
+// Systems are measured in rounds, interleaved (appends in a rotating
+// order, Gets in an order shuffled every round, so that no system always
+// follows the same one), so that the shared machine's background load
+// falls on all of them alike;
 // every ratio compares figures of the same run. Performance is reported,
 // never asserted: bench_test.go runs every section at a tiny size against
 // embedded NATS only and checks what was measured (that every Get returned

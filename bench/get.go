@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -69,7 +70,7 @@ type loadedThread struct {
 // RunGet builds one thread per length in convlog (client appends of
 // atomic 1,000-event turns), waits for the projector, loads the same event
 // bytes into the baselines, then measures reads of the whole thread,
-// systems interleaved in a rotating order. convlog's snapshot Get is
+// systems interleaved in a shuffled order (see getOrder). convlog's snapshot Get is
 // measured twice: with the chunk cache off (sysConvlog, every byte read
 // from KV: the figure the targets use) and with the default cache warm
 // (sysConvlogWarm: the warm-up round fills it).
@@ -117,9 +118,10 @@ func RunGet(ctx context.Context, e *Env, b *Baselines, p GetParams, log func(str
 		iters := p.Iters(row.N)
 		log("get: %d messages, %d gets per system", row.N, iters)
 		lat := map[string][]time.Duration{}
+		order := getOrder(row.N)
 		for i := -1; i < iters; i++ { // i == -1 warms up
-			for k := range res.Systems {
-				sys := res.Systems[(k+i+1)%len(res.Systems)]
+			for _, k := range order(len(res.Systems)) {
+				sys := res.Systems[k]
 				if row.Notes[sys] != "" {
 					continue
 				}
@@ -148,6 +150,18 @@ func RunGet(ctx context.Context, e *Env, b *Baselines, p GetParams, log func(str
 		}
 	}
 	return res, nil
+}
+
+// getOrder returns the order of the systems in each round of the Get of
+// an n-message thread: a new random permutation per round, from a seed
+// fixed by n so that runs are repeatable. A read's time depends on what
+// ran just before it (the raw KV get took 376 to 680 µs depending on its
+// predecessor, bench/NOTES.md), and in a rotating order every system
+// always follows the same one; shuffled, each follows every other about
+// equally often.
+func getOrder(n int) func(k int) []int {
+	rng := rand.New(rand.NewPCG(uint64(n), 0x6765745f6f726472))
+	return func(k int) []int { return rng.Perm(k) }
 }
 
 // getOnce reads row's thread from sys and returns how many messages
