@@ -183,9 +183,15 @@ func (c *Client) readAhead(ctx context.Context, subject string, from, upTo uint6
 // the probe costs one small get. When the only new message is the last
 // one (a next_by_subj get from version+1 tells), it is yielded without a
 // batch.
-func (c *Client) readTail(ctx context.Context, subject string, version, upTo uint64) iter.Seq2[*RawEvent, error] {
+//
+// probe, when not nil, is that last_by_subj get already under way (see
+// probeLast), started before the state at version was read.
+func (c *Client) readTail(ctx context.Context, subject string, version, upTo uint64, probe *lastProbe) iter.Seq2[*RawEvent, error] {
 	return func(yield func(*RawEvent, error) bool) {
-		last, err := directget.Last(ctx, c.js, c.stream, subject)
+		if probe == nil {
+			probe = c.probeLast(ctx, subject)
+		}
+		last, err := probe.wait(ctx)
 		if err != nil {
 			yield(nil, fmt.Errorf("client: read %s after seq %d: %w", subject, version, err))
 			return
@@ -212,15 +218,56 @@ func (c *Client) readTail(ctx context.Context, subject string, version, upTo uin
 	}
 }
 
+// lastProbe is a last_by_subj direct get of a thread's subject running in
+// the background, so that it overlaps the snapshot read that precedes the
+// tail: a consistent Get costs the longer of the two round trips instead of
+// their sum. Started before the snapshot is read, the last sequence it
+// reports covers every event acknowledged before the read began, which is
+// all that read-your-writes needs; events it misses are newer than the
+// read.
+type lastProbe struct {
+	done chan struct{}
+	last *RawEvent
+	err  error
+}
+
+// probeLast starts a lastProbe of subject; its goroutine ends with the get
+// (bounded by ctx) whether or not anyone waits for it.
+func (c *Client) probeLast(ctx context.Context, subject string) *lastProbe {
+	p := &lastProbe{done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		p.last, p.err = directget.Last(ctx, c.js, c.stream, subject)
+	}()
+	return p
+}
+
+// wait returns the probe's answer: the subject's last message, nil if it
+// has none.
+func (p *lastProbe) wait(ctx context.Context) (*RawEvent, error) {
+	select {
+	case <-p.done:
+		return p.last, p.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 // foldTail folds the thread's events after s.Version (up to upTo, 0 = all)
 // into s. Windowed states are completed with the full history when an event
 // needs it (projector.ErrNeedHistory).
 func (c *Client) foldTail(ctx context.Context, s *projector.State, upTo uint64) error {
+	return c.foldTailProbed(ctx, s, upTo, nil)
+}
+
+// foldTailProbed is foldTail with a lastProbe of the thread's subject
+// started before s was read (nil: probe now).
+func (c *Client) foldTailProbed(ctx context.Context, s *projector.State, upTo uint64, probe *lastProbe) error {
 	subject, err := c.subjects.Thread(s.Tenant, s.Thread)
 	if err != nil {
 		return err
 	}
-	for m, err := range c.readTail(ctx, subject, s.Version, upTo) {
+	for m, err := range c.readTail(ctx, subject, s.Version, upTo, probe) {
 		if err != nil {
 			return err
 		}

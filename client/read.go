@@ -63,12 +63,16 @@ func IncludeDeleted() GetOption { return func(o *getOptions) { o.withDeleted = t
 // there is no snapshot.
 func (c *Client) loadState(ctx context.Context, tenant, thread string, upTo uint64) (*projector.State, error) {
 	if upTo == 0 {
+		probe, err := c.probeThread(ctx, tenant, thread)
+		if err != nil {
+			return nil, err
+		}
 		s, err := c.snapshotState(ctx, tenant, thread, true)
 		if err != nil {
 			return nil, err
 		}
 		if s != nil {
-			if err := c.foldTail(ctx, s, 0); err != nil {
+			if err := c.foldTailProbed(ctx, s, 0, probe); err != nil {
 				return nil, err
 			}
 			return s, nil
@@ -77,10 +81,23 @@ func (c *Client) loadState(ctx context.Context, tenant, thread string, upTo uint
 	return c.foldFrom(ctx, tenant, thread, upTo)
 }
 
+// probeThread starts a lastProbe of tenant/thread's subject.
+func (c *Client) probeThread(ctx context.Context, tenant, thread string) (*lastProbe, error) {
+	subject, err := c.subjects.Thread(tenant, thread)
+	if err != nil {
+		return nil, err
+	}
+	return c.probeLast(ctx, subject), nil
+}
+
 // loadWindow returns the current state of tenant/thread with only its
 // newest messages (the snapshot head plus the log's tail): what validating
 // an append needs, at a cost that does not grow with the thread.
 func (c *Client) loadWindow(ctx context.Context, tenant, thread string) (*projector.State, error) {
+	probe, err := c.probeThread(ctx, tenant, thread)
+	if err != nil {
+		return nil, err
+	}
 	s, err := c.snapshotState(ctx, tenant, thread, false)
 	if err != nil {
 		return nil, err
@@ -88,7 +105,7 @@ func (c *Client) loadWindow(ctx context.Context, tenant, thread string) (*projec
 	if s == nil {
 		return c.foldFrom(ctx, tenant, thread, 0)
 	}
-	if err := c.foldTail(ctx, s, 0); err != nil {
+	if err := c.foldTailProbed(ctx, s, 0, probe); err != nil {
 		return nil, err
 	}
 	return s, nil
