@@ -32,7 +32,12 @@ type Config struct {
 	// MaxBytes caps the stream; appends beyond it fail (discard new) rather
 	// than silently dropping history. Default -1 (no cap).
 	MaxBytes int64
-	// Duplicates is the de-duplication window. Default 2 minutes.
+	// Duplicates is the de-duplication window (the stream's Duplicates:
+	// an event id published again within it is stored once). Default 2
+	// minutes. The server keeps every id of the window in memory, about
+	// 126 bytes each (measured, nats-server 2.15): an import at 17,000
+	// events/s holds about 250 MiB of ids; a shorter window lowers that
+	// and shortens how long a writer may retry safely.
 	Duplicates time.Duration
 	// MaxMsgSize caps one event in bytes. Default -1 (the server's max
 	// payload, 1 MiB by default).
