@@ -110,12 +110,19 @@
 // slice Load returns, before the head is there; a chunk the new head no
 // longer names is waited for and dropped, one it names in addition is
 // fetched after the head. Measured on 2 cores, a 1,000-message thread
-// (606 KB in a head and four chunks) loads in 1.0 to 1.2 times the time of
-// one KV get of a value of the same size when each is timed back to back,
-// and in 1.5 to 1.8 times when the two alternate (as bench/ times them;
-// the raw get is fastest right after a Load). Five requests instead of one
-// cost 1.2 to 1.4 times one request before any decoding; building the
-// []events.Message (260 KB of structs) adds about 0.15 (bench/NOTES.md).
+// (606 KB: a head of 18 KiB and one open chunk) loads in 1.2 to 1.5 times
+// the time of one KV get of a value of the same size when the two
+// alternate (1.35 in bench/'s full run, whose rounds shuffle the order of
+// the systems), and faster than that get when each is timed back to back
+// (660 against 1,070 µs). With four chunks, before the open chunk, it was
+// 1.5 to 1.8 times. What is left is the second request (two values cost
+// about 1.12 times one of the same bytes, five 1.25 times, before any
+// decoding) and building the []events.Message: decoding 1,000 messages
+// into a slice takes 27 µs, allocating that slice (270 KB of structs)
+// about 100 µs more, garbage-collection work rather than page faults
+// (BenchmarkDecodeChunk; perf counts under one fault per allocation). A
+// reader without the hint (its first read of a thread) waits for the head
+// before it asks for the chunks: 1.5 to 1.7 times.
 //
 // Because a chunk never changes, a [Snapshots] keeps the chunks it decoded
 // in an LRU cache bounded by their encoded size
