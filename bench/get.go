@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -21,6 +22,12 @@ type GetParams struct {
 	Sizes   []int         // thread lengths in messages
 	Content int           // content bytes per message
 	Iters   func(int) int `json:"-"` // measured gets per system for a thread length
+	// CollectFrom is the thread length (in messages) from which every get
+	// starts after a forced garbage collection (runtime.GC), so that the
+	// garbage of the system read before it (a 100,000-element LRANGE
+	// leaves about 70 MB) is not collected during its read: all clients
+	// share this process. 0: never.
+	CollectFrom int
 	// NextEvent is how many single events are appended to each thread, after
 	// the gets, to time their projection.
 	NextEvent int
@@ -54,6 +61,8 @@ type GetRow struct {
 type GetResults struct {
 	Systems []string
 	Rows    []*GetRow
+	// CollectFrom is GetParams.CollectFrom of the run.
+	CollectFrom int
 
 	// longest is the longest thread's raw log, for the replay section.
 	longest *loadedThread
@@ -75,7 +84,7 @@ type loadedThread struct {
 // from KV: the figure the targets use) and with the default cache warm
 // (sysConvlogWarm: the warm-up round fills it).
 func RunGet(ctx context.Context, e *Env, b *Baselines, p GetParams, log func(string, ...any)) (*GetResults, error) {
-	res := &GetResults{Systems: []string{sysConvlog, sysConvlogWarm, sysConvlogCons, sysRawKV}}
+	res := &GetResults{Systems: []string{sysConvlog, sysConvlogWarm, sysConvlogCons, sysRawKV}, CollectFrom: p.CollectFrom}
 	if b.PG != nil {
 		res.Systems = append(res.Systems, sysPG)
 	}
@@ -124,6 +133,9 @@ func RunGet(ctx context.Context, e *Env, b *Baselines, p GetParams, log func(str
 				sys := res.Systems[k]
 				if row.Notes[sys] != "" {
 					continue
+				}
+				if p.CollectFrom > 0 && row.N >= p.CollectFrom {
+					runtime.GC()
 				}
 				t0 := time.Now()
 				got, err := getOnce(ctx, e, b, sys, row)

@@ -31,7 +31,7 @@ func fullParams() Params {
 	return Params{
 		Mode:   "full",
 		Append: AppendParams{Rounds: 5, SeqOps: 400, Warmup: 50, Writers: 32, Threads: 1000, ConcFor: 3 * time.Second},
-		Get: GetParams{Sizes: []int{100, 1_000, 10_000, 100_000}, Content: 512, NextEvent: 60,
+		Get: GetParams{Sizes: []int{100, 1_000, 10_000, 100_000}, Content: 512, NextEvent: 60, CollectFrom: 10_000,
 			Iters: func(n int) int { return min(300, max(7, 300_000/n)) }},
 		Lag:        LagParams{Rates: []int{1_000, 5_000}, For: 10 * time.Second, Warmup: 2 * time.Second, Threads: 1_000, Content: 512, Backlog: 30_000},
 		ReplayReps: 3,
@@ -44,7 +44,7 @@ func quickParams() Params {
 	return Params{
 		Mode:   "quick",
 		Append: AppendParams{Rounds: 2, SeqOps: 200, Warmup: 20, Writers: 32, Threads: 1000, ConcFor: time.Second},
-		Get: GetParams{Sizes: []int{100, 1_000, 10_000}, Content: 512, NextEvent: 8,
+		Get: GetParams{Sizes: []int{100, 1_000, 10_000}, Content: 512, NextEvent: 8, CollectFrom: 10_000,
 			Iters: func(n int) int { return min(100, max(5, 50_000/n)) }},
 		Lag:        LagParams{Rates: []int{1_000, 5_000}, For: 2 * time.Second, Warmup: 500 * time.Millisecond, Threads: 1_000, Content: 512, Backlog: 5_000},
 		ReplayReps: 3,
