@@ -468,6 +468,7 @@ func lagSection(m *md, res *Results) {
 	m.p("snapshots up to date. Lag is OnApply's `Lag` of every event of the measured window (after a warm-up):")
 	m.p("from the event's stream timestamp to the moment the snapshot head holding it was written. PostgreSQL and")
 	m.p("Redis have no projection (a reader of them decodes and folds on every read), so there is no ratio here.")
+	m.p("Each row starts after a forced garbage collection, so that what ran before it is not collected during it.")
 	m.p("")
 	m.p("Each rate is run twice, on threads of its own. **Conditional**: every event carries its thread's version in")
 	m.p("`Nats-Expected-Last-Subject-Sequence` (taken from the thread's previous publish ack), as `client.Append` and")
