@@ -162,6 +162,17 @@ func appendContent(b []byte, c events.Content) []byte {
 	return append(b, 0xc0)
 }
 
+// arrayLenSize is the size of appendArrayLen's header for n elements.
+func arrayLenSize(n int) int {
+	switch {
+	case n < 16:
+		return 1
+	case n <= math.MaxUint16:
+		return 3
+	}
+	return 5
+}
+
 func appendArrayLen(b []byte, n int) []byte {
 	switch {
 	case n < 16:

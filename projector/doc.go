@@ -56,9 +56,10 @@
 //     followed by the tail's: nothing is decoded) and the old one becomes
 //     garbage. Otherwise the open chunk is closed (it becomes level 1,
 //     keeping its key and value) and the tail opens the next chunk; a tail
-//     of ChunkBytes or more by itself (a restore) becomes final chunks of
-//     at most ChunkBytes instead (a message larger than that gets a chunk
-//     of its own). So a history of N bytes has about N/ChunkBytes chunks,
+//     that does not fit in ChunkBytes by itself (a restore) becomes final
+//     chunks of at most ChunkBytes instead (a message larger than that gets
+//     a chunk of its own). Sizes are of whole values, array header
+//     included. So a history of N bytes has about N/ChunkBytes chunks,
 //     at most one of them open, and a thread of up to ChunkBytes is a head
 //     and one chunk: one read more than one KV value, however it grew.
 //     The price is in writes: each cut rewrites the open chunk, so every

@@ -260,33 +260,41 @@ func (w *work) resetTail() {
 // kept several small ones), which is written again under a new key, as long
 // as the result stays within chunkBytes. Otherwise the open chunk is closed
 // (it becomes level 1, under the same key) and the tail starts a new open
-// chunk; a tail that reaches chunkBytes by itself (a restore) becomes final
-// chunks of at most chunkBytes each (a message larger than that gets a
-// chunk of its own).
+// chunk; a tail that does not fit in chunkBytes by itself (a restore)
+// becomes final chunks of at most chunkBytes each (a message larger than
+// that gets a chunk of its own). Sizes include the chunk's array header, so
+// a chunk's value never exceeds chunkBytes unless it is one message.
 func (w *work) cut(ctx context.Context) error {
 	if w.tailBytes < w.cfg.tailBytes || len(w.s.Messages) == 0 {
 		return nil
 	}
 	ms := w.s.Messages
-	k, open := len(w.chunks), 0
+	// fits reports whether a chunk of n messages whose encodings take b
+	// bytes stays within chunkBytes, its array header included.
+	fits := func(n, b int) bool { return b+arrayLenSize(n) <= w.cfg.chunkBytes }
+	// The open chunk: chunks[k:], holding openN messages in openB bytes
+	// of encodings.
+	k, openN, openB := len(w.chunks), 0, 0
 	for k > 0 && w.chunks[k-1].Level == 0 {
 		k--
-		open += w.chunks[k].Bytes
+		c := w.chunks[k]
+		openN += c.Count
+		openB += c.Bytes - arrayLenSize(c.Count)
 	}
 	switch {
-	case w.tailBytes >= w.cfg.chunkBytes:
+	case !fits(len(ms), w.tailBytes):
 		w.closeRun(k)
 		off := 0
 		for i := 0; i < len(ms); {
 			j, b := i, 0
-			for j < len(ms) && (j == i || b+w.tailSizes[j] <= w.cfg.chunkBytes) {
+			for j < len(ms) && (j == i || fits(j-i+1, b+w.tailSizes[j])) {
 				b += w.tailSizes[j]
 				j++
 			}
 			w.addChunk(ms[i:j], w.tailEnc[off:off+b], 1)
 			i, off = j, off+b
 		}
-	case k < len(w.chunks) && open+w.tailBytes <= w.cfg.chunkBytes:
+	case k < len(w.chunks) && fits(openN+len(ms), openB+w.tailBytes):
 		if err := w.extend(ctx, k); err != nil {
 			return err
 		}

@@ -63,29 +63,41 @@ func TestCutKeepsOneOpenChunk(t *testing.T) {
 	all := layoutMsgs(100, 40, 200) // about 210 bytes encoded each
 	cfg := layoutConfig{chunkBytes: 4 << 10, tailBytes: 1 << 10}
 	key := func(c ChunkRef) string { return ChunkKey("acme", "t1", 3, c.First, c.Count) }
-	cases := []struct {
+	type cutCase struct {
 		name       string
 		chunks     []ChunkRef
 		base, tail int // messages in chunks, then in the tail
 		want       []ChunkRef
 		garbage    []ChunkRef
-	}{
+		chunkBytes int // when not 0, instead of cfg's
+	}
+	cases := []cutCase{
 		{"the first tail opens a chunk", nil, 0, 5,
-			[]ChunkRef{ref(all, 0, 5, 0)}, nil},
+			[]ChunkRef{ref(all, 0, 5, 0)}, nil, 0},
 		{"a tail joins the open chunk", []ChunkRef{ref(all, 0, 5, 0)}, 5, 5,
-			[]ChunkRef{ref(all, 0, 10, 0)}, []ChunkRef{ref(all, 0, 5, 0)}},
+			[]ChunkRef{ref(all, 0, 10, 0)}, []ChunkRef{ref(all, 0, 5, 0)}, 0},
 		{"a tail that does not fit closes the open chunk", []ChunkRef{ref(all, 0, 15, 0)}, 15, 5,
-			[]ChunkRef{ref(all, 0, 15, 1), ref(all, 15, 5, 0)}, nil},
+			[]ChunkRef{ref(all, 0, 15, 1), ref(all, 15, 5, 0)}, nil, 0},
 		{"final chunks stay as they are", []ChunkRef{ref(all, 0, 15, 1), ref(all, 15, 5, 0)}, 20, 5,
-			[]ChunkRef{ref(all, 0, 15, 1), ref(all, 15, 10, 0)}, []ChunkRef{ref(all, 15, 5, 0)}},
+			[]ChunkRef{ref(all, 0, 15, 1), ref(all, 15, 10, 0)}, []ChunkRef{ref(all, 15, 5, 0)}, 0},
 		{"small chunks of the older layout join the open chunk", []ChunkRef{ref(all, 0, 15, 1), ref(all, 15, 5, 0), ref(all, 20, 5, 0)}, 25, 5,
-			[]ChunkRef{ref(all, 0, 15, 1), ref(all, 15, 15, 0)}, []ChunkRef{ref(all, 15, 5, 0), ref(all, 20, 5, 0)}},
+			[]ChunkRef{ref(all, 0, 15, 1), ref(all, 15, 15, 0)}, []ChunkRef{ref(all, 15, 5, 0), ref(all, 20, 5, 0)}, 0},
 		{"a tail of chunkBytes becomes final chunks and closes the open one", []ChunkRef{ref(all, 0, 5, 0)}, 5, 35,
 			// 18 messages of the tail make 4,071 bytes, 19 would make 4,300.
-			[]ChunkRef{ref(all, 0, 5, 1), ref(all, 5, 18, 1), ref(all, 23, 17, 1)}, nil},
+			[]ChunkRef{ref(all, 0, 5, 1), ref(all, 5, 18, 1), ref(all, 23, 17, 1)}, nil, 0},
 	}
+	// 10 messages in the open chunk and 6 in the tail: the joined chunk's
+	// array header takes 3 bytes instead of 1, which makes it one byte too
+	// big for this chunkBytes; so the open chunk is closed.
+	tight := ref(all, 0, 10, 0).Bytes - 1 + len(appendMessages(nil, all[10:16])) - 1 + 2
+	cases = append(cases, cutCase{"the array header counts", []ChunkRef{ref(all, 0, 10, 0)}, 10, 6,
+		[]ChunkRef{ref(all, 0, 10, 1), ref(all, 10, 6, 0)}, nil, tight})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			cfg := cfg
+			if tc.chunkBytes != 0 {
+				cfg.chunkBytes = tc.chunkBytes
+			}
 			w, stored := layoutWork(t, cfg, tc.chunks, all[:tc.base], all[tc.base:tc.base+tc.tail])
 			require.GreaterOrEqual(t, w.tailBytes, cfg.tailBytes, "the case's tail must be due for a cut")
 			require.NoError(t, w.cut(context.Background()))
