@@ -121,7 +121,8 @@ func TestRunTiny(t *testing.T) {
 
 		md := Markdown(res, filepath.Join(dir, "BENCHMARKS.md"), "")
 		for _, want := range []string{"## Machine", "## Targets", "## 1. Append", "## 2. Get", "## 3. Projection lag",
-			"## 4. Replay", "## 5. Agent turn", "## 6. Memory", "](get.png)", "PostgreSQL not run"} {
+			"## 4. Replay", "## 5. Agent turn", "## 6. Memory", "](get.png)", "PostgreSQL not run",
+			"From 1,000 messages on, every Get of every system starts after a forced garbage collection"} {
 			assert.Contains(t, md, want)
 		}
 		assert.NotContains(t, md, "%!", "a format verb without its argument")

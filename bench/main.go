@@ -57,7 +57,7 @@ func tinyParams() Params {
 	return Params{
 		Mode:   "tiny",
 		Append: AppendParams{Rounds: 1, SeqOps: 10, Warmup: 2, Writers: 4, Threads: 8, ConcFor: 200 * time.Millisecond},
-		Get: GetParams{Sizes: []int{10, 1_200}, Content: 512, NextEvent: 2,
+		Get: GetParams{Sizes: []int{10, 1_200}, Content: 512, NextEvent: 2, CollectFrom: 1_000,
 			Iters: func(int) int { return 2 }},
 		Lag:        LagParams{Rates: []int{200}, For: 500 * time.Millisecond, Warmup: 100 * time.Millisecond, Threads: 20, Content: 64, Backlog: 200},
 		ReplayReps: 1,
