@@ -188,10 +188,13 @@ func (c *Client) readAhead(ctx context.Context, subject string, from, upTo uint6
 // probeLast), started before the state at version was read.
 func (c *Client) readTail(ctx context.Context, subject string, version, upTo uint64, probe *lastProbe) iter.Seq2[*RawEvent, error] {
 	return func(yield func(*RawEvent, error) bool) {
-		if probe == nil {
-			probe = c.probeLast(ctx, subject)
+		var last *RawEvent
+		var err error
+		if probe != nil {
+			last, err = probe.wait(ctx)
+		} else {
+			last, err = directget.Last(ctx, c.js, c.stream, subject)
 		}
-		last, err := probe.wait(ctx)
 		if err != nil {
 			yield(nil, fmt.Errorf("client: read %s after seq %d: %w", subject, version, err))
 			return
