@@ -32,8 +32,9 @@ type ChunkRef struct {
 	// message.
 	FirstSeq uint64
 	LastSeq  uint64
-	// Level is 0 for a small chunk (a flushed tail, merged with its
-	// neighbours later) and 1 for a final chunk.
+	// Level is 0 for the open chunk (the last one, which the next cut
+	// extends under a new key; heads of the older layout may end with
+	// several) and 1 for a final chunk.
 	Level uint8
 }
 
@@ -192,7 +193,8 @@ type work struct {
 	tailEnc []byte
 	created []newChunk // to write before the head, in order
 	garbage []string
-	// fetch reads a chunk's bytes (for merges and compactions).
+	// fetch reads a chunk's bytes (for extending the open chunk and for
+	// compactions).
 	fetch func(ctx context.Context, key string) ([]byte, error)
 }
 

@@ -60,7 +60,7 @@ func (c *cursor) work(p *Projector, tenant, thread string) *work {
 			e, err := p.snaps.Get(ctx, key)
 			if err != nil {
 				if errors.Is(err, jetstream.ErrKeyNotFound) {
-					// A newer head merged or replaced it: ours is stale.
+					// A newer head extended or replaced it: ours is stale.
 					return nil, fmt.Errorf("%w: chunk %s is gone", errConflict, key)
 				}
 				return nil, fmt.Errorf("projector: read chunk %s: %w", key, err)

@@ -332,7 +332,7 @@ func (s *Snapshots) Load(ctx context.Context, tenant, thread string) (*Snapshot,
 	for attempt := 0; attempt < loadAttempts; attempt++ {
 		snap, err := s.load(ctx, f, tenant, thread)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			// A newer head merged or replaced a chunk of the one read:
+			// A newer head extended or replaced a chunk of the one read:
 			// read the head again; the chunks fetched already (they never
 			// change) are used again if it still names them.
 			f.forgetFailed()
@@ -406,7 +406,7 @@ func (s *Snapshots) fillChunks(ctx context.Context, f *chunkFetcher, tenant, thr
 			need[ChunkKey(tenant, thread, h.Gen, c.First, c.Count)] = true
 		}
 	}
-	// Fetches the head does not need (chunks merged or replaced since the
+	// Fetches the head does not need (chunks extended or replaced since the
 	// hint, or found cached meanwhile) are cancelled; one may still be
 	// decoding into f.pre, over a range this head puts other messages in,
 	// so wait until they are all done before anything is written.
