@@ -106,7 +106,7 @@
 // the chunk gets, eight at a time, each chunk decoded by its fetch as soon
 // as it arrives, by a hand-written msgpack decoder whose strings share the
 // received bytes. A reader remembers the chunk list (and tail length) it
-// last saw of up to 1,024 threads, so a thread it read before has its
+// last saw of up to 16,384 threads, so a thread it read before has its
 // chunks requested together with the head and decoded straight into the
 // slice Load returns, before the head is there; a chunk the new head no
 // longer names is waited for and dropped, one it names in addition is

@@ -37,8 +37,9 @@ const loadAttempts = 8
 // or without a snapshot.
 //
 // A Snapshots also remembers the chunk list it last saw for each of up to
-// 1,024 threads, so that the next Load of a thread fetches the chunks that
-// are not cached while the head is on its way instead of after it.
+// 16,384 threads (and 65,536 chunk references in all, about 3 MiB), so
+// that the next Load of a thread fetches the chunks that are not cached
+// while the head is on its way instead of after it.
 //
 // (A multi-last direct get can return a head and all its chunks in one
 // request, but measured here it was slower than a head get followed by
@@ -271,10 +272,12 @@ func (f *chunkFetcher) forgetFailed() {
 }
 
 // chunkHints remembers the last chunk list seen per thread, for up to
-// maxHints threads.
+// maxHints threads and maxHintRefs chunk references in all (about 48 bytes
+// each: a few MiB at most); beyond either, random threads are forgotten.
 type chunkHints struct {
-	mu sync.Mutex
-	m  map[string]chunkHint
+	mu   sync.Mutex
+	m    map[string]chunkHint
+	refs int // chunk references held in m
 }
 
 type chunkHint struct {
@@ -283,7 +286,10 @@ type chunkHint struct {
 	tail   int // messages in the head's tail
 }
 
-const maxHints = 1024
+const (
+	maxHints    = 16_384
+	maxHintRefs = 65_536
+)
 
 func (c *chunkHints) get(key string) (chunkHint, bool) {
 	c.mu.Lock()
@@ -293,15 +299,24 @@ func (c *chunkHints) get(key string) (chunkHint, bool) {
 }
 
 func (c *chunkHints) put(key string, gen uint64, chunks []ChunkRef, tail int) {
+	if len(chunks) > maxHintRefs {
+		return // a history of over 48 GiB: not worth the memory
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.m[key]; !ok && len(c.m) >= maxHints {
-		for k := range c.m { // evict one at random
-			delete(c.m, k)
+	if old, ok := c.m[key]; ok {
+		c.refs -= len(old.chunks)
+		delete(c.m, key)
+	}
+	for k, h := range c.m { // evict at random
+		if len(c.m) < maxHints && c.refs+len(chunks) <= maxHintRefs {
 			break
 		}
+		c.refs -= len(h.chunks)
+		delete(c.m, k)
 	}
 	c.m[key] = chunkHint{gen: gen, chunks: chunks, tail: tail}
+	c.refs += len(chunks)
 }
 
 // Load reads a thread's complete snapshot: the head and every chunk it
