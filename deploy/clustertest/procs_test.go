@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/convlog/convlog/internal/natstest"
 )
 
 // binaries are built once per test binary run, into a directory TestMain
@@ -74,13 +75,11 @@ func buildBinaries(t testing.TB) (natsServer, agentd string) {
 	return binaries.natsServer, binaries.agent
 }
 
-// freePort returns a loopback TCP port that was free a moment ago.
+// freePort returns a loopback TCP port that was free a moment ago, outside
+// the kernel's ephemeral range (natstest.FreePort).
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return natstest.FreePort(t)
 }
 
 // proc is a child process in its own process group, logging to a file that
