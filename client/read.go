@@ -67,7 +67,7 @@ func (c *Client) loadState(ctx context.Context, tenant, thread string, upTo uint
 		if err != nil {
 			return nil, err
 		}
-		s, err := c.snapshotState(ctx, tenant, thread, true)
+		s, err := c.snapshotState(ctx, tenant, thread)
 		if err != nil {
 			return nil, err
 		}
@@ -90,39 +90,12 @@ func (c *Client) probeThread(ctx context.Context, tenant, thread string) (*lastP
 	return c.probeLast(ctx, subject), nil
 }
 
-// loadWindow returns the current state of tenant/thread with only its
-// newest messages (the snapshot head plus the log's tail): what validating
-// an append needs, at a cost that does not grow with the thread.
-func (c *Client) loadWindow(ctx context.Context, tenant, thread string) (*projector.State, error) {
-	probe, err := c.probeThread(ctx, tenant, thread)
-	if err != nil {
-		return nil, err
-	}
-	s, err := c.snapshotState(ctx, tenant, thread, false)
-	if err != nil {
-		return nil, err
-	}
-	if s == nil {
-		return c.foldFrom(ctx, tenant, thread, 0)
-	}
-	if err := c.foldTailProbed(ctx, s, 0, probe); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-// snapshotState reads the projector's snapshot of the thread: complete
-// (full) or only the head (a window). It returns nil, nil when there is no
-// snapshot (not projected yet, or no projector running): callers fold the
-// log instead. A corrupt snapshot is logged and ignored the same way.
-func (c *Client) snapshotState(ctx context.Context, tenant, thread string, full bool) (*projector.State, error) {
-	var snap *projector.Snapshot
-	var err error
-	if full {
-		snap, err = c.snaps.Load(ctx, tenant, thread)
-	} else {
-		snap, err = c.snaps.LoadHead(ctx, tenant, thread)
-	}
+// snapshotState reads the projector's complete snapshot of the thread. It
+// returns nil, nil when there is no snapshot (not projected yet, or no
+// projector running): callers fold the log instead. A corrupt snapshot is
+// logged and ignored the same way.
+func (c *Client) snapshotState(ctx context.Context, tenant, thread string) (*projector.State, error) {
+	snap, err := c.snaps.Load(ctx, tenant, thread)
 	switch {
 	case err == nil:
 		return snap.State, nil
@@ -180,7 +153,7 @@ func (c *Client) Get(ctx context.Context, tenant, thread string, opts ...GetOpti
 		}
 		t.State = s
 	case !o.consistent && o.atLeast == 0:
-		s, err := c.snapshotState(ctx, tenant, thread, true)
+		s, err := c.snapshotState(ctx, tenant, thread)
 		if err != nil {
 			return nil, err
 		}

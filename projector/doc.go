@@ -87,11 +87,16 @@
 // crash between the head write and the purge leaks nothing. A step that
 // crashes or loses the compare-and-swap after writing chunks leaves them
 // for the next step, which derives the same keys and adopts them, joins
-// them into a new open chunk (and lists them as garbage), or starts a new generation (and purges
-// the old one). One rare race can leave a chunk nobody names: an
-// instance working from a stale head writes a chunk of a generation that
-// another instance has just replaced and purged. It costs space, never
-// correctness, and erasure removes it with the rest.
+// them into a new open chunk (and lists them as garbage), or starts a new
+// generation (and purges the old one). A step working from a stale head
+// (another instance moved the thread on meanwhile) can leave a chunk
+// nobody names: it writes chunks the newer heads have already replaced
+// and purged (an open chunk of up to ChunkBytes, or a chunk of a replaced
+// generation), then loses the compare-and-swap. So can instances whose
+// ChunkBytes differ (set differently, or fitted to servers with different
+// max payloads): they cut at different points, so one may not derive what
+// the other wrote before it crashed. Such a chunk costs space, never
+// correctness (no head names it), and erasure removes it with the rest.
 //
 // Projecting one more event costs the same whatever the history length: at
 // most one read of the event (batched direct get), rewriting a head that

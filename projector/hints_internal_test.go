@@ -51,11 +51,16 @@ func TestChunkHintsStayBounded(t *testing.T) {
 	require.EqualValues(t, 2, h.gen)
 	check()
 
-	// A list longer than the whole bound is not kept, and evicts nothing.
+	// A list longer than the whole bound is not kept, evicts nothing, and
+	// drops the thread's older hint.
 	before := len(c.m)
 	c.put("acme.huge", 1, refs(maxHintRefs+1), 0)
 	_, ok = c.get("acme.huge")
 	require.False(t, ok)
 	require.Equal(t, before, len(c.m))
+	c.put("acme.long199", 3, refs(maxHintRefs+1), 0)
+	_, ok = c.get("acme.long199")
+	require.False(t, ok, "the older hint of a thread that outgrew the bound is dropped")
+	require.Equal(t, before-1, len(c.m))
 	check()
 }

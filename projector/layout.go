@@ -164,8 +164,8 @@ func normalizeState(s *State) {
 
 // layoutConfig is the part of Config the layout rules use.
 type layoutConfig struct {
-	chunkBytes int // target size of a final chunk
-	tailBytes  int // the tail is flushed into a chunk when it reaches this
+	chunkBytes int // the most bytes a chunk's value holds (unless it is one message)
+	tailBytes  int // the tail moves into the open chunk when it reaches this
 }
 
 // newChunk is a chunk created by a projection and not written yet.

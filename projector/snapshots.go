@@ -299,14 +299,14 @@ func (c *chunkHints) get(key string) (chunkHint, bool) {
 }
 
 func (c *chunkHints) put(key string, gen uint64, chunks []ChunkRef, tail int) {
-	if len(chunks) > maxHintRefs {
-		return // a history of over 48 GiB: not worth the memory
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.m[key]; ok {
 		c.refs -= len(old.chunks)
 		delete(c.m, key)
+	}
+	if len(chunks) > maxHintRefs {
+		return // a history of over 48 GiB: not worth the memory
 	}
 	for k, h := range c.m { // evict at random
 		if len(c.m) < maxHints && c.refs+len(chunks) <= maxHintRefs {
