@@ -71,6 +71,12 @@ func requireNoReadAhead(t *testing.T) {
 // (nothing may follow an error).
 func readAll(t *testing.T, c *Client, ctx context.Context, subject string, from, upTo uint64) ([]uint64, error) {
 	t.Helper()
+	return readAllThen(t, c, ctx, subject, from, upTo, nil)
+}
+
+// readAllThen is readAll calling after(n) once the n-th message is in.
+func readAllThen(t *testing.T, c *Client, ctx context.Context, subject string, from, upTo uint64, after func(n int)) ([]uint64, error) {
+	t.Helper()
 	var got []uint64
 	var rerr error
 	for m, err := range c.readRaw(ctx, subject, from, upTo) {
@@ -80,6 +86,9 @@ func readAll(t *testing.T, c *Client, ctx context.Context, subject string, from,
 			continue
 		}
 		got = append(got, m.Sequence)
+		if after != nil {
+			after(len(got))
+		}
 	}
 	return got, rerr
 }
@@ -181,19 +190,11 @@ func TestReadRawEndsWithTheCtxError(t *testing.T) {
 					defer requireNoReadAhead(t)
 					ctx, cancel := context.WithCancel(context.Background())
 					defer cancel()
-					var got []uint64
-					var rerr error
-					for m, err := range c.readRaw(ctx, subject, 1, 0) {
-						require.NoError(t, rerr, "a message or error after the error")
-						if err != nil {
-							rerr = err
-							continue
-						}
-						got = append(got, m.Sequence)
-						if len(got) == cancelAt {
+					got, rerr := readAllThen(t, c, ctx, subject, 1, 0, func(n int) {
+						if n == cancelAt {
 							cancel()
 						}
-					}
+					})
 					end := min((cancelAt+c.pageSize-1)/c.pageSize*c.pageSize, len(seqs))
 					if mode.consumerMin >= 0 && cancelAt > c.pageSize {
 						end = cancelAt
@@ -221,21 +222,13 @@ func TestReadRawReportsAFailedPageInOrder(t *testing.T) {
 			c.consumerMin = mode.consumerMin
 			defer requireNoReadAhead(t)
 			ctx := context.Background()
-			var got []uint64
-			var rerr error
-			for m, err := range c.readRaw(ctx, subject, 1, 0) {
-				require.NoError(t, rerr, "a message or error after the error")
-				if err != nil {
-					rerr = err
-					continue
-				}
-				got = append(got, m.Sequence)
-				if len(got) == 1 {
+			got, rerr := readAllThen(t, c, ctx, subject, 1, 0, func(n int) {
+				if n == 1 {
 					// No stream, no direct get: later pages fail (the pages
 					// already read ahead still come, in order).
 					require.NoError(t, s.JS.DeleteStream(ctx, c.stream))
 				}
-			}
+			})
 			require.Error(t, rerr)
 			require.Less(t, len(got), len(seqs))
 			require.Equal(t, seqs[:len(got)], got)
