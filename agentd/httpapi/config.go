@@ -27,6 +27,26 @@ const (
 	DefaultWriteTimeout = 10 * time.Second
 	// DefaultProducer is recorded on events appended through the API.
 	DefaultProducer = "agentd-http"
+	// DefaultStreamBufferBytes is what one event stream may hold in memory:
+	// log pages read ahead of its socket and the frame being written.
+	DefaultStreamBufferBytes = 4 << 20
+	// DefaultStreamTotalBytes is what all event streams of a server may
+	// hold together.
+	DefaultStreamTotalBytes = 256 << 20
+	// DefaultReadHeaderTimeout bounds reading a request's headers.
+	DefaultReadHeaderTimeout = 10 * time.Second
+	// DefaultReadTimeout bounds reading a whole request, body included.
+	DefaultReadTimeout = 30 * time.Second
+	// DefaultResponseTimeout bounds a non-streaming request from the end
+	// of its headers to the end of its response.
+	DefaultResponseTimeout = 60 * time.Second
+	// DefaultIdleTimeout is how long a keep-alive connection may wait for
+	// its next request.
+	DefaultIdleTimeout = 60 * time.Second
+	// DefaultMaxConns caps open connections, further lowered to leave
+	// headroom below the process's file descriptor limit (see
+	// [Config.MaxConns]).
+	DefaultMaxConns = 4096
 )
 
 // Config configures a [Server]. Client is required; every other zero value
@@ -66,6 +86,46 @@ type Config struct {
 	// Producer is recorded on appended events that name none. Default
 	// [DefaultProducer].
 	Producer string
+
+	// StreamBufferBytes bounds the bytes one event stream holds in memory:
+	// the page of the log it has read but its client has not yet taken,
+	// and the frame being written. The log is read lazily, a page at a
+	// time as the socket drains, never ahead of that. One event larger
+	// than this alone is still sent (the stream then holds that event).
+	// Default [DefaultStreamBufferBytes] (4 MiB).
+	StreamBufferBytes int64
+	// StreamTotalBytes bounds the bytes all event streams hold together. A
+	// stream that cannot get room for its next page within WriteTimeout is
+	// ended and counted (Hooks.StreamDropped, reason "memory_budget"); its
+	// client resumes with Last-Event-ID. Must be >= StreamBufferBytes.
+	// Default [DefaultStreamTotalBytes] (256 MiB).
+	StreamTotalBytes int64
+	// ReadHeaderTimeout bounds reading a request's headers
+	// (http.Server.ReadHeaderTimeout). Default [DefaultReadHeaderTimeout].
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included
+	// (http.Server.ReadTimeout): a body that has not arrived by then is
+	// answered 408 and the connection closed. Streams and chat
+	// completions stop the clock once their body is read. Default
+	// [DefaultReadTimeout].
+	ReadTimeout time.Duration
+	// ResponseTimeout bounds a non-streaming request from the end of its
+	// headers to the end of its response (http.Server.WriteTimeout).
+	// Long routes (event streams, exports, chat completions) are exempt:
+	// each of their writes has its own WriteTimeout deadline instead, and
+	// heartbeats keep idle streams writing. Default [DefaultResponseTimeout].
+	ResponseTimeout time.Duration
+	// IdleTimeout is how long a keep-alive connection may wait for its next
+	// request (http.Server.IdleTimeout). Default [DefaultIdleTimeout].
+	IdleTimeout time.Duration
+	// MaxConns caps the connections [Server.Listen]'s listener holds open:
+	// beyond it a new connection is answered 503 and closed at once
+	// (counted with Hooks.ConnRefused), so a flood degrades to refusals
+	// instead of exhausting file descriptors. Default: [DefaultMaxConns],
+	// lowered to the process's RLIMIT_NOFILE minus a headroom of a quarter
+	// of it (at least 256) for NATS, the data directory and the rest. An
+	// explicit value above that is a Validate error.
+	MaxConns int
 	// Hooks are called for metrics (agentd wires Prometheus to them).
 	Hooks Hooks
 }
@@ -82,6 +142,18 @@ type Hooks struct {
 	StreamDropped func(StreamDrop)
 	// Chat is called once per chat completion.
 	Chat func(ChatInfo)
+	// ConnRefused is called when [Server.Listen]'s listener refuses a
+	// connection because MaxConns connections are open. It is called from
+	// the accepting goroutine.
+	ConnRefused func(ConnRefusal)
+}
+
+// ConnRefusal describes a refused connection.
+type ConnRefusal struct {
+	// Remote is the client's address.
+	Remote string
+	// Open is the number of connections open (the cap).
+	Open int
 }
 
 // RequestInfo describes one finished request.
@@ -103,7 +175,10 @@ type StreamDrop struct {
 	Route  string
 	Tenant string
 	Thread string
-	// Reason is "write_timeout".
+	// Reason is "write_timeout" (a write did not complete within
+	// Config.WriteTimeout) or "memory_budget" (no room within
+	// Config.StreamTotalBytes for the stream's next page within
+	// Config.WriteTimeout).
 	Reason string
 }
 
@@ -131,7 +206,10 @@ type ChatInfo struct {
 // Client, Agents and Auth are left for the caller.
 func DefaultConfig() Config {
 	return Config{MaxBodyBytes: DefaultMaxBodyBytes, AnswerTimeout: DefaultAnswerTimeout,
-		Heartbeat: DefaultHeartbeat, WriteTimeout: DefaultWriteTimeout, Producer: DefaultProducer}
+		Heartbeat: DefaultHeartbeat, WriteTimeout: DefaultWriteTimeout, Producer: DefaultProducer,
+		StreamBufferBytes: DefaultStreamBufferBytes, StreamTotalBytes: DefaultStreamTotalBytes,
+		ReadHeaderTimeout: DefaultReadHeaderTimeout, ReadTimeout: DefaultReadTimeout,
+		ResponseTimeout: DefaultResponseTimeout, IdleTimeout: DefaultIdleTimeout}
 }
 
 func (c Config) withDefaults() Config {
@@ -150,6 +228,25 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Producer == "" {
 		c.Producer = d.Producer
+	}
+	if c.StreamBufferBytes == 0 {
+		c.StreamBufferBytes = d.StreamBufferBytes
+	}
+	if c.StreamTotalBytes == 0 {
+		c.StreamTotalBytes = max(d.StreamTotalBytes, c.StreamBufferBytes)
+	}
+	for _, f := range []struct {
+		v *time.Duration
+		d time.Duration
+	}{
+		{&c.ReadHeaderTimeout, d.ReadHeaderTimeout}, {&c.ReadTimeout, d.ReadTimeout},
+		{&c.ResponseTimeout, d.ResponseTimeout}, {&c.IdleTimeout, d.IdleTimeout}} {
+		if *f.v == 0 {
+			*f.v = f.d
+		}
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns, _ = maxConnsAllowed(0)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -186,8 +283,40 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("httpapi: %s must be >= 0, got %s", name, d))
 		}
 	}
+	if err := c.ValidateLimits(); err != nil {
+		errs = append(errs, err)
+	}
 	if len(c.Producer) > events.DefaultLimits().MaxNameLen {
 		errs = append(errs, fmt.Errorf("httpapi: Producer is longer than %d bytes", events.DefaultLimits().MaxNameLen))
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateLimits reports every problem with the memory, timeout and
+// connection limits at once (Validate includes it; it needs no Client, so
+// agentd serve --check can run it before connecting): negative values, a
+// StreamTotalBytes below StreamBufferBytes, and a MaxConns at or above
+// what the process's file descriptor limit leaves room for.
+func (c Config) ValidateLimits() error {
+	var errs []error
+	for name, n := range map[string]int64{"StreamBufferBytes": c.StreamBufferBytes, "StreamTotalBytes": c.StreamTotalBytes} {
+		if n < 0 {
+			errs = append(errs, fmt.Errorf("httpapi: %s must be >= 0, got %d", name, n))
+		}
+	}
+	if c.StreamBufferBytes > 0 && c.StreamTotalBytes > 0 && c.StreamTotalBytes < c.StreamBufferBytes {
+		errs = append(errs, fmt.Errorf("httpapi: StreamTotalBytes (%d) must be >= StreamBufferBytes (%d)", c.StreamTotalBytes, c.StreamBufferBytes))
+	}
+	for name, d := range map[string]time.Duration{"ReadHeaderTimeout": c.ReadHeaderTimeout, "ReadTimeout": c.ReadTimeout,
+		"ResponseTimeout": c.ResponseTimeout, "IdleTimeout": c.IdleTimeout} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("httpapi: %s must be >= 0, got %s", name, d))
+		}
+	}
+	if c.MaxConns < 0 {
+		errs = append(errs, fmt.Errorf("httpapi: MaxConns must be >= 0, got %d", c.MaxConns))
+	} else if _, err := maxConnsAllowed(c.MaxConns); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

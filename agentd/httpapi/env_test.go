@@ -121,6 +121,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 			StreamDropped: func(d httpapi.StreamDrop) { e.mu.Lock(); e.dropped = append(e.dropped, d); e.mu.Unlock() },
 			Chat:          func(ci httpapi.ChatInfo) { e.mu.Lock(); e.chats = append(e.chats, ci); e.mu.Unlock() },
 		}}
+	base.Hooks.ConnRefused = cfg.Hooks.ConnRefused
 	cfg.Client, cfg.NC, cfg.Agents, cfg.Hooks = base.Client, base.NC, base.Agents, base.Hooks
 	if !cfg.Auth.Disabled && cfg.Auth.Keys == nil {
 		cfg.Auth = base.Auth

@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -50,6 +51,9 @@ type Server struct {
 	stopBase context.CancelFunc
 	// long counts long-lived handlers in flight, for Shutdown.
 	long sync.WaitGroup
+	// streams is the StreamTotalBytes budget shared by every event stream
+	// and events page.
+	streams *byteBudget
 }
 
 // New returns a server for cfg. It validates cfg (every problem at once).
@@ -59,7 +63,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, c: cfg.Client, log: cfg.Logger, mux: http.NewServeMux(),
-		agents: map[string]bool{}, started: time.Now()}
+		agents: map[string]bool{}, started: time.Now(), streams: newByteBudget(cfg.StreamTotalBytes)}
 	for _, a := range cfg.Agents {
 		s.agents[a] = true
 	}
@@ -133,6 +137,12 @@ func (s *Server) route(pattern string, public, long bool, h handlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w}
+		rc := http.NewResponseController(w)
+		if long {
+			// Exempt from ResponseTimeout: every write gets its own
+			// WriteTimeout deadline instead.
+			rec.rc, rec.perWrite = rc, s.cfg.WriteTimeout
+		}
 		tenant := ""
 		defer func() {
 			if v := recover(); v != nil {
@@ -163,9 +173,17 @@ func (s *Server) route(pattern string, public, long bool, h handlerFunc) {
 			tenant = t
 			r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, t))
 		}
+		if s.cfg.MaxBodyBytes > 0 && r.ContentLength > s.cfg.MaxBodyBytes {
+			// Answered before reading anything: no "100 Continue" goes
+			// out for a body that would be refused, and the connection
+			// closes after the answer.
+			s.fail(rec, r, tooLargeBody(s.cfg.MaxBodyBytes).header("Connection", "close"), openai)
+			return
+		}
 		if r.Body != nil && s.cfg.MaxBodyBytes > 0 {
 			r.Body = http.MaxBytesReader(rec, r.Body, s.cfg.MaxBodyBytes)
 		}
+		s.watchBody(rec, rc, r)
 		if err := h(rec, r); err != nil {
 			if rec.wrote {
 				s.log.Warn("request failed after the response started", "route", pattern, "tenant", tenant, "err", err)
@@ -288,23 +306,46 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 }
 
 // recorder remembers whether and with which status a response started.
+// On long routes (rc set) every write first sets a write deadline of
+// perWrite. Once sealed (a 408 was sent for a body that did not arrive)
+// it ignores what the handler still writes.
 type recorder struct {
 	http.ResponseWriter
-	code  int
-	wrote bool
+	code     int
+	wrote    bool
+	sealed   bool
+	rc       *http.ResponseController
+	perWrite time.Duration
+}
+
+// errSealed is what writes to a sealed recorder return.
+var errSealed = errors.New("httpapi: the response was already sent (request timeout)")
+
+func (r *recorder) deadline() {
+	if r.rc != nil {
+		_ = r.rc.SetWriteDeadline(time.Now().Add(r.perWrite))
+	}
 }
 
 func (r *recorder) WriteHeader(code int) {
+	if r.sealed {
+		return
+	}
 	if !r.wrote {
 		r.code, r.wrote = code, true
 	}
+	r.deadline()
 	r.ResponseWriter.WriteHeader(code)
 }
 
 func (r *recorder) Write(b []byte) (int, error) {
+	if r.sealed {
+		return 0, errSealed
+	}
 	if !r.wrote {
 		r.code, r.wrote = http.StatusOK, true
 	}
+	r.deadline()
 	return r.ResponseWriter.Write(b)
 }
 

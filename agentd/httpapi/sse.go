@@ -12,7 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/events"
 )
 
 // wantsSSE reports whether the request asks for an event stream.
@@ -35,70 +39,180 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) error {
 		return p
 	}
 	q := r.URL.Query()
-	after, p := queryAfter(r)
+	after, param, p := queryAfter(r)
 	if p != nil {
 		return p
 	}
-	if !wantsSSE(r) {
-		limit, p := queryInt(q, "limit", 1, 1000)
-		if p != nil {
+	var limit int
+	var deltas bool
+	sse := wantsSSE(r)
+	if !sse {
+		if limit, p = queryInt(q, "limit", 1, 1000); p != nil {
 			return p
 		}
 		if limit == 0 {
 			limit = 100
 		}
-		return s.eventsPage(w, r, tenant, id, after, limit)
-	}
-	deltas, p := queryBool(q, "deltas")
-	if p != nil {
+	} else if deltas, p = queryBool(q, "deltas"); p != nil {
 		return p
+	}
+	if err := s.checkAfter(r.Context(), tenant, id, after, param); err != nil {
+		return err
+	}
+	if !sse {
+		return s.eventsPage(w, r, tenant, id, after, limit)
 	}
 	return s.streamEvents(w, r, tenant, id, after, deltas)
 }
 
 // queryAfter reads where a reader resumes: the Last-Event-ID header (sent by
-// browsers on reconnect) wins over the ?after= parameter.
-func queryAfter(r *http.Request) (uint64, *Problem) {
+// browsers on reconnect) wins over the ?after= parameter. param names the
+// one used ("" when neither was given).
+func queryAfter(r *http.Request) (after uint64, param string, p *Problem) {
 	if v := strings.TrimSpace(r.Header.Get("Last-Event-ID")); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			return 0, badRequest("bad-header", fmt.Sprintf("Last-Event-ID must be a stream sequence, got %q", v)).field("Last-Event-ID")
+			return 0, "", badRequest("bad-header", fmt.Sprintf("Last-Event-ID must be a stream sequence, got %q", v)).field("Last-Event-ID")
 		}
-		return n, nil
+		return n, "Last-Event-ID", nil
 	}
 	v := r.URL.Query().Get("after")
 	if v == "" {
-		return 0, nil
+		return 0, "", nil
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
-		return 0, badRequest("bad-query", fmt.Sprintf("after must be a stream sequence (an integer >= 0), got %q", v)).field("after")
+		return 0, "", badRequest("bad-query", fmt.Sprintf("after must be a stream sequence (an integer >= 0), got %q", v)).field("after")
 	}
-	return n, nil
+	return n, "after", nil
 }
 
-// eventsPage answers one JSON page of stored events after a sequence.
-func (s *Server) eventsPage(w http.ResponseWriter, r *http.Request, tenant, id string, after uint64, limit int) error {
-	if _, err := s.c.Get(r.Context(), tenant, id, client.IncludeDeleted()); err != nil {
+// checkAfter answers whether the thread exists (404 otherwise) and whether
+// after can be where a reader of it resumes: a sequence past the thread's
+// version was never a sequence of this thread, so it is a 400 naming the
+// parameter (a stream would otherwise skip every event up to it, a page
+// would have nothing to say).
+func (s *Server) checkAfter(ctx context.Context, tenant, id string, after uint64, param string) error {
+	v, err := s.threadVersion(ctx, tenant, id, after)
+	if err != nil {
 		return err
 	}
+	if after <= v {
+		return nil
+	}
+	slug := "bad-query"
+	if param == "Last-Event-ID" {
+		slug = "bad-header"
+	}
+	return badRequest(slug, fmt.Sprintf("%s %d is past the last event of thread %q (version %d): pass the sequence of the last event received, or 0 for the whole log",
+		param, after, id, v)).field(param).thread(id)
+}
+
+// threadVersion returns the version of tenant/id (the sequence of its last
+// event), or a 404 problem when it has no events or was erased. It reads
+// only the thread's last message (within the StreamTotalBytes budget),
+// never the thread: a reader opening a stream of a long thread costs one
+// message, not the thread. A version below want is read again a few times
+// (a direct get may be answered by a lagging replica). Soft-deleted threads
+// are found. When the last event is an erasure marker, [client.Client.Get]
+// decides, as it does for every other read.
+func (s *Server) threadVersion(ctx context.Context, tenant, id string, want uint64) (uint64, error) {
+	lr, err := s.newLogReader(tenant, id)
+	if err != nil {
+		return 0, err
+	}
+	defer lr.close()
+	for attempt := 0; ; attempt++ {
+		wctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
+		m, err := lr.last(ctx, wctx)
+		cancel()
+		switch {
+		case errors.Is(err, errNoBudget):
+			return 0, busy(id)
+		case err != nil:
+			if ctx.Err() != nil {
+				return 0, ctx.Err()
+			}
+			return 0, s.readFailed(tenant, id, 0, err)
+		case m == nil:
+			return 0, notFound(id)
+		case m.Header.Get(events.HeaderType) == string(events.TypeErased):
+			th, err := s.c.Get(ctx, tenant, id, client.IncludeDeleted())
+			if err != nil {
+				return 0, err
+			}
+			return th.Version, nil
+		case m.Sequence >= want || attempt == 3:
+			return m.Sequence, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(time.Duration(attempt+1) * 10 * time.Millisecond):
+		}
+	}
+}
+
+// busy is the answer when the StreamTotalBytes budget has no room.
+func busy(id string) *Problem {
+	return newProblem(http.StatusServiceUnavailable, "busy", "Server busy",
+		"the server's memory budget for reading logs is in use; retry shortly").header("Retry-After", "1").thread(id)
+}
+
+// readFailed logs a failed read of a thread's log and returns a problem
+// that does not carry the cause (which names internal subjects).
+func (s *Server) readFailed(tenant, id string, seq uint64, err error) *Problem {
+	s.log.Warn("reading a thread's log failed", "tenant", tenant, "thread", id, "seq", seq, "err", err)
+	return newProblem(http.StatusServiceUnavailable, "unavailable", "Service unavailable",
+		fmt.Sprintf("the log of thread %q could not be read; retry shortly", id)).thread(id).header("Retry-After", "1")
+}
+
+// eventsPage answers one JSON page of stored events after a sequence: at
+// most limit events and about StreamBufferBytes of them (the page ends
+// early, with more: true, past that), read with one batched direct get
+// within the server's StreamTotalBytes budget.
+func (s *Server) eventsPage(w http.ResponseWriter, r *http.Request, tenant, id string, after uint64, limit int) error {
+	lr, err := s.newLogReader(tenant, id)
+	if err != nil {
+		return err
+	}
+	defer lr.close()
 	out := struct {
 		Events    []json.RawMessage `json:"events"`
 		NextAfter uint64            `json:"next_after"`
 		More      bool              `json:"more"`
 	}{Events: []json.RawMessage{}, NextAfter: after}
-	for st, err := range s.c.Events(r.Context(), tenant, id, after+1, 0) {
-		if st.Seq == 0 && err != nil {
-			return err
-		}
-		if len(out.Events) == limit {
-			out.More = true
-			break
-		}
-		out.Events = append(out.Events, storedJSON(st, err))
-		out.NextAfter = st.Seq
+	wctx, cancel := context.WithTimeout(r.Context(), s.cfg.WriteTimeout)
+	defer cancel()
+	msgs, pending, err := lr.page(r.Context(), wctx, after+1, limit)
+	switch {
+	case errors.Is(err, errNoBudget):
+		return busy(id)
+	case err != nil && r.Context().Err() == nil:
+		return s.readFailed(tenant, id, after+1, err)
+	case err != nil:
+		return err
 	}
+	size := 0
+	for _, m := range msgs {
+		st, derr := decodeRaw(tenant, id, m)
+		b := storedJSON(st, derr)
+		out.Events = append(out.Events, b)
+		out.NextAfter = m.Sequence
+		size += len(b)
+	}
+	out.More = pending > 0
+	lr.hold.force(int64(size)) // the page's JSON, until it is written
 	return writeJSON(w, http.StatusOK, out)
+}
+
+// decodeRaw decodes one stored message of tenant/thread.
+func decodeRaw(tenant, thread string, m *jetstream.RawStreamMsg) (events.Stored, error) {
+	ev, err := events.Unmarshal(m.Data)
+	if err != nil {
+		err = fmt.Errorf("thread %s/%s seq %d: %w", tenant, thread, m.Sequence, err)
+	}
+	return events.Stored{Event: ev, Seq: m.Sequence, StoredAt: m.Time}, err
 }
 
 // sseWriter frames server-sent events with a write deadline per frame.
@@ -116,6 +230,26 @@ func (sw *sseWriter) write(frame []byte) error {
 	}
 	if _, err := sw.w.Write(frame); err != nil {
 		return err
+	}
+	if err := sw.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
+}
+
+// writeEvent sends one event frame (as [sseFrame] builds it) without
+// copying data into a frame first: the frame's lines are written in turn
+// under one write deadline, then flushed. A frame cut off by an error is
+// never dispatched by the client (it lacks its blank line).
+func (sw *sseWriter) writeEvent(id, event string, data []byte) error {
+	if err := sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	head := sseFrame(id, event, nil)
+	for _, b := range [][]byte{head[:len(head)-2], data, []byte("\n\n")} {
+		if _, err := sw.w.Write(b); err != nil {
+			return err
+		}
 	}
 	if err := sw.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
@@ -151,8 +285,14 @@ func (s *Server) streamEnded(err error, d StreamDrop) {
 		return
 	}
 	d.Reason = "write_timeout"
+	s.streamDropped(d)
+}
+
+// streamDropped logs and counts a stream the server ended to protect the
+// others (d.Reason says why).
+func (s *Server) streamDropped(d StreamDrop) {
 	s.log.Info("slow stream client dropped", "route", d.Route, "tenant", d.Tenant, "thread", d.Thread,
-		"reason", d.Reason, "write_timeout", s.cfg.WriteTimeout)
+		"reason", d.Reason, "write_timeout", s.cfg.WriteTimeout, "stream_bytes_in_use", s.streams.inUse())
 	if s.cfg.Hooks.StreamDropped != nil {
 		s.cfg.Hooks.StreamDropped(d)
 	}
@@ -167,26 +307,48 @@ func setStreamHeaders(h http.Header) {
 	h.Set("X-Accel-Buffering", "no")
 }
 
-// streamEvents serves the SSE stream of a thread (see doc.go).
+// streamEvents serves the SSE stream of a thread (see doc.go). The log is
+// read lazily: a page (within the stream's budget) at a time, the next one
+// only when the previous one is written. Once the stream has caught up, a
+// headers-only consumer announces new events and the stream reads them
+// from the log the same way.
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, tenant, id string, after uint64, deltas bool) error {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	stop := context.AfterFunc(s.base, cancel)
 	defer stop()
-	if _, err := s.c.Get(ctx, tenant, id, client.IncludeDeleted()); err != nil {
-		return err
-	}
-	wt, err := s.c.Watch(ctx, tenant, id, client.WatchOptions{After: after, Deltas: deltas, Buffer: 512})
+	lr, err := s.newLogReader(tenant, id)
 	if err != nil {
 		return err
 	}
-	defer wt.Stop()
+	defer lr.close()
+	var deltaC <-chan *nats.Msg
+	if deltas {
+		sub, ch, err := s.subscribeDeltas(tenant, id)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+		deltaC = ch
+	}
 
+	limitSendBuffer(r.Context(), s.cfg.StreamBufferBytes)
 	setStreamHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
 	sw := &sseWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}
+	info := StreamDrop{Route: "GET /v1/threads/{id}/events", Tenant: tenant, Thread: id}
 	drop := func(err error) error {
-		s.streamEnded(err, StreamDrop{Route: "GET /v1/threads/{id}/events", Tenant: tenant, Thread: id})
+		s.streamEnded(err, info)
+		return nil
+	}
+	// fail ends the stream with an error frame that says where to resume;
+	// the cause (which names internal subjects) goes to the log only.
+	fail := func(seq uint64, what string, err error) error {
+		s.log.Warn("stream ended: "+what, "tenant", tenant, "thread", id, "seq", seq, "err", err)
+		p := newProblem(http.StatusServiceUnavailable, "unavailable", "Service unavailable",
+			fmt.Sprintf("the log of thread %q could not be read from seq %d; reconnect with Last-Event-ID to resume", id, seq)).thread(id).seq(seq)
+		b, _ := json.Marshal(p)
+		_ = sw.write(sseFrame("", "error", b))
 		return nil
 	}
 	// The retry hint tells EventSource how soon to reconnect.
@@ -203,7 +365,87 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, tenant, id
 	}
 	hb := time.NewTicker(s.cfg.Heartbeat)
 	defer hb.Stop()
+	var tail *tailNotifier
+	defer func() {
+		if tail != nil {
+			tail.stop()
+		}
+	}()
+	next := after + 1 // the first sequence not sent
+	more := true      // the log may hold events from next on
+	stale := 0        // reads that found nothing where an event was announced
 	for {
+		if ctx.Err() != nil {
+			return cancelled()
+		}
+		if more || (tail != nil && next <= tail.seen.Load()) {
+			wctx, wcancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
+			msgs, pending, err := lr.page(ctx, wctx, next, pageMsgs)
+			wcancel()
+			switch {
+			case ctx.Err() != nil:
+				return cancelled()
+			case errors.Is(err, errNoBudget):
+				info.Reason = "memory_budget"
+				s.streamDropped(info)
+				return nil
+			case err != nil:
+				return fail(next, "reading the log failed", err)
+			}
+			for i := range msgs {
+				if ctx.Err() != nil {
+					return cancelled()
+				}
+				// Nothing but the frame's data stays reachable while it is
+				// written: the raw message and the decoded event are let go.
+				seq, size := msgs[i].Sequence, msgSize(msgs[i])
+				st, derr := decodeRaw(tenant, id, msgs[i])
+				msgs[i] = nil
+				typ := string(st.Type)
+				if derr != nil {
+					typ = "undecodable"
+				}
+				data := storedJSON(st, derr)
+				st = events.Stored{}
+				lr.hold.force(int64(len(data)))
+				lr.hold.give(size)
+				err := sw.writeEvent(strconv.FormatUint(seq, 10), typ, data)
+				lr.hold.give(int64(len(data)))
+				if err != nil {
+					return drop(err)
+				}
+				next = seq + 1
+			}
+			lr.hold.releaseAll()
+			more = pending > 0
+			if len(msgs) > 0 || more {
+				stale = 0
+				continue
+			}
+			if tail != nil && next <= tail.seen.Load() {
+				// Announced but not readable yet (a direct get answered by
+				// a lagging replica) or purged meanwhile: try again a few
+				// times, then let the client resume.
+				if stale++; stale > 20 {
+					return fail(next, "an announced event could not be read", fmt.Errorf("seq %d announced, not in the log", tail.seen.Load()))
+				}
+				select {
+				case <-ctx.Done():
+					return cancelled()
+				case <-time.After(time.Duration(stale) * 10 * time.Millisecond):
+				}
+				continue
+			}
+		}
+		if tail == nil {
+			if tail, err = lr.startTail(ctx, next); err != nil {
+				if ctx.Err() != nil {
+					return cancelled()
+				}
+				return fail(next, "following the log failed", err)
+			}
+			continue // events appended before the consumer started
+		}
 		select {
 		case <-ctx.Done():
 			return cancelled()
@@ -211,38 +453,22 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, tenant, id
 			if err := sw.write([]byte(": heartbeat\n\n")); err != nil {
 				return drop(err)
 			}
-		case u, ok := <-wt.C:
-			if !ok {
-				// The watch ends with ctx too, and select picks either
-				// ready case: a watch closed by the cancellation is the
-				// same cancellation.
-				if ctx.Err() != nil {
-					return cancelled()
-				}
-				if werr := wt.Err(); werr != nil {
-					b, _ := json.Marshal(problemFor(werr, errCtx{thread: id}))
-					_ = sw.write(sseFrame("", "error", b))
-				}
-				return nil
+		case <-tail.wake:
+		case <-tail.done:
+			if ctx.Err() != nil {
+				return cancelled()
 			}
-			var frame []byte
-			switch {
-			case u.Event != nil:
-				typ := string(u.Event.Type)
-				if u.Err != nil {
-					typ = "undecodable"
-				}
-				frame = sseFrame(strconv.FormatUint(u.Event.Seq, 10), typ, storedJSON(*u.Event, u.Err))
-			case u.Delta != nil:
-				b, err := json.Marshal(u.Delta)
-				if err != nil {
-					continue
-				}
-				frame = sseFrame("", "delta", b)
-			default:
+			return fail(next, "following the log failed", tail.failure())
+		case m := <-deltaC:
+			var d events.Delta
+			if json.Unmarshal(m.Data, &d) != nil {
 				continue
 			}
-			if err := sw.write(frame); err != nil {
+			b, err := json.Marshal(&d)
+			if err != nil {
+				continue
+			}
+			if err := sw.write(sseFrame("", "delta", b)); err != nil {
 				return drop(err)
 			}
 		}
