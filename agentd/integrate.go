@@ -53,6 +53,7 @@ func newHTTPHandler(ctx context.Context, cl *client.Client, cn *conn, f *serveFl
 		auth = httpapi.Auth{Keys: keys}
 	}
 	cfg := httpapi.Config{Client: cl, NC: cn.NC, Logger: logger.With("component", "http"), Agents: agents, Auth: auth}
+	f.HTTPLimits.apply(&cfg)
 	if m != nil {
 		cfg.Hooks = m.httpHooks()
 	}

@@ -21,6 +21,7 @@ type metrics struct {
 	projectorError prometheus.Counter
 	httpRequests   *prometheus.HistogramVec
 	httpDropped    *prometheus.CounterVec
+	httpRefused    prometheus.Counter
 	chats          *prometheus.CounterVec
 }
 
@@ -47,10 +48,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help: "HTTP API request duration by route and status (streams: their lifetime).", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)},
 		[]string{"route", "status"})
 	m.httpDropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "convlog_http_stream_dropped_total",
-		Help: "Streaming clients dropped because they were too slow."}, []string{"route"})
+		Help: "Streaming clients dropped because they were too slow, by route and reason (write_timeout: a write missed its deadline; memory_budget: no room in --http-stream-total-bytes)."}, []string{"route", "reason"})
+	m.httpRefused = prometheus.NewCounter(prometheus.CounterOpts{Name: "convlog_http_connections_refused_total",
+		Help: "HTTP connections refused (503 and closed) because --http-max-conns connections were open."})
 	m.chats = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "convlog_chat_completions_total",
 		Help: "OpenAI-compatible chat completions by agent, conversation key tier and outcome."}, []string{"agent", "tier", "outcome"})
-	reg.MustRegister(m.httpRequests, m.httpDropped, m.chats)
+	reg.MustRegister(m.httpRequests, m.httpDropped, m.httpRefused, m.chats)
 	reg.MustRegister(m.turns, m.turnSeconds, m.turnConflicts, m.projectionLag, m.projected, m.rejections, m.projectorError)
 	return m
 }
@@ -66,7 +69,8 @@ func (m *metrics) httpHooks() httpapi.Hooks {
 		Request: func(r httpapi.RequestInfo) {
 			m.httpRequests.WithLabelValues(r.Route, strconv.Itoa(r.Status)).Observe(r.Took.Seconds())
 		},
-		StreamDropped: func(d httpapi.StreamDrop) { m.httpDropped.WithLabelValues(d.Route).Inc() },
+		StreamDropped: func(d httpapi.StreamDrop) { m.httpDropped.WithLabelValues(d.Route, d.Reason).Inc() },
+		ConnRefused:   func(httpapi.ConnRefusal) { m.httpRefused.Inc() },
 		Chat: func(c httpapi.ChatInfo) {
 			m.chats.WithLabelValues(c.Agent, strconv.Itoa(int(c.Tier)), c.Outcome).Inc()
 		},

@@ -35,6 +35,7 @@ type serveFlags struct {
 	AllowOpen   bool
 	TokenDelay  time.Duration
 	AckWait     time.Duration
+	HTTPLimits  httpLimitFlags
 }
 
 func newServeCmd(lf *logFlags) *cobra.Command {
@@ -79,6 +80,7 @@ CONVLOG_OPENAI_API_KEY, CONVLOG_LOG_FORMAT, CONVLOG_LOG_LEVEL.`,
 	fs.BoolVar(&f.AllowOpen, "insecure-no-auth", false, "allow a non-loopback --http-addr without API keys")
 	fs.DurationVar(&f.TokenDelay, "token-delay", 0, "offline model: pause between streamed tokens (demo pacing)")
 	fs.DurationVar(&f.AckWait, "worker-ack-wait", 30*time.Second, "time before work held by a crashed worker is redelivered")
+	f.HTTPLimits.register(fs)
 	return cmd
 }
 
@@ -92,6 +94,9 @@ func (f *serveFlags) validate() error {
 	}
 	if f.Grace <= 0 {
 		errs = append(errs, fmt.Errorf("--grace must be > 0"))
+	}
+	if err := f.HTTPLimits.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if f.HTTPAddr != "" {
 		host, _, err := net.SplitHostPort(f.HTTPAddr)
@@ -243,11 +248,10 @@ func runServe(parent context.Context, cmd *cobra.Command, f *serveFlags, logger 
 		mux.Handle("/openapi.json", h)
 		mux.Handle("/healthz", h)
 		mux.Handle("/", webui.Handler())
-		ln, err := net.Listen("tcp", f.HTTPAddr)
-		if err != nil {
-			return fmt.Errorf("http: %w", err)
+		var ln net.Listener
+		if srv, ln, err = newHTTPServer(api, mux, f.HTTPAddr); err != nil {
+			return err
 		}
-		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		parts.Add(1)
 		go func() {
 			defer parts.Done()

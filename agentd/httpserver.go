@@ -1,0 +1,71 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/convlog/convlog/agentd/httpapi"
+)
+
+// httpLimitFlags are serve's limits of the HTTP server (httpapi.Config):
+// stream memory budgets, request timeouts and the connection cap. Zero
+// means the httpapi default.
+type httpLimitFlags struct {
+	StreamBufferBytes  int64
+	StreamTotalBytes   int64
+	ReadHeaderTimeout  time.Duration
+	ReadTimeout        time.Duration
+	ResponseTimeout    time.Duration
+	IdleTimeout        time.Duration
+	StreamWriteTimeout time.Duration
+	MaxConns           int
+}
+
+func (f *httpLimitFlags) register(fs *pflag.FlagSet) {
+	fs.Int64Var(&f.StreamBufferBytes, "http-stream-buffer-bytes", httpapi.DefaultStreamBufferBytes, "bytes one SSE stream may hold in memory (log read ahead of its socket)")
+	fs.Int64Var(&f.StreamTotalBytes, "http-stream-total-bytes", httpapi.DefaultStreamTotalBytes, "bytes all SSE streams and event pages may hold together")
+	fs.DurationVar(&f.ReadHeaderTimeout, "http-read-header-timeout", httpapi.DefaultReadHeaderTimeout, "time to read a request's headers")
+	fs.DurationVar(&f.ReadTimeout, "http-read-timeout", httpapi.DefaultReadTimeout, "time to read a whole request, body included (408 beyond)")
+	fs.DurationVar(&f.ResponseTimeout, "http-response-timeout", httpapi.DefaultResponseTimeout, "time to answer a non-streaming request, from the end of its headers")
+	fs.DurationVar(&f.IdleTimeout, "http-idle-timeout", httpapi.DefaultIdleTimeout, "time a keep-alive connection may wait for its next request")
+	fs.DurationVar(&f.StreamWriteTimeout, "http-stream-write-timeout", httpapi.DefaultWriteTimeout, "time one write to a streaming client may take before the client is dropped")
+	fs.IntVar(&f.MaxConns, "http-max-conns", 0, fmt.Sprintf("open HTTP connections beyond which new ones are refused with 503 (0 = %d, lowered to leave a quarter of the file descriptor limit free)", httpapi.DefaultMaxConns))
+}
+
+// apply copies the flags into cfg.
+func (f *httpLimitFlags) apply(cfg *httpapi.Config) {
+	cfg.StreamBufferBytes, cfg.StreamTotalBytes = f.StreamBufferBytes, f.StreamTotalBytes
+	cfg.ReadHeaderTimeout, cfg.ReadTimeout = f.ReadHeaderTimeout, f.ReadTimeout
+	cfg.ResponseTimeout, cfg.IdleTimeout = f.ResponseTimeout, f.IdleTimeout
+	cfg.WriteTimeout, cfg.MaxConns = f.StreamWriteTimeout, f.MaxConns
+}
+
+// validate reports every problem with the limits (for --check too).
+func (f *httpLimitFlags) validate() error {
+	var cfg httpapi.Config
+	f.apply(&cfg)
+	err := cfg.ValidateLimits()
+	if err != nil {
+		err = fmt.Errorf("--http-* limits: %w", err)
+	}
+	if f.StreamWriteTimeout < 0 {
+		err = errors.Join(err, fmt.Errorf("--http-stream-write-timeout must be >= 0, got %s", f.StreamWriteTimeout))
+	}
+	return err
+}
+
+// newHTTPServer builds the HTTP server of serve for handler h: the API's
+// timeouts and a listener on addr that caps connections (see
+// httpapi.Server.HTTPServer and Listen).
+func newHTTPServer(api *httpapi.Server, h http.Handler, addr string) (*http.Server, net.Listener, error) {
+	ln, err := api.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("http: %w", err)
+	}
+	return api.HTTPServer(h), ln, nil
+}
