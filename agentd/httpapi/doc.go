@@ -53,6 +53,12 @@
 //	wrong JSON type, unknown field, invalid request   422 invalid-request (field)
 //	event fails validation                            422 invalid-event   (field "events[i].payload....")
 //	event rejected by the fold                        422 rejected        (code = the fold's code, seq, event_id)
+//	after / Last-Event-ID past the thread's version   400 bad-query, bad-header (field "after" / "Last-Event-ID")
+//	request body not in within ReadTimeout            408 request-timeout (connection closed)
+//	declared Content-Length above the body limit      413 too-large       (before reading; no 100 Continue)
+//	stream memory budget in use (events page)         503 busy            (Retry-After: 1)
+//	reading the log failed                            503 unavailable     (the cause is logged, not returned)
+//	more than MaxConns connections open               503 overloaded      (written by the listener, then closed)
 //	agent did not answer in time                      504 answer-timeout  (the answer still lands in the thread)
 //
 // On the OpenAI-compatible routes problems also carry OpenAI's "error"
@@ -72,7 +78,7 @@
 // # Server-sent events
 //
 // GET /v1/threads/{id}/events with Accept: text/event-stream streams the
-// thread's durable events through [client.Client.Watch]:
+// thread's durable events:
 //
 //	id: <stream sequence>
 //	event: <event type>
@@ -80,21 +86,58 @@
 //
 // Resume: a reader passes the last sequence it received as Last-Event-ID
 // (browsers' EventSource does so on reconnect; it wins) or ?after=<seq>.
-// The watch starts right after that sequence on the thread's own subject
-// with an ordered consumer, so a reconnect gets every later event once, in
-// order, with no gap and no duplicate; a frame cut off by a disconnect is
-// never dispatched and is sent again. ?deltas=true adds live token deltas
-// as "event: delta" frames without id (not resumable, best effort, dropped
-// for slow readers). A ": heartbeat" comment goes out every
-// Config.Heartbeat (15 s) so idle proxies keep the connection; a
-// "retry: 1000" hint opens the stream. Headers for buffering proxies:
-// Content-Type: text/event-stream, Cache-Control: no-cache,
-// X-Accel-Buffering: no (nginx), Connection: keep-alive; every frame is
-// flushed. Each write has a deadline (Config.WriteTimeout, via
-// http.ResponseController): a client that does not take a frame in time is
-// dropped and counted (Hooks.StreamDropped). A slow reader never slows the
-// log: its watch is its own ordered consumer. The framing is written here
-// (a few lines); no SSE library is used.
+// The stream starts right after that sequence, so a reconnect gets every
+// later event once, in order, with no gap and no duplicate; a frame cut
+// off by a disconnect is never dispatched and is sent again. A sequence
+// past the thread's version is a 400 naming the parameter. ?deltas=true
+// adds live token deltas as "event: delta" frames without id (not
+// resumable, best effort: at most 64 queued per stream, more are dropped).
+// A ": heartbeat" comment goes out every Config.Heartbeat (15 s) so idle
+// proxies keep the connection; a "retry: 1000" hint opens the stream.
+// Headers for buffering proxies: Content-Type: text/event-stream,
+// Cache-Control: no-cache, X-Accel-Buffering: no (nginx), Connection:
+// keep-alive; every frame is flushed. The framing is written here (a few
+// lines); no SSE library is used.
+//
+// Bounded memory. A stream reads the log lazily, one page at a time with
+// batched direct gets, and reads the next page only when the previous one
+// has been written to the socket; opening a stream reads the thread's last
+// message, never the whole thread. A page and the frame being written are
+// at most Config.StreamBufferBytes (4 MiB; one event larger than that is
+// still sent alone), taken from the server-wide Config.StreamTotalBytes
+// budget (256 MiB, shared with the JSON events pages) before the page is
+// read. Once a stream has caught up, a headers-only ordered consumer
+// (at most 64 announcements pulled ahead, no event bodies) says when the
+// thread has new events, and the stream reads them from the log the same
+// way: nothing queues for a slow stream, on the shared NATS connection or
+// in memory. The kernel send buffer of a stream's connection is set to
+// an eighth of StreamBufferBytes (64-512 KiB), so a client that does not
+// read takes one or two frames before its writes block.
+//
+// Dropping. Each write has a deadline (Config.WriteTimeout, 10 s, via
+// http.ResponseController): a client that does not take a frame in time
+// is dropped; a stream that cannot get room in StreamTotalBytes within
+// WriteTimeout is ended. Both are logged and counted
+// (Hooks.StreamDropped, reasons "write_timeout" and "memory_budget"); the
+// client resumes with Last-Event-ID.
+//
+// # HTTP server limits
+//
+// [Server.HTTPServer] returns the http.Server to serve the API with:
+// ReadHeaderTimeout (10 s), ReadTimeout (30 s: a body that has not arrived
+// is answered 408), ResponseTimeout (60 s, http.Server.WriteTimeout) and
+// IdleTimeout (60 s). Long routes (event streams, exports, chat
+// completions) lift the read deadline once their body is read and
+// replace the response deadline by a deadline per write (WriteTimeout),
+// which heartbeats keep fresh on idle streams; every route lifts the read
+// deadline once its body is read (Go's server would otherwise cancel the
+// request's context at ReadTimeout). A request declaring a Content-Length
+// above MaxBodyBytes is answered 413 before its body is read, so an
+// Expect: 100-continue client is never told to send it. [Server.Listen]
+// caps open connections at Config.MaxConns (4096, lowered to RLIMIT_NOFILE
+// minus a quarter of it, at least 256): beyond it a connection gets a 503
+// and is closed (Hooks.ConnRefused), so a flood of connections degrades to
+// refusals, never to "too many open files".
 //
 // # OpenAI-compatible chat: sticky sessions
 //
