@@ -94,7 +94,8 @@ type Config struct {
 	// than this alone is still sent (the stream then holds that event).
 	// Default [DefaultStreamBufferBytes] (4 MiB).
 	StreamBufferBytes int64
-	// StreamTotalBytes bounds the bytes all event streams hold together. A
+	// StreamTotalBytes bounds the bytes all event streams (and JSON events
+	// pages, which answer 503 busy when it is full) hold together. A
 	// stream that cannot get room for its next page within WriteTimeout is
 	// ended and counted (Hooks.StreamDropped, reason "memory_budget"); its
 	// client resumes with Last-Event-ID. Must be >= StreamBufferBytes.
@@ -138,7 +139,9 @@ type Hooks struct {
 	Request func(RequestInfo)
 	// StreamDropped is called when a streaming client (SSE or a streamed
 	// chat completion) is dropped because a write did not complete within
-	// the write timeout (a client that disconnects is not counted).
+	// the write timeout, or (SSE) because StreamTotalBytes had no room for
+	// its next page; StreamDrop.Reason says which. A client that
+	// disconnects is not counted.
 	StreamDropped func(StreamDrop)
 	// Chat is called once per chat completion.
 	Chat func(ChatInfo)
