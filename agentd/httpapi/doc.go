@@ -101,8 +101,9 @@
 //
 // Bounded memory. A stream reads the log lazily, one page at a time with
 // batched direct gets, and reads the next page only when the previous one
-// has been written to the socket; opening a stream reads the thread's last
-// message, never the whole thread. A page and the frame being written are
+// has been written to the socket; opening a stream reads its first page
+// (and, to check a resume point, the thread's last message), never the
+// whole thread. A page and the frame being written are
 // at most Config.StreamBufferBytes (4 MiB; one event larger than that is
 // still sent alone), taken from the server-wide Config.StreamTotalBytes
 // budget (256 MiB, shared with the JSON events pages) before the page is
@@ -111,8 +112,8 @@
 // thread has new events, and the stream reads them from the log the same
 // way: nothing queues for a slow stream, on the shared NATS connection or
 // in memory. The kernel send buffer of a stream's connection is set to
-// an eighth of StreamBufferBytes (64-512 KiB), so a client that does not
-// read takes one or two frames before its writes block.
+// a 32nd of StreamBufferBytes (64-256 KiB), so a client that does not
+// read takes about one frame before its writes block.
 //
 // Dropping. Each write has a deadline (Config.WriteTimeout, 10 s, via
 // http.ResponseController): a client that does not take a frame in time

@@ -56,8 +56,11 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) error {
 	} else if deltas, p = queryBool(q, "deltas"); p != nil {
 		return p
 	}
-	if err := s.checkAfter(r.Context(), tenant, id, after, param); err != nil {
-		return err
+	if after > 0 {
+		// (From 0, the first page says whether the thread exists.)
+		if err := s.checkAfter(r.Context(), tenant, id, after, param); err != nil {
+			return err
+		}
 	}
 	if !sse {
 		return s.eventsPage(w, r, tenant, id, after, limit)
@@ -153,6 +156,22 @@ func (s *Server) threadVersion(ctx context.Context, tenant, id string, want uint
 	}
 }
 
+// checkFirst answers whether a thread whose first page (from seq 1) is
+// msgs exists: a 404 problem when it has no events; when its first event
+// is an erasure marker, [client.Client.Get] decides, as for every other
+// read.
+func (s *Server) checkFirst(ctx context.Context, tenant, id string, msgs []*jetstream.RawStreamMsg) error {
+	if len(msgs) == 0 {
+		return notFound(id)
+	}
+	if msgs[0].Header.Get(events.HeaderType) == string(events.TypeErased) {
+		if _, err := s.c.Get(ctx, tenant, id, client.IncludeDeleted()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // busy is the answer when the StreamTotalBytes budget has no room.
 func busy(id string) *Problem {
 	return newProblem(http.StatusServiceUnavailable, "busy", "Server busy",
@@ -192,6 +211,11 @@ func (s *Server) eventsPage(w http.ResponseWriter, r *http.Request, tenant, id s
 		return s.readFailed(tenant, id, after+1, err)
 	case err != nil:
 		return err
+	}
+	if after == 0 {
+		if err := s.checkFirst(r.Context(), tenant, id, msgs); err != nil {
+			return err
+		}
 	}
 	size := 0
 	for _, m := range msgs {
@@ -332,6 +356,27 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, tenant, id
 		deltaC = ch
 	}
 
+	// From 0, the first page is read before answering: it says whether the
+	// thread exists (checkAfter did for a later start).
+	var first []*jetstream.RawStreamMsg
+	var firstPending uint64
+	if after == 0 {
+		wctx, wcancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
+		first, firstPending, err = lr.page(ctx, wctx, 1, pageMsgs)
+		wcancel()
+		switch {
+		case errors.Is(err, errNoBudget):
+			return busy(id)
+		case err != nil && ctx.Err() == nil:
+			return s.readFailed(tenant, id, 1, err)
+		case err != nil:
+			return err
+		}
+		if err := s.checkFirst(ctx, tenant, id, first); err != nil {
+			return err
+		}
+	}
+
 	limitSendBuffer(r.Context(), s.cfg.StreamBufferBytes)
 	setStreamHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
@@ -371,17 +416,23 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, tenant, id
 			tail.stop()
 		}
 	}()
-	next := after + 1 // the first sequence not sent
-	more := true      // the log may hold events from next on
-	stale := 0        // reads that found nothing where an event was announced
+	next := after + 1       // the first sequence not sent
+	more := true            // the log may hold events from next on
+	haveFirst := after == 0 // first holds the page from next
+	stale := 0              // reads that found nothing where an event was announced
 	for {
 		if ctx.Err() != nil {
 			return cancelled()
 		}
 		if more || (tail != nil && next <= tail.seen.Load()) {
-			wctx, wcancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
-			msgs, pending, err := lr.page(ctx, wctx, next, pageMsgs)
-			wcancel()
+			msgs, pending := first, firstPending
+			if haveFirst {
+				haveFirst, first = false, nil
+			} else {
+				wctx, wcancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
+				msgs, pending, err = lr.page(ctx, wctx, next, pageMsgs)
+				wcancel()
+			}
 			switch {
 			case ctx.Err() != nil:
 				return cancelled()

@@ -111,8 +111,9 @@ func p99(ds []time.Duration) time.Duration {
 // (?after=0), 10 a second, and never read. The streams' memory stays
 // within the budget the server enforces (StreamTotalBytes, here 16 MiB),
 // every slow client is dropped and counted, the shared NATS connection
-// never drops, and appends and reads of another thread keep their latency
-// (p99 within 2x of a quiet run measured first, in the same test).
+// never drops, and appends and reads of other threads keep their latency
+// (p99 within 2x of the quiet runs measured before and after the slow
+// readers, in the same test).
 //
 // The bound asserted is on the growth of the live heap over a baseline
 // taken after a GC with the thread just read (the embedded NATS server's
@@ -176,12 +177,12 @@ func TestSSESlowReadersStayWithinTheMemoryBudget(t *testing.T) {
 		require.Equal(t, http.StatusOK, res.StatusCode)
 		return time.Since(start)
 	}
-	const ops = 300
+	const ops = 500
 	run := func() []time.Duration {
 		var ds []time.Duration
 		for i := range ops {
 			ds = append(ds, op(i))
-			time.Sleep(10 * time.Millisecond) // pacing the load, not waiting for a condition
+			time.Sleep(5 * time.Millisecond) // pacing the load, not waiting for a condition
 		}
 		return ds
 	}
@@ -242,7 +243,7 @@ func TestSSESlowReadersStayWithinTheMemoryBudget(t *testing.T) {
 		default:
 		}
 		loaded = append(loaded, op(i))
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
 	<-opened
 	// Every slow reader is dropped and counted.
@@ -252,6 +253,9 @@ func TestSSESlowReadersStayWithinTheMemoryBudget(t *testing.T) {
 		return len(e.dropped) >= clients
 	}, 20*time.Second, 10*time.Millisecond, "dropped: %d of %d", func() int { e.mu.Lock(); defer e.mu.Unlock(); return len(e.dropped) }(), clients)
 	growth, liveGrowth := h.finish()
+	// A second quiet run, now that every slow reader is gone: the baseline
+	// is the noisier of the two (the machine is shared).
+	quiet2 := run()
 	e.mu.Lock()
 	reasons := map[string]int{}
 	for _, d := range e.dropped {
@@ -259,7 +263,8 @@ func TestSSESlowReadersStayWithinTheMemoryBudget(t *testing.T) {
 	}
 	e.mu.Unlock()
 
-	qp, lp := p99(quiet), p99(loaded)
+	qp, lp := max(p99(quiet), p99(quiet2)), p99(loaded)
+	t.Logf("quiet p99s %s and %s", p99(quiet), p99(quiet2))
 	pct := func(ds []time.Duration, q float64) time.Duration {
 		c := slices.Clone(ds)
 		slices.Sort(c)
