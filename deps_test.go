@@ -32,6 +32,8 @@ func TestDependencyDirection(t *testing.T) {
 		{"events", []string{"github.com/nats-io/"}, nil},
 		{"internal/directget", []string{"github.com/nats-io/nats-server"}, nil},
 		{"internal/provision", []string{"github.com/nats-io/nats-server"}, nil},
+		// The data directory's lock and credentials: a leaf, no server.
+		{"internal/datadir", []string{"github.com/nats-io/nats-server", "github.com/nats-io/nats.go"}, nil},
 		{"projector", []string{"github.com/nats-io/nats-server"}, []string{"events", "internal/provision", "internal/directget"}},
 		{"client", []string{"github.com/nats-io/nats-server"}, []string{"events", "projector", "internal/provision", "internal/directget"}},
 	}

@@ -39,6 +39,7 @@ var buildOnce = sync.OnceValues(func() (string, error) {
 type proc struct {
 	cmd     *exec.Cmd
 	natsURL string
+	dataDir string
 	out     *strings.Builder
 	mu      *sync.Mutex
 	done    chan error
@@ -53,7 +54,7 @@ func startServe(t *testing.T, dataDir string, extra ...string) *proc {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
-	p := &proc{cmd: cmd, out: &strings.Builder{}, mu: &sync.Mutex{}, done: make(chan error, 1)}
+	p := &proc{cmd: cmd, dataDir: dataDir, out: &strings.Builder{}, mu: &sync.Mutex{}, done: make(chan error, 1)}
 	cmd.Stderr = writerFunc(func(b []byte) (int, error) { p.mu.Lock(); defer p.mu.Unlock(); return p.out.Write(b) })
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
@@ -90,8 +91,8 @@ type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
-func connectClient(t *testing.T, url string) *client.Client {
-	nc, err := nats.Connect(url)
+func connectClient(t *testing.T, url string, opts ...nats.Option) *client.Client {
+	nc, err := nats.Connect(url, opts...)
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	c, err := client.New(context.Background(), nc, client.Config{})
@@ -146,7 +147,7 @@ func waitAnswered(t *testing.T, c *client.Client, thread string, users int) *cli
 func TestServeAnswersSurvivesRestart(t *testing.T) {
 	data := t.TempDir()
 	p := startServe(t, data)
-	c := connectClient(t, p.natsURL)
+	c := connectServe(t, p)
 	ctx := context.Background()
 	_, thread, v, err := c.CreateThread(ctx, client.CreateOptions{ThreadCreated: events.ThreadCreated{Agent: "demo"}})
 	require.NoError(t, err)
@@ -165,7 +166,7 @@ func TestServeAnswersSurvivesRestart(t *testing.T) {
 	}
 
 	p2 := startServe(t, data)
-	c2 := connectClient(t, p2.natsURL)
+	c2 := connectServe(t, p2)
 	th2, err := c2.Get(ctx, events.DefaultTenant, thread, client.Consistent())
 	require.NoError(t, err)
 	require.Len(t, th2.Messages, before)
@@ -187,7 +188,7 @@ func TestServeKilledMidTurnAnswersOnce(t *testing.T) {
 	data := t.TempDir()
 	args := []string{"--token-delay", "3ms", "--worker-ack-wait", "2s"}
 	p := startServe(t, data, args...)
-	c := connectClient(t, p.natsURL)
+	c := connectServe(t, p)
 	ctx := context.Background()
 	var threads []string
 	for i := 0; i < 3; i++ {
@@ -207,7 +208,7 @@ func TestServeKilledMidTurnAnswersOnce(t *testing.T) {
 	<-p.done
 
 	p2 := startServe(t, data, args...)
-	c2 := connectClient(t, p2.natsURL)
+	c2 := connectServe(t, p2)
 	for _, th := range threads {
 		got := waitAnswered(t, c2, th, 1)
 		var calls, results int

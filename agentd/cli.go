@@ -47,7 +47,7 @@ func (f *cliFlags) run(cmd *cobra.Command, lf *logFlags, fn func(ctx context.Con
 	if err := f.conn.validate(); err != nil {
 		return usageError{err}
 	}
-	cn, err := f.conn.open(logger, "agentd-cli")
+	cn, err := f.conn.open(logger, "agentd-cli", roleCommand)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/internal/datadir"
 	"github.com/convlog/convlog/internal/embedded"
 	"github.com/convlog/convlog/internal/provision"
 )
@@ -36,6 +37,15 @@ type connFlags struct {
 	Prefix       string
 	MaxPayload   int32
 	Listen       string // embedded server client address (host:port), "" = loopback random
+	// NATSTLSCert and NATSTLSKey: the embedded server's client listener
+	// uses TLS with them.
+	NATSTLSCert, NATSTLSKey string
+	// InsecureListen allows a non-loopback --nats-listen without TLS.
+	InsecureListen bool
+	// CreateDataDir: the command may create a missing --data-dir (serve,
+	// import, replay-run); the others refuse one, so a mistyped path does
+	// not silently start an empty store.
+	CreateDataDir bool
 }
 
 func (f *connFlags) register(fs *pflag.FlagSet) {
@@ -53,7 +63,10 @@ func (f *connFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Stream, "stream", "CONVLOG", "JetStream stream name")
 	fs.StringVar(&f.Prefix, "subject-prefix", "conv", "thread subject prefix")
 	fs.Int32Var(&f.MaxPayload, "max-payload", 0, "embedded server max payload in bytes (0 = NATS default, 1 MiB)")
-	fs.StringVar(&f.Listen, "nats-listen", "127.0.0.1:-1", "client address of the embedded NATS server (host:port; -1 = random port)")
+	fs.StringVar(&f.Listen, "nats-listen", "127.0.0.1:-1", "client address of the embedded NATS server (host:port; -1 = random port); a non-loopback address needs --nats-tls-cert/--nats-tls-key or --insecure-nats-listen")
+	fs.StringVar(&f.NATSTLSCert, "nats-tls-cert", "", "certificate file: the embedded NATS server's client listener requires TLS")
+	fs.StringVar(&f.NATSTLSKey, "nats-tls-key", "", "key file of --nats-tls-cert")
+	fs.BoolVar(&f.InsecureListen, "insecure-nats-listen", false, "allow a non-loopback --nats-listen without TLS (credentials still required)")
 }
 
 func envOr(k, d string) string {
@@ -74,8 +87,19 @@ func (f *connFlags) validate() error {
 	if (f.TLSCert == "") != (f.TLSKey == "") {
 		errs = append(errs, errors.New("--tls-cert and --tls-key go together"))
 	}
+	if (f.NATSTLSCert == "") != (f.NATSTLSKey == "") {
+		errs = append(errs, errors.New("--nats-tls-cert and --nats-tls-key go together"))
+	}
+	if f.NATSURL == "" {
+		if host, _, err := f.listenAddr(); err != nil {
+			errs = append(errs, err)
+		} else if !isLoopback(host) && f.NATSTLSCert == "" && !f.InsecureListen {
+			errs = append(errs, fmt.Errorf("--nats-listen %q is not a loopback address: the embedded NATS server would take credentials in clear text from the network; set --nats-tls-cert and --nats-tls-key, or pass --insecure-nats-listen", f.Listen))
+		}
+	}
 	for _, p := range []struct{ flag, path string }{{"--creds", f.CredsFile}, {"--nkey", f.NKeyFile}, {"--password-file", f.PasswordFile},
-		{"--token-file", f.TokenFile}, {"--tls-cert", f.TLSCert}, {"--tls-key", f.TLSKey}, {"--tls-ca", f.TLSCA}} {
+		{"--token-file", f.TokenFile}, {"--tls-cert", f.TLSCert}, {"--tls-key", f.TLSKey}, {"--tls-ca", f.TLSCA},
+		{"--nats-tls-cert", f.NATSTLSCert}, {"--nats-tls-key", f.NATSTLSKey}} {
 		if p.path != "" {
 			if _, err := os.Stat(p.path); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", p.flag, err))
@@ -97,10 +121,23 @@ type conn struct {
 	NC     *nats.Conn
 	Server *embedded.Server
 	URL    string
+	// Lock is held while this process owns the data directory (it runs
+	// Server).
+	Lock *datadir.Lock
+	// Seed is the NKey seed file the embedded server requires ("" with
+	// --nats-url).
+	Seed string
+	// OwnerPID is the PID of the data directory's owner this command
+	// attached to (0 when it owns the directory or uses --nats-url).
+	OwnerPID int
 }
 
-// Close drains the connection and stops the embedded server (in that order).
+// Close withdraws the owner record, drains the connection, stops the
+// embedded server and releases the data directory (in that order).
 func (c *conn) Close() {
+	if c.Lock != nil {
+		c.Lock.Withdraw()
+	}
 	if c.NC != nil {
 		_ = c.NC.Drain()
 		deadline := time.Now().Add(5 * time.Second)
@@ -112,11 +149,13 @@ func (c *conn) Close() {
 	if c.Server != nil {
 		c.Server.Shutdown()
 	}
+	c.Lock.Unlock()
 }
 
 // open starts the embedded server or connects to --nats-url. Reconnects
-// forever with backoff (cluster node loss, rolling restarts).
-func (f *connFlags) open(logger *slog.Logger, name string) (*conn, error) {
+// forever with backoff (cluster node loss, rolling restarts). role says
+// what the process may do with the data directory (see openDataDir).
+func (f *connFlags) open(logger *slog.Logger, name string, role dataDirRole) (*conn, error) {
 	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
 		nats.ReconnectJitter(100*time.Millisecond, time.Second),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
@@ -127,30 +166,7 @@ func (f *connFlags) open(logger *slog.Logger, name string) (*conn, error) {
 		nats.ReconnectHandler(func(nc *nats.Conn) { logger.Info("NATS reconnected", "url", nc.ConnectedUrl()) }),
 	}
 	if f.NATSURL == "" {
-		host, port := "127.0.0.1", -1
-		if f.Listen != "" {
-			h, p, ok := strings.Cut(f.Listen, ":")
-			if !ok {
-				return nil, fmt.Errorf("--nats-listen %q: want host:port", f.Listen)
-			}
-			host = h
-			if _, err := fmt.Sscan(p, &port); err != nil {
-				return nil, fmt.Errorf("--nats-listen %q: bad port", f.Listen)
-			}
-		}
-		if err := os.MkdirAll(f.DataDir, 0o755); err != nil {
-			return nil, fmt.Errorf("data dir: %w", err)
-		}
-		s, err := embedded.Start(embedded.Config{StoreDir: f.DataDir, Host: host, Port: port, MaxPayload: f.MaxPayload})
-		if err != nil {
-			return nil, err
-		}
-		nc, err := s.Connect(opts...)
-		if err != nil {
-			s.Shutdown()
-			return nil, err
-		}
-		return &conn{NC: nc, Server: s, URL: s.ClientURL()}, nil
+		return f.openDataDir(logger, role, opts)
 	}
 	if f.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(f.CredsFile))

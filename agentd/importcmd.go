@@ -10,7 +10,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/convlog/convlog/client"
@@ -57,10 +56,11 @@ Imported history is a record, not new input: threads are created with
 replies "off", so no agent worker answers a thread that ends on a user
 message. Pass --replies auto (and --agent) to make them live.
 
-With --data-dir (the default) it opens the embedded JetStream itself (agentd
-must not be running on the same directory) and runs the projection before it
-exits; with --nats-url it writes to a running deployment, whose projector
-projects the threads.`,
+With --data-dir (the default ./convlog-data, created if missing): when
+'agentd serve' owns that directory, it writes through the server's NATS and
+the server projects the threads; otherwise it runs the embedded JetStream
+itself and projects the threads before it exits. With --nats-url it writes to
+a running deployment, whose projector projects the threads.`,
 		Example: `  agentd import ../shared/data/conversations/*.jsonl
   agentd import --nats-url nats://127.0.0.1:4222 convs.jsonl --json`,
 		Args: cobra.MinimumNArgs(1),
@@ -70,7 +70,20 @@ projects the threads.`,
 				return usageError{fmt.Errorf("--replies %q: want off or auto", replies)}
 			}
 			if format == "events" {
-				return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
+				return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) (err error) {
+					if e.conn.Server != nil {
+						// This command owns the data directory: nobody else
+						// projects what it imports.
+						stop, perr := startLocalProjector(ctx, e)
+						if perr != nil {
+							return perr
+						}
+						defer func() {
+							if perr := stop(); perr != nil && err == nil {
+								err = perr
+							}
+						}()
+					}
 					total := client.EventsImportReport{}
 					for _, file := range args {
 						fh, err := os.Open(file)
@@ -130,32 +143,29 @@ projects the threads.`,
 		},
 	}
 	f.register(cmd)
+	f.conn.CreateDataDir = true
 	cmd.Flags().StringVar(&replies, "replies", "off", "reply mode of the imported threads: off (a record) or auto (agents answer)")
 	cmd.Flags().StringVar(&agent, "agent", "", "agent recorded on the imported threads")
-	cmd.Flags().BoolVar(&noProgress, "no-progress", false, "no progress bar")
-	cmd.Flags().StringVar(&format, "format", "openai", "openai (conversations) or events (raw events from `thread export --format events`)")
+	cmd.Flags().BoolVar(&noProgress, "no-progress", false, "no progress bar (none is drawn when stderr is not a terminal)")
+	cmd.Flags().StringVar(&format, "format", "openai", "openai (conversations) or events (raw events, as written by 'agentd thread export --format events')")
 	return cmd
 }
 
 func importFiles(ctx context.Context, e *cliEnv, files []string, opts client.ImportOptions, progress bool) (importSummary, error) {
 	start := time.Now()
 	sum := importSummary{Files: files, Rejections: map[string]int{}}
-	var total int64
+	total, err := filesSize(files)
+	if err != nil {
+		return sum, err
+	}
+	bar := newProgress(total, "importing", true, !progress)
+	var done int64 // bytes of the files read so far (an estimate within a file)
 	for _, f := range files {
 		st, err := os.Stat(f)
 		if err != nil {
 			return sum, err
 		}
-		total += st.Size()
-	}
-	var bar *progressbar.ProgressBar
-	if progress {
-		bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowBytes(true),
-			progressbar.OptionSetDescription("importing"), progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
-	}
-	var done int64
-	for _, f := range files {
+		fileStart := done
 		for conv, err := range transcripts.Read(f) {
 			if err != nil {
 				sum.Failed++
@@ -164,10 +174,8 @@ func importFiles(ctx context.Context, e *cliEnv, files []string, opts client.Imp
 				continue
 			}
 			b, _ := json.Marshal(conv)
-			done += int64(len(b)) + 1
-			if bar != nil {
-				_ = bar.Set64(min(done, total))
-			}
+			done = min(done+int64(len(b))+1, fileStart+st.Size())
+			bar.set(done)
 			res, err := e.c.ImportConversation(ctx, conv, opts)
 			if err != nil {
 				sum.Failed++
@@ -185,10 +193,10 @@ func importFiles(ctx context.Context, e *cliEnv, files []string, opts client.Imp
 				sum.AlreadyImported++
 			}
 		}
+		done = fileStart + st.Size() // the whole file is read: exact again
+		bar.set(done)
 	}
-	if bar != nil {
-		_ = bar.Finish()
-	}
+	bar.finish()
 	sum.Seconds = time.Since(start).Seconds()
 	if sum.Seconds > 0 {
 		sum.EventsPerSecond = float64(sum.Events) / sum.Seconds
@@ -245,6 +253,7 @@ type verifyDiff struct {
 
 func newVerifyCmd(lf *logFlags) *cobra.Command {
 	var f cliFlags
+	var noProgress bool
 	cmd := &cobra.Command{
 		Use:   "verify FILE.jsonl...",
 		Short: "Compare every imported thread with its source transcript",
@@ -258,10 +267,25 @@ differing with the first difference, and exits 1 if any thread differs.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
 				rep := verifyReport{}
+				total, err := filesSize(args)
+				if err != nil {
+					return err
+				}
+				bar := newProgress(total, "verifying", true, noProgress || e.json)
+				var done int64
 				for _, file := range args {
+					st, err := os.Stat(file)
+					if err != nil {
+						return err
+					}
+					fileStart := done
 					for conv, err := range transcripts.Read(file) {
 						if err != nil {
 							return err
+						}
+						if b, err := json.Marshal(conv); err == nil {
+							done = min(done+int64(len(b))+1, fileStart+st.Size())
+							bar.set(done)
 						}
 						rep.Threads++
 						thread := events.ConversationThreadID(conv)
@@ -278,7 +302,10 @@ differing with the first difference, and exits 1 if any thread differs.`,
 						}
 						rep.Differing = append(rep.Differing, verifyDiff{File: filepath.Base(file), ID: conv.ID, Thread: thread, Diff: diff})
 					}
+					done = fileStart + st.Size()
+					bar.set(done)
 				}
+				bar.finish()
 				if e.json {
 					_ = e.printJSON(rep)
 				} else {
@@ -295,6 +322,7 @@ differing with the first difference, and exits 1 if any thread differs.`,
 		},
 	}
 	f.register(cmd)
+	cmd.Flags().BoolVar(&noProgress, "no-progress", false, "no progress bar (none is drawn when stderr is not a terminal)")
 	return cmd
 }
 

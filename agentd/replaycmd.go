@@ -65,6 +65,7 @@ command exits 1 if any differs.`,
 		},
 	}
 	f.register(cmd)
+	f.conn.CreateDataDir = true
 	cmd.Flags().IntVar(&cfg.Pools, "pools", 1, "worker pools sharing the work (as separate processes would)")
 	cmd.Flags().IntVar(&cfg.Concurrency, "concurrency", 4, "concurrent turns per pool")
 	cmd.Flags().IntVar(&cfg.Parallel, "parallel", 32, "conversations driven at once")

@@ -59,8 +59,10 @@ func newRootCmd() *cobra.Command {
 		Use:   "agentd",
 		Short: "convlog: an event-sourced conversation log for AI agents over NATS JetStream",
 		Long: `agentd runs convlog (serve) and operates on its threads directly over NATS
-(thread, stream, import, verify, replay): these work with agentd stopped, on the
-embedded JetStream in --data-dir or on an existing deployment with --nats-url.
+(thread, stream, import, verify, replay): on --data-dir they go through the
+NATS of the 'agentd serve' that owns the directory, or run the embedded
+JetStream themselves when none does; with --nats-url they work on an existing
+deployment. A data directory has one owner at a time (an OS lock).
 
 Exit codes: 0 success, 1 failure, 2 bad usage.`,
 		Version:       version,

@@ -69,6 +69,7 @@ CONVLOG_OPENAI_API_KEY, CONVLOG_LOG_FORMAT, CONVLOG_LOG_LEVEL.`,
 	}
 	fs := cmd.Flags()
 	f.conn.register(fs)
+	f.conn.CreateDataDir = true
 	fs.StringVar(&f.HTTPAddr, "http-addr", envOr("CONVLOG_HTTP_ADDR", "127.0.0.1:8080"), "HTTP API address (env CONVLOG_HTTP_ADDR); empty = no HTTP server")
 	fs.BoolVar(&f.Projector, "projector", true, "run the projector")
 	fs.IntVar(&f.Workers, "workers", 4, "concurrent agent turns in this process (0 = no workers)")
@@ -163,7 +164,7 @@ func runServe(parent context.Context, cmd *cobra.Command, f *serveFlags, logger 
 	m := newMetrics(reg)
 
 	// 1. NATS
-	cn, err := f.conn.open(logger, "agentd")
+	cn, err := f.conn.open(logger, "agentd", roleServe)
 	if err != nil {
 		return err
 	}
@@ -260,6 +261,9 @@ func runServe(parent context.Context, cmd *cobra.Command, f *serveFlags, logger 
 			}
 		}()
 		fmt.Fprintf(cmd.OutOrStdout(), "convlog is running\n  HTTP API:   http://%s/v1/threads\n  web page:   http://%s/\n  OpenAI API: http://%s/v1/chat/completions\n  NATS:       %s\n", ln.Addr(), ln.Addr(), ln.Addr(), cn.URL)
+		if cn.Seed != "" {
+			fmt.Fprintf(cmd.OutOrStdout(), "  NATS NKey:  %s (nats --nkey %s; operator commands given --data-dir use it)\n", cn.Seed, cn.Seed)
+		}
 	}
 	logger.Info("agentd ready")
 

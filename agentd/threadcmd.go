@@ -17,7 +17,7 @@ func newThreadCmd(lf *logFlags) *cobra.Command {
 	var f cliFlags
 	cmd := &cobra.Command{
 		Use:   "thread",
-		Short: "Inspect and operate on threads directly over NATS (works with agentd stopped)",
+		Short: "Inspect and operate on threads directly over NATS (beside a running agentd or without one)",
 		Example: `  agentd thread list --agent demo
   agentd thread get 0193f0c2-... --json
   agentd thread tail 0193f0c2-... --deltas
@@ -183,7 +183,7 @@ func newThreadCmd(lf *logFlags) *cobra.Command {
 	fork.Flags().StringVar(&forkID, "id", "", "id of the new thread (default generated)")
 
 	var format string
-	var all bool
+	var all, noProgress bool
 	export := &cobra.Command{Use: "export [THREAD]", Short: "Write a thread (or with --all the whole tenant) as JSONL to stdout",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -192,15 +192,16 @@ func newThreadCmd(lf *logFlags) *cobra.Command {
 			}
 			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
 				if all {
-					n, err := e.c.ExportTenant(ctx, e.tenant, client.ExportFormat(format), e.out)
+					n, err := exportTenant(ctx, e, client.ExportFormat(format), noProgress)
 					e.logger.Info("exported", "tenant", e.tenant, "threads", n)
 					return err
 				}
 				return e.c.ExportThread(ctx, e.tenant, args[0], client.ExportFormat(format), e.out)
 			})
 		}}
-	export.Flags().StringVar(&format, "format", "openai", "openai (messages, re-importable with `agentd import`) or events (raw events, `agentd import --format events`)")
+	export.Flags().StringVar(&format, "format", "openai", "openai (messages, re-importable with 'agentd import') or events (raw events, re-importable with 'agentd import --format events')")
 	export.Flags().BoolVar(&all, "all", false, "export every thread of the tenant")
+	export.Flags().BoolVar(&noProgress, "no-progress", false, "no progress bar with --all (none is drawn when stderr is not a terminal)")
 
 	var reason string
 	del := &cobra.Command{Use: "delete THREAD", Short: "Soft-delete a thread (hidden, kept for audit, reversible with undelete)", Args: exactArgs(1),
@@ -308,4 +309,35 @@ func oneLine(s string, n int) string {
 		return s[:n] + "..."
 	}
 	return s
+}
+
+// exportTenant writes every thread of e.tenant (deleted ones too) to e.out,
+// as client.ExportTenant does, with a progress bar of threads: the thread
+// list is read first (ids only) so that the bar has a total. It returns the
+// number of threads written.
+func exportTenant(ctx context.Context, e *cliEnv, format client.ExportFormat, noProgress bool) (int, error) {
+	var ids []string
+	opts := client.ListOptions{Limit: client.MaxListLimit, IncludeDeleted: true}
+	for {
+		page, err := e.c.List(ctx, e.tenant, opts)
+		if err != nil {
+			return 0, err
+		}
+		for _, t := range page.Threads {
+			ids = append(ids, t.Thread)
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		opts.Cursor = page.NextCursor
+	}
+	bar := newProgress(int64(len(ids)), "exporting", false, noProgress)
+	for i, id := range ids {
+		if err := e.c.ExportThread(ctx, e.tenant, id, format, e.out); err != nil {
+			return i, fmt.Errorf("export %s/%s: %w", e.tenant, id, err)
+		}
+		bar.add(1)
+	}
+	bar.finish()
+	return len(ids), nil
 }

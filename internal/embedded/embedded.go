@@ -36,6 +36,14 @@ type Config struct {
 	// ReadyTimeout bounds the wait for the server to accept connections.
 	// Default 10 s.
 	ReadyTimeout time.Duration
+	// NKeySeed is the path of an NKey user seed file. When set, the server
+	// requires every client to authenticate as that user (over TCP and in
+	// process); Connect does so. Empty: no authentication (tests).
+	NKeySeed string
+	// TLSCert and TLSKey are certificate and key files for the client
+	// listener; when set, TCP clients must use TLS (in-process
+	// connections need not). Both or neither.
+	TLSCert, TLSKey string
 }
 
 // ClusterConfig makes the server a node of a JetStream cluster.
@@ -51,7 +59,8 @@ type ClusterConfig struct {
 
 // Server is a running embedded nats-server.
 type Server struct {
-	s *server.Server
+	s    *server.Server
+	auth []nats.Option
 }
 
 // Start starts the server and waits until it accepts connections. It
@@ -94,6 +103,30 @@ func Start(cfg Config) (*Server, error) {
 		}
 		opts.Routes = server.RoutesFromStr(strings.Join(c.Routes, ","))
 	}
+	var auth []nats.Option
+	if cfg.NKeySeed != "" {
+		o, err := nats.NkeyOptionFromSeed(cfg.NKeySeed)
+		if err != nil {
+			return nil, fmt.Errorf("embedded: NKeySeed: %w", err)
+		}
+		var co nats.Options
+		if err := o(&co); err != nil {
+			return nil, fmt.Errorf("embedded: NKeySeed: %w", err)
+		}
+		opts.Nkeys = []*server.NkeyUser{{Nkey: co.Nkey}}
+		auth = []nats.Option{o}
+	}
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return nil, errors.New("embedded: TLSCert and TLSKey go together")
+	}
+	if cfg.TLSCert != "" {
+		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: cfg.TLSCert, KeyFile: cfg.TLSKey})
+		if err != nil {
+			return nil, fmt.Errorf("embedded: TLS: %w", err)
+		}
+		opts.TLSConfig, opts.TLS, opts.TLSVerify = tc, true, false
+		opts.TLSTimeout = 2
+	}
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded: %w", err)
@@ -110,7 +143,7 @@ func Start(cfg Config) (*Server, error) {
 		s.Shutdown()
 		return nil, fmt.Errorf("embedded: server in %s not ready after %s", cfg.StoreDir, timeout)
 	}
-	return &Server{s: s}, nil
+	return &Server{s: s, auth: auth}, nil
 }
 
 // ClientURL is the URL clients connect to ("" with DontListen).
@@ -121,10 +154,12 @@ func (s *Server) ClientURL() string {
 	return s.s.ClientURL()
 }
 
-// Connect opens a client connection to the server (in-process when the
-// server does not listen). opts are added after convlog's defaults.
+// Connect opens an in-process client connection to the server,
+// authenticated with Config.NKeySeed when it is set. opts are added after
+// convlog's defaults.
 func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
-	all := append([]nats.Option{nats.InProcessServer(s.s), nats.Name("convlog")}, opts...)
+	all := append([]nats.Option{nats.InProcessServer(s.s), nats.Name("convlog")}, s.auth...)
+	all = append(all, opts...)
 	return nats.Connect("", all...)
 }
 

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/convlog/convlog/internal/datadir"
+	"github.com/convlog/convlog/internal/embedded"
+)
+
+// dataDirRole is what a process may do with the data directory.
+type dataDirRole int
+
+const (
+	// roleServe: the process must own the directory for its life; a
+	// directory another process owns is an error at once.
+	roleServe dataDirRole = iota
+	// roleCommand: an operator command owns the directory while it runs
+	// when nobody else does, and otherwise talks to the owner's NATS.
+	roleCommand
+)
+
+// attachWait bounds how long an operator command waits for the owner of a
+// locked data directory to publish its NATS address (a serve starting up)
+// or to release the lock (another operator command finishing).
+const attachWait = 30 * time.Second
+
+// listenAddr parses --nats-listen into host and port (-1 = random).
+func (f *connFlags) listenAddr() (string, int, error) {
+	if f.Listen == "" {
+		return "127.0.0.1", -1, nil
+	}
+	h, p, err := net.SplitHostPort(f.Listen)
+	if err != nil {
+		return "", 0, fmt.Errorf("--nats-listen %q: want host:port: %w", f.Listen, err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < -1 || port > 65535 {
+		return "", 0, fmt.Errorf("--nats-listen %q: port must be -1 (random) or 0..65535", f.Listen)
+	}
+	return h, port, nil
+}
+
+// openDataDir opens the embedded JetStream in --data-dir. The process that
+// holds the directory's lock is its only owner (two nats-servers on the
+// same files lose acknowledged writes); the owner runs the embedded server
+// with the directory's generated NKey credentials. serve owns the
+// directory or fails naming the owner's PID; an operator command owns it
+// when it is free (its server then listens in process only) and otherwise
+// connects to the owner's NATS with the credentials the owner published.
+func (f *connFlags) openDataDir(logger *slog.Logger, role dataDirRole, opts []nats.Option) (*conn, error) {
+	dir, err := filepath.Abs(f.DataDir) // the owner record is read from other working directories
+	if err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	f.DataDir = dir
+	if st, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		if !f.CreateDataDir {
+			return nil, fmt.Errorf("data directory %s does not exist (run `agentd serve` or `agentd import` to create one, or pass --data-dir or --nats-url)", dir)
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("data directory: %w", err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	} else if !st.IsDir() {
+		return nil, fmt.Errorf("data directory %s is not a directory", dir)
+	}
+	deadline := time.Now().Add(attachWait)
+	for {
+		lock, err := datadir.Acquire(dir)
+		if err == nil {
+			return f.startOwner(lock, role, opts)
+		}
+		var inUse *datadir.InUseError
+		if !errors.As(err, &inUse) {
+			return nil, err
+		}
+		if role == roleServe {
+			return nil, fmt.Errorf("%w: stop it first, or run a second agentd against its NATS with --nats-url (operator commands given this --data-dir talk to it)", err)
+		}
+		if o, err := datadir.ReadOwner(dir); err == nil && o.PID == datadir.LockPID(dir) {
+			c, err := attachOwner(o, opts)
+			if err != nil {
+				return nil, fmt.Errorf("%s: connect to the NATS of its owner, process %d, at %s: %w", dir, o.PID, o.NATSURL, err)
+			}
+			logger.Debug("data directory is owned by a running process; using its NATS", "pid", o.PID, "url", o.NATSURL)
+			return c, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%w and it publishes no NATS address (waited %s); wait for it to finish", err, attachWait)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// startOwner runs the embedded server of the locked data directory. serve
+// listens on --nats-listen and publishes the owner record; an operator
+// command's server accepts in-process connections only.
+func (f *connFlags) startOwner(lock *datadir.Lock, role dataDirRole, opts []nats.Option) (_ *conn, err error) {
+	defer func() {
+		if err != nil {
+			lock.Unlock()
+		}
+	}()
+	seed, _, err := datadir.Credentials(f.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	host, port, err := f.listenAddr()
+	if err != nil {
+		return nil, err
+	}
+	cfg := embedded.Config{StoreDir: f.DataDir, Host: host, Port: port, MaxPayload: f.MaxPayload, NKeySeed: seed,
+		TLSCert: f.NATSTLSCert, TLSKey: f.NATSTLSKey, DontListen: role != roleServe}
+	s, err := embedded.Start(cfg)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := s.Connect(opts...)
+	if err != nil {
+		s.Shutdown()
+		return nil, err
+	}
+	c := &conn{NC: nc, Server: s, URL: s.ClientURL(), Lock: lock, Seed: seed}
+	if role == roleServe {
+		err = lock.Publish(datadir.Owner{PID: os.Getpid(), NATSURL: localURL(s.ClientURL()), Seed: seed, TLSCert: f.NATSTLSCert, StartedAt: time.Now().UTC()})
+		if err != nil {
+			nc.Close()
+			s.Shutdown()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// attachOwner connects to the NATS of a data directory's running owner. A
+// TLS listener's certificate is pinned to the owner's certificate file
+// (the address is a loopback one, which the certificate need not name).
+func attachOwner(o datadir.Owner, opts []nats.Option) (*conn, error) {
+	auth, err := nats.NkeyOptionFromSeed(o.Seed)
+	if err != nil {
+		return nil, err
+	}
+	// The owner may stop while the command runs; do not retry for ever.
+	all := append(append([]nats.Option{}, opts...), auth, nats.MaxReconnects(20))
+	if o.TLSCert != "" {
+		tc, err := pinnedTLS(o.TLSCert)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, nats.Secure(tc))
+	}
+	nc, err := nats.Connect(o.NATSURL, all...)
+	if err != nil {
+		return nil, err
+	}
+	return &conn{NC: nc, URL: o.NATSURL, Seed: o.Seed, OwnerPID: o.PID}, nil
+}
+
+// pinnedTLS accepts exactly the leaf certificate in certFile.
+func pinnedTLS(certFile string) (*tls.Config, error) {
+	b, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, err
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil || blk.Type != "CERTIFICATE" {
+		return nil, fmt.Errorf("%s: no PEM certificate", certFile)
+	}
+	if _, err := x509.ParseCertificate(blk.Bytes); err != nil {
+		return nil, fmt.Errorf("%s: %w", certFile, err)
+	}
+	return &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: true, // replaced by the pin below
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 || !bytes.Equal(cs.PeerCertificates[0].Raw, blk.Bytes) {
+				return fmt.Errorf("the NATS server's certificate is not %s", certFile)
+			}
+			return nil
+		},
+	}, nil
+}
+
+// localURL turns a client URL on a wildcard address into one this host can
+// dial.
+func localURL(u string) string {
+	for _, wild := range []string{"0.0.0.0", "[::]"} {
+		if i := bytes.Index([]byte(u), []byte("://"+wild+":")); i >= 0 {
+			return u[:i+3] + "127.0.0.1" + u[i+3+len(wild):]
+		}
+	}
+	return u
+}
