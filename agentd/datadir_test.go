@@ -134,16 +134,16 @@ func TestOperatorCommandsBesideServeLoseNothing(t *testing.T) {
 	checkStored(t, c, all, forks, imported, deleted)
 	t.Logf("%d runs: %d acknowledged appends, %d forks, %d imports, %d deletes: all present", runs, len(all), len(forks), len(imported), len(deleted))
 	// The projector's snapshots agree with the log.
-	// Bounded by the projector's AckWait (30 s): a graceful stop can leave
-	// a few triggers delivered but unacked, which the restarted projector
-	// gets only when AckWait redelivers them (see the issue 17 note).
+	// Bounded by the projector's AckWait (5 s): a graceful stop can leave a
+	// few triggers delivered but unacked, which the restarted projector
+	// gets when AckWait redelivers them.
 	for _, th := range append(threads, forks...) {
 		full, err := c.Get(ctx, events.DefaultTenant, th, client.Consistent(), client.IncludeDeleted())
 		require.NoError(t, err)
 		require.Eventually(t, func() bool {
 			snap, err := c.Get(ctx, events.DefaultTenant, th, client.IncludeDeleted())
 			return err == nil && snap.Version == full.Version && len(snap.Messages) == len(full.Messages)
-		}, 45*time.Second, 20*time.Millisecond, "snapshot of %s agrees with the log", th)
+		}, 15*time.Second, 20*time.Millisecond, "snapshot of %s agrees with the log", th)
 	}
 }
 

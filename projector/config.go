@@ -55,8 +55,14 @@ type Config struct {
 	// all instances. Default 10,000.
 	MaxAckPending int
 	// AckWait is how long the server waits for an ack before it delivers a
-	// trigger again (after a crash; a clean shutdown naks at once).
-	// Default 30 s.
+	// trigger again: after a crash, and after a clean shutdown for the
+	// triggers the server sent while the consumer was being drained (a
+	// clean shutdown naks every trigger it received, but a pull request
+	// cannot be withdrawn, so a few in flight are lost and wait AckWait).
+	// It bounds how long a restarted projector may leave a thread's
+	// snapshot behind its log. A step that takes longer is delivered again
+	// meanwhile, which costs a settled-trigger ack, nothing else. Default
+	// 5 s.
 	AckWait time.Duration
 	// CacheThreads is how many recently projected threads an instance keeps
 	// decoded in memory, to skip the head read when nobody else wrote the
@@ -140,7 +146,7 @@ func DefaultConfig() Config {
 		Stream: p.Stream, SubjectPrefix: p.SubjectPrefix, SnapshotBucket: p.SnapshotBucket,
 		IndexBucket: p.IndexBucket, Durable: "convlog-projector",
 		ChunkBytes: 768 << 10, TailBytes: 32 << 10, Workers: 8, MaxBatch: 1000,
-		MaxAckPending: 10_000, AckWait: 30 * time.Second, CacheThreads: 4096, CacheBytes: 64 << 20,
+		MaxAckPending: 10_000, AckWait: 5 * time.Second, CacheThreads: 4096, CacheBytes: 64 << 20,
 	}
 }
 

@@ -106,7 +106,9 @@ func (p *Projector) Ready() <-chan struct{} { return p.ready }
 //  2. abort projection steps in flight: their KV writes fail with ctx's
 //     error, which is safe at any point (see the package doc);
 //  3. nak every trigger not acked, so another instance (or the next start)
-//     gets it at once instead of after AckWait;
+//     gets it at once instead of after AckWait (triggers the server sent
+//     to the pull request after the drain began are lost in transit and
+//     come back after AckWait, 5 s by default);
 //  4. wait for every goroutine it started, then return nil.
 //
 // Errors: a missing stream, bucket or consumer permission, or a server
