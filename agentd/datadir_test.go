@@ -31,16 +31,9 @@ import (
 // the test when the command fails.
 func runCLI(t *testing.T, args ...string) string {
 	t.Helper()
-	bin, err := buildOnce()
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, "agentd %s\nstdout: %s\nstderr: %s", strings.Join(args, " "), out, stderr.String())
-	return string(out)
+	out, stderr, err := runCLIFull(t, args...)
+	require.NoError(t, err, "agentd %s\nstdout: %s\nstderr: %s", strings.Join(args, " "), out, stderr)
+	return out
 }
 
 // stopServe stops a serve process gracefully and waits for it.
