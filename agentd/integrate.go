@@ -32,6 +32,7 @@ func newProjector(cl *client.Client, cn *conn, f *serveFlags, logger *slog.Logge
 				m.rejections.WithLabelValues(string(a.Code)).Inc()
 			}
 		}
+		cfg.OnFailure = func(f projector.Failure) { m.projectorError.WithLabelValues(f.Reason).Inc() }
 	}
 	return projector.New(cl.JetStream(), cfg)
 }

@@ -18,7 +18,7 @@ type metrics struct {
 	projectionLag  prometheus.Histogram
 	projected      prometheus.Counter
 	rejections     *prometheus.CounterVec
-	projectorError prometheus.Counter
+	projectorError *prometheus.CounterVec
 	httpRequests   *prometheus.HistogramVec
 	httpDropped    *prometheus.CounterVec
 	httpRefused    prometheus.Counter
@@ -41,8 +41,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Events folded into snapshots."}),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "convlog_rejections_total",
 			Help: "Events the projection rejected, by code."}, []string{"code"}),
-		projectorError: prometheus.NewCounter(prometheus.CounterOpts{Name: "convlog_projector_errors_total",
-			Help: "Projector errors (retried)."}),
+		projectorError: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "convlog_projector_errors_total",
+			Help: "Projector failures by reason: step_failed (retried), snapshot_rebuilt and index_rebuilt (an unreadable head, chunk or index entry rebuilt from the log)."},
+			[]string{"reason"}),
 	}
 	m.httpRequests = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "convlog_http_request_seconds",
 		Help: "HTTP API request duration by route and status (streams: their lifetime).", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)},

@@ -75,6 +75,8 @@ const MaxListLimit = 1000
 //
 // It reads the projector's index bucket (one KV watch over
 // "<tenant>.*"), so a thread appears once the projector has projected it.
+// An index entry that does not decode is listed from the thread's log
+// (a consistent Get) instead of being left out.
 //
 // Errors: *events.IDError for a bad tenant; [ErrBadCursor]; KV errors.
 func (c *Client) List(ctx context.Context, tenant string, opts ListOptions) (ListPage, error) {
@@ -111,8 +113,15 @@ func (c *Client) List(ctx context.Context, tenant string, opts ListOptions) (Lis
 		}
 		s, err := projector.UnmarshalSummary(e.Value())
 		if err != nil {
-			c.cfg.Logger.Warn("list: bad index entry", "key", e.Key(), "err", err)
-			continue
+			// The index is derived data: list the thread from its log
+			// (the projector writes the entry again at its next event).
+			c.cfg.Logger.Warn("list: unreadable index entry; reading the thread's log", "key", e.Key(), "err", err)
+			th, gerr := c.Get(ctx, tenant, strings.TrimPrefix(e.Key(), tenant+"."), Consistent(), IncludeDeleted())
+			if gerr != nil {
+				c.cfg.Logger.Warn("list: thread of an unreadable index entry", "key", e.Key(), "err", gerr)
+				continue
+			}
+			s = projector.SummaryOf(th.State)
 		}
 		ts := summaryOf(s)
 		if !matches(ts, opts) {

@@ -86,7 +86,36 @@ type Config struct {
 	// OnStep, when set, is called after every projection step (one read,
 	// fold and write of one thread), with the same rules as OnApply.
 	OnStep func(Step)
+	// OnFailure, when set, is called when a thread's projection fails (it
+	// is retried with backoff) or an unreadable snapshot or index entry is
+	// rebuilt from the log, with the same rules as OnApply.
+	OnFailure func(Failure)
 }
+
+// Failure reports a projection that failed or a snapshot that had to be
+// rebuilt.
+type Failure struct {
+	Tenant, Thread string
+	// Seq is the highest trigger sequence of the failed step (0 for a
+	// rebuild).
+	Seq uint64
+	// Reason is one of the Failure* constants (a metric label).
+	Reason string
+	// Err is what went wrong.
+	Err error
+}
+
+// Failure reasons.
+const (
+	// FailureStep: a projection step failed; its triggers are retried.
+	FailureStep = "step_failed"
+	// FailureSnapshotRebuilt: the thread's head or a chunk was unreadable
+	// (ErrCorrupt: garbage, or a newer format) and is rebuilt from the log.
+	FailureSnapshotRebuilt = "snapshot_rebuilt"
+	// FailureIndexRebuilt: the thread's index entry was unreadable and is
+	// written again from its head.
+	FailureIndexRebuilt = "index_rebuilt"
+)
 
 // Applied reports one event folded into a snapshot.
 type Applied struct {

@@ -219,5 +219,20 @@
 //
 // Projection lag is reported through [Config].OnApply (time from the
 // event's stream timestamp to its head write, and the consumer's backlog)
-// and OnStep; the package imports no metrics library.
+// and OnStep, failures through OnFailure; the package imports no metrics
+// library.
+//
+// # Self-healing
+//
+// Snapshots are derived data. A head or chunk that does not decode, or a
+// head in a format this version does not read ([ErrCorrupt]), is rebuilt:
+// the step folds the thread's log from the start and writes the head over
+// the unreadable one at its revision, with a new chunk generation (the
+// unreadable head's chunks stay until the thread is erased). An index
+// entry that does not decode is written again from the head. Each is
+// reported to OnFailure (FailureSnapshotRebuilt, FailureIndexRebuilt);
+// a step that fails for any other reason is retried with backoff
+// (FailureStep). Readers do not wait for it: client.Get folds the log
+// over an unreadable head and client.List lists a thread whose index
+// entry is unreadable from its log.
 package projector

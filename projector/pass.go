@@ -115,10 +115,30 @@ func chainFrom(version uint64, triggers []rawEvent, limit int) []rawEvent {
 func (p *Projector) project(ctx context.Context, ts *threadState, behind uint64, triggers []rawEvent) (uint64, error) {
 	for {
 		version, more, err := p.step(ctx, ts, behind, triggers)
-		if err != nil || !more {
+		if err != nil && errors.Is(err, ErrCorrupt) && !ts.rebuild {
+			// Snapshots are derived data: fold the log again over what
+			// cannot be read, instead of failing this thread for ever.
+			p.log.Warn("projector: unreadable snapshot; rebuilding it from the log", "tenant", ts.tenant, "thread", ts.thread, "err", err)
+			p.report(Failure{Tenant: ts.tenant, Thread: ts.thread, Reason: FailureSnapshotRebuilt, Err: err})
+			ts.rebuild = true
+			p.cache.drop(HeadKey(ts.tenant, ts.thread))
+			continue
+		}
+		if err != nil {
 			return version, err
 		}
+		ts.rebuild = false
+		if !more {
+			return version, nil
+		}
 		triggers = nil
+	}
+}
+
+// report calls Config.OnFailure when it is set.
+func (p *Projector) report(f Failure) {
+	if p.cfg.OnFailure != nil {
+		p.cfg.OnFailure(f)
 	}
 }
 
@@ -284,6 +304,9 @@ func (p *Projector) cursor(ctx context.Context, ts *threadState) (*cursor, error
 	if c := p.cache.get(key); c != nil {
 		return c, nil
 	}
+	if ts.rebuild {
+		return p.rebuildCursor(ctx, ts)
+	}
 	var sizes []int
 	h, rev, _, err := getHead(ctx, p.snaps, ts.tenant, ts.thread, &sizes)
 	switch {
@@ -295,6 +318,28 @@ func (p *Projector) cursor(ctx context.Context, ts *threadState) (*cursor, error
 	enc := h.Tail
 	h.Tail = nil
 	return &cursor{h: h, sizes: sizes, enc: enc, rev: rev}, nil
+}
+
+// rebuildCursor is the cursor of a thread whose head or chunks cannot be
+// read (garbage, or a format this version does not know): an empty state
+// at version 0, so the step folds the whole log, written over the
+// unreadable head at its revision (compare-and-swap as always). Its chunks
+// take generation rev, above every generation the thread used before (a
+// generation only grows with a head write, and rev counts every write of
+// the bucket), so no chunk key of the unreadable head is reused; those
+// chunks are left behind until the thread is erased.
+func (p *Projector) rebuildCursor(ctx context.Context, ts *threadState) (*cursor, error) {
+	key := HeadKey(ts.tenant, ts.thread)
+	var rev uint64
+	e, err := p.snaps.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		return nil, fmt.Errorf("projector: read head of %s/%s: %w", ts.tenant, ts.thread, err)
+	default:
+		rev = e.Revision()
+	}
+	return &cursor{h: &head{Format: headFormat, Gen: rev, State: NewState(ts.tenant, ts.thread)}, rev: rev}, nil
 }
 
 // fold applies one event to w and settles the layout. A rejection is not
@@ -483,6 +528,11 @@ func (p *Projector) syncIndex(ctx context.Context, ts *threadState, cur *cursor)
 		if derr == nil && sum.Version >= s.Version {
 			cur.idxVersion = s.Version // a newer projection wrote it
 			return nil
+		}
+		if derr != nil {
+			// Written over at its revision in the next round.
+			p.log.Warn("projector: unreadable index entry; writing it again", "key", key, "err", derr)
+			p.report(Failure{Tenant: ts.tenant, Thread: ts.thread, Reason: FailureIndexRebuilt, Err: derr})
 		}
 	}
 	return fmt.Errorf("projector: index entry %s: too many conflicts", key)

@@ -52,6 +52,10 @@ type threadState struct {
 	tenant, thread, subject string
 	msgs                    []delivery
 	running                 bool
+	// rebuild: the thread's head or one of its chunks could not be read;
+	// the next step folds the log from the start over it (see cursor).
+	// Only the worker that runs the thread touches it.
+	rebuild bool
 }
 
 // delivery is one trigger as the dispatcher received it: the message, its
@@ -323,6 +327,7 @@ func (p *Projector) process(ctx context.Context, ts *threadState, ds []delivery)
 		}
 		delay := min(time.Duration(1<<min(delivered, 6))*50*time.Millisecond, 5*time.Second)
 		p.log.Error("projector: projection failed; will retry", "tenant", ts.tenant, "thread", ts.thread, "seq", target, "err", err, "retry_in", delay)
+		p.report(Failure{Tenant: ts.tenant, Thread: ts.thread, Seq: target, Reason: FailureStep, Err: err})
 		nakAll(msgs, delay)
 		return
 	}

@@ -1,0 +1,44 @@
+package client_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/projector"
+)
+
+// Finding 6 of the reliability issue: an index entry that does not decode
+// does not hide its thread from List; the thread is listed from its log.
+// Before, List logged "bad index entry" and silently left it out.
+func TestListShowsAThreadWhoseIndexEntryIsUnreadable(t *testing.T) {
+	c, srv := newClient(t)
+	runProjector(t, srv.JS)
+	ctx := context.Background()
+	_, thread, _, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadCreated: events.ThreadCreated{Title: "kept", Replies: events.RepliesOff}})
+	require.NoError(t, err)
+	res, err := c.Append(ctx, "acme", thread, []events.Event{{Payload: events.UserMessage{Content: events.Text("hi")}}}, client.AnyVersion())
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		page, err := c.List(ctx, "acme", client.ListOptions{})
+		return err == nil && len(page.Threads) == 1 && page.Threads[0].Version == res.Version
+	}, 10*time.Second, 10*time.Millisecond)
+
+	idx, err := srv.JS.KeyValue(ctx, c.Config().Resources.IndexBucket)
+	require.NoError(t, err)
+	_, err = idx.Put(ctx, projector.IndexKey("acme", thread), []byte("\xc1 garbage"))
+	require.NoError(t, err)
+
+	page, err := c.List(ctx, "acme", client.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, page.Threads, 1, "the thread is listed")
+	got := page.Threads[0]
+	require.Equal(t, thread, got.Thread)
+	require.Equal(t, "kept", got.Title)
+	require.Equal(t, res.Version, got.Version)
+	require.Equal(t, 1, got.MessageCount)
+}
