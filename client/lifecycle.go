@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/directget"
 	"github.com/convlog/convlog/projector"
 )
 
@@ -118,7 +119,11 @@ func (c *Client) Erase(ctx context.Context, tenant, thread, reason string) (Eras
 		return rep, &NotFoundError{Tenant: tenant, Thread: thread}
 	}
 	if m, err := c.st.GetMsg(ctx, last); err == nil && m.Header.Get(events.HeaderType) == string(events.TypeErased) {
-		return rep, &NotFoundError{Tenant: tenant, Thread: thread, Reason: "already erased"}
+		// Erased already when the marker is all that is stored; a marker
+		// after stored events was published by hand and hides nothing.
+		if first, err := directget.Next(ctx, c.js, c.stream, subject, 1); err == nil && first != nil && first.Sequence == last {
+			return rep, &NotFoundError{Tenant: tenant, Thread: thread, Reason: "already erased"}
+		}
 	}
 	info, err := c.st.Info(ctx, jetstream.WithSubjectFilter(subject))
 	if err == nil {

@@ -274,6 +274,15 @@ func (c *Client) foldTailProbed(ctx context.Context, s *projector.State, upTo ui
 		if err != nil {
 			return err
 		}
+		if s.Version != 0 && m.Header.Get(events.HeaderType) == string(events.TypeErased) {
+			// Over events read before it, a marker is an erasure only if
+			// they were purged (it is the subject's first message now);
+			// else the fold rejects it (a marker published by hand).
+			if err := c.foldMarker(ctx, s, subject, m); err != nil {
+				return err
+			}
+			continue
+		}
 		err := projector.ApplyBytes(s, m.Sequence, m.Time, m.Data)
 		if errors.Is(err, projector.ErrNeedHistory) {
 			full, ferr := c.foldFrom(ctx, s.Tenant, s.Thread, m.Sequence-1)
@@ -284,6 +293,28 @@ func (c *Client) foldTailProbed(ctx context.Context, s *projector.State, upTo ui
 			err = projector.ApplyBytes(s, m.Sequence, m.Time, m.Data)
 		}
 		_ = err // rejections are recorded in s
+	}
+	return nil
+}
+
+// foldMarker folds the erasure marker m over s, a state of events stored
+// before it: with projector.ApplyErasure when m is the first message now
+// stored on subject (the events s holds were purged, as Erase does), else
+// with projector.Apply, which rejects it.
+func (c *Client) foldMarker(ctx context.Context, s *projector.State, subject string, m *RawEvent) error {
+	first, err := directget.Next(ctx, c.js, c.stream, subject, 1)
+	if err != nil {
+		return fmt.Errorf("client: first message of %s: %w", subject, err)
+	}
+	st, derr := decodeRaw(m)
+	if derr != nil {
+		_ = projector.ApplyBytes(s, m.Sequence, m.Time, m.Data) // recorded as rejected
+		return nil
+	}
+	if first != nil && first.Sequence == m.Sequence {
+		_ = projector.ApplyErasure(s, st)
+	} else {
+		_ = projector.Apply(s, st) // rejections are recorded in s
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ const (
 	CodeAlreadyExists   Code = "already_exists"        // second thread.created / thread.forked
 	CodeDeleted         Code = "deleted"               // thread is soft-deleted
 	CodeErased          Code = "erased"                // thread was erased
+	CodeErasureNotFirst Code = "erasure_not_first"     // erasure marker after events still stored (forged)
 	CodeNotPending      Code = "tool_call_not_pending" // result for a call that is not pending
 	CodePendingCalls    Code = "tool_calls_pending"    // message while calls are pending (policy reject)
 	CodeDuplicateCallID Code = "duplicate_call_id"     // new call reuses an id that is still pending

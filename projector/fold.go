@@ -26,7 +26,7 @@ func NewState(tenant, thread string) *State {
 //     s is unchanged.
 //
 // Apply is not safe for concurrent use on the same State.
-func Apply(s *State, ev events.Stored) error { return applyEvent(s, ev, false) }
+func Apply(s *State, ev events.Stored) error { return applyEvent(s, ev, foldOpts{}) }
 
 // ApplyValidated is [Apply] for an event that [events.Event.Validate] has
 // just accepted: it does not validate ev again (about half the cost of
@@ -34,13 +34,39 @@ func Apply(s *State, ev events.Stored) error { return applyEvent(s, ev, false) }
 // the fold (client.Append), use it. An event Validate would refuse must go
 // through Apply, which records it as rejected; given one, ApplyValidated
 // may apply it.
-func ApplyValidated(s *State, ev events.Stored) error { return applyEvent(s, ev, true) }
+func ApplyValidated(s *State, ev events.Stored) error {
+	return applyEvent(s, ev, foldOpts{validated: true})
+}
 
-func applyEvent(s *State, ev events.Stored, validated bool) error {
+// ApplyErasure folds an erasure marker (events.Erased) over s, a state of
+// events stored before it, after the caller has checked with the stream
+// that the marker is the first message now stored on the thread's subject:
+// the events s holds were purged, as client.Erase does before it writes
+// the marker. [Apply] rejects such a marker over a non-empty state
+// (CodeErasureNotFirst), so that a marker published by hand after events
+// that are still stored cannot hide the thread. Results as [Apply]; an
+// event of another type is applied as by Apply.
+func ApplyErasure(s *State, ev events.Stored) error {
+	if ev.Type != events.TypeErased {
+		return Apply(s, ev)
+	}
+	return applyEvent(s, ev, foldOpts{erasureProven: true})
+}
+
+// foldOpts are what a caller of apply vouches for.
+type foldOpts struct {
+	// validated: events.Event.Validate accepted the event.
+	validated bool
+	// erasureProven: an erasure marker is the first message stored on
+	// the subject (ApplyErasure).
+	erasureProven bool
+}
+
+func applyEvent(s *State, ev events.Stored, o foldOpts) error {
 	if ev.Seq != 0 && ev.Seq <= s.Version {
 		return nil
 	}
-	err := apply(s, ev, validated)
+	err := apply(s, ev, o)
 	if errors.Is(err, ErrNeedHistory) {
 		return err
 	}
@@ -94,9 +120,9 @@ func Check(s *State, ev events.Stored) error {
 	// Most events only append: check on a small window so the cost does not
 	// grow with the history; fall back to the whole history when needed.
 	c := s.window(4)
-	err := apply(c, ev, false)
+	err := apply(c, ev, foldOpts{})
 	if errors.Is(err, ErrNeedHistory) {
-		err = apply(s.Clone(), ev, false)
+		err = apply(s.Clone(), ev, foldOpts{})
 	}
 	return err
 }
@@ -121,7 +147,7 @@ func (s *State) reject(r Rejection) {
 	}
 }
 
-func apply(s *State, ev events.Stored, validated bool) (err error) {
+func apply(s *State, ev events.Stored, o foldOpts) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = reject(s, ev, CodeInvalid, "fold panicked: %v", r)
@@ -130,7 +156,7 @@ func apply(s *State, ev events.Stored, validated bool) (err error) {
 	if ev.Tenant != s.Tenant || ev.Thread != s.Thread {
 		return reject(s, ev, CodeWrongThread, "event is for %s/%s but was stored on thread %s/%s", ev.Tenant, ev.Thread, s.Tenant, s.Thread)
 	}
-	if !validated {
+	if !o.validated {
 		if err := ev.Validate(); err != nil {
 			return reject(s, ev, CodeInvalid, "%v", err)
 		}
@@ -141,7 +167,14 @@ func apply(s *State, ev events.Stored, validated bool) (err error) {
 	t := ev.Time.UTC()
 	switch p := ev.Payload.(type) {
 	case events.Erased:
-		// The marker stands on an empty (purged) subject; it applies to any state.
+		// The marker stands on an empty (purged) subject: folded from the
+		// log, nothing comes before it. Over a state of events stored
+		// before it, the caller must prove the purge (ApplyErasure);
+		// otherwise it is a marker published by hand after events that are
+		// still stored, and must not hide them.
+		if s.Version != 0 && !o.erasureProven {
+			return reject(s, ev, CodeErasureNotFirst, "an erasure marker must be the first message stored on the thread's subject (erase purges the subject first), but events up to sequence %d are stored before it", s.Version)
+		}
 		*s = State{Tenant: s.Tenant, Thread: s.Thread, Version: s.Version, Events: s.Events,
 			Erased: true, CreatedAt: s.CreatedAt, UpdatedAt: t, RejectedCount: s.RejectedCount}
 		return nil

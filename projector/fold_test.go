@@ -336,13 +336,15 @@ func foldCases() []foldCase {
 			history: []string{},
 		},
 		{
-			name: "the erasure marker empties the thread and everything after it is rejected",
-			steps: []step{ok(user("secret")), ok(events.Erased{RemovedEvents: 2, LastSeq: 2, Reason: "GDPR"}),
-				rejected(projector.CodeErased, user("more")), rejected(projector.CodeErased, events.ThreadCreated{})},
-			history: []string{},
+			// A real erasure purges the subject first, so its marker is the
+			// first message (TestErasureMarkerOnAPurgedSubject); one after
+			// stored events was published by hand and hides nothing.
+			name: "an erasure marker after events that are still stored is rejected",
+			steps: []step{ok(user("secret")), rejected(projector.CodeErasureNotFirst, events.Erased{RemovedEvents: 2, LastSeq: 2, Reason: "forged"}),
+				ok(user("more"))},
+			history: []string{"user:secret", "user:more"},
 			check: func(t *testing.T, s *projector.State, _ []uint64) {
-				require.True(t, s.Erased)
-				require.Empty(t, s.KV)
+				require.False(t, s.Erased)
 			},
 		},
 		{
@@ -516,4 +518,35 @@ func TestFold(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The erasure marker of a real erase: over the events folded before it
+// (which the purge removed) it applies through ApplyErasure, empties the
+// thread, and everything after it is rejected; on a fresh state (the log
+// folded from its start, where the marker is the first message) Apply
+// takes it too.
+func TestErasureMarkerOnAPurgedSubject(t *testing.T) {
+	at := time.Unix(1700000000, 0)
+	ev := func(seq uint64, p events.Payload) events.Stored {
+		e := events.New("acme", "t", "test", p)
+		e.Time = at
+		return events.Stored{Event: e, Seq: seq, StoredAt: at}
+	}
+	marker := ev(4, events.Erased{RemovedEvents: 3, LastSeq: 3, Reason: "GDPR"})
+
+	s := projector.NewState("acme", "t")
+	require.NoError(t, projector.Apply(s, ev(1, events.ThreadCreated{})))
+	require.NoError(t, projector.Apply(s, ev(2, events.UserMessage{Content: events.Text("secret")})))
+	require.NoError(t, projector.Apply(s, ev(3, events.StateSet{Key: "k", Value: []byte(`1`)})))
+	require.NoError(t, projector.ApplyErasure(s, marker))
+	require.True(t, s.Erased)
+	require.Empty(t, s.KV)
+	require.Empty(t, s.Messages)
+	require.Equal(t, uint64(4), s.Version)
+	require.ErrorIs(t, projector.Apply(s, ev(5, events.UserMessage{Content: events.Text("more")})), projector.ErrRejected)
+	require.Equal(t, projector.CodeErased, s.Rejections[len(s.Rejections)-1].Code)
+
+	fresh := projector.NewState("acme", "t")
+	require.NoError(t, projector.Apply(fresh, marker))
+	require.True(t, fresh.Erased)
 }

@@ -320,6 +320,23 @@ func (p *Projector) cursor(ctx context.Context, ts *threadState) (*cursor, error
 	return &cursor{h: h, sizes: sizes, enc: enc, rev: rev}, nil
 }
 
+// firstOnSubject returns the sequence of the first message stored on the
+// thread's subject (0 when it has none).
+func (p *Projector) firstOnSubject(ctx context.Context, tenant, thread string) (uint64, error) {
+	subject, err := p.subjects.Thread(tenant, thread)
+	if err != nil {
+		return 0, err
+	}
+	m, err := directget.Next(ctx, p.js, p.cfg.Stream, subject, 1)
+	if err != nil {
+		return 0, fmt.Errorf("projector: first message of %s: %w", subject, err)
+	}
+	if m == nil {
+		return 0, nil
+	}
+	return m.Sequence, nil
+}
+
 // rebuildCursor is the cursor of a thread whose head or chunks cannot be
 // read (garbage, or a format this version does not know): an empty state
 // at version 0, so the step folds the whole log, written over the
@@ -354,7 +371,19 @@ func (p *Projector) fold(ctx context.Context, w *work, ev rawEvent) (Applied, er
 		err = ApplyBytes(w.s, ev.seq, ev.time, ev.data)
 	} else {
 		st := events.Stored{Event: e, Seq: ev.seq, StoredAt: ev.time}
-		err = Apply(w.s, st)
+		proven := false
+		if e.Type == events.TypeErased && w.s.Version != 0 {
+			first, ferr := p.firstOnSubject(ctx, w.tenant, w.thread)
+			if ferr != nil {
+				return a, ferr // retried: an unproven marker would be rejected for good
+			}
+			proven = first == ev.seq // the events the head holds were purged
+		}
+		if proven {
+			err = ApplyErasure(w.s, st)
+		} else {
+			err = Apply(w.s, st)
+		}
 		if errors.Is(err, ErrNeedHistory) {
 			err = p.applyWithHistory(ctx, w, st)
 		}

@@ -1,0 +1,66 @@
+package client_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/projector"
+)
+
+// Finding 2 of the reliability issue: an erasure marker published by hand
+// after events that are still stored does not hide the thread, neither
+// from a consistent read (the log) nor from the projector's snapshot; the
+// fold records it as rejected (erasure_not_first). A real erase (purge,
+// then the marker) still erases. Before, the thread answered 404 while its
+// events stayed in the stream.
+func TestAForgedErasureMarkerHidesNothing(t *testing.T) {
+	c, srv := newClient(t)
+	runProjector(t, srv.JS)
+	ctx := context.Background()
+	_, thread, _, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
+	require.NoError(t, err)
+	_, err = c.Append(ctx, "acme", thread, []events.Event{user("one"), user("two")}, client.AnyVersion())
+	require.NoError(t, err)
+
+	forged := events.New("acme", thread, "attacker", events.Erased{RemovedEvents: 3, Reason: "forged"})
+	data, err := events.Marshal(forged)
+	require.NoError(t, err)
+	subject, err := events.Subjects{}.Thread("acme", thread)
+	require.NoError(t, err)
+	m := nats.NewMsg(subject)
+	m.Data = data
+	for k, v := range events.Headers(forged) {
+		m.Header.Set(k, v)
+	}
+	ack, err := srv.JS.PublishMsg(ctx, m)
+	require.NoError(t, err)
+
+	th, err := c.Get(ctx, "acme", thread, client.Consistent())
+	require.NoError(t, err, "the log still holds the thread's events")
+	require.False(t, th.Erased)
+	require.Len(t, th.Messages, 2)
+	require.Equal(t, ack.Sequence, th.Version)
+	require.NotEmpty(t, th.Rejections)
+	require.Equal(t, projector.CodeErasureNotFirst, th.Rejections[len(th.Rejections)-1].Code)
+
+	require.Eventually(t, func() bool {
+		s, err := c.Get(ctx, "acme", thread)
+		return err == nil && s.FromSnapshot && s.Version == ack.Sequence && !s.Erased && len(s.Messages) == 2
+	}, 10*time.Second, 10*time.Millisecond, "the snapshot keeps the thread")
+
+	// A real erase still erases, over the projector's existing head.
+	_, err = c.Erase(ctx, "acme", thread, "test")
+	require.NoError(t, err)
+	_, err = c.Get(ctx, "acme", thread, client.Consistent())
+	require.ErrorIs(t, err, client.ErrThreadNotFound)
+	require.Eventually(t, func() bool {
+		_, err := c.Get(ctx, "acme", thread)
+		return err != nil
+	}, 10*time.Second, 10*time.Millisecond)
+}
