@@ -22,8 +22,15 @@ type CreateOptions struct {
 // CreateThread appends thread.created to a new thread (conditional on the
 // thread having no events) and returns the thread id and version.
 //
-// Errors: [ErrThreadExists] (wrapped) when the id already has events and
-// this is not a retry of the same create; validation errors as for Append.
+// A thread id whose subject holds events that created nothing (a stray
+// first event published over NATS without thread.created: the fold
+// rejects it as no_thread) is not taken: CreateThread appends
+// thread.created after them, conditional on the version it read, and the
+// thread keeps them as rejections.
+//
+// Errors: [ErrThreadExists] (wrapped) when the thread exists, was erased,
+// or this is not a retry of the same create; validation errors as for
+// Append.
 func (c *Client) CreateThread(ctx context.Context, opts CreateOptions) (tenant, thread string, version uint64, err error) {
 	tenant, thread = opts.Tenant, opts.ThreadID
 	if tenant == "" {
@@ -34,6 +41,18 @@ func (c *Client) CreateThread(ctx context.Context, opts CreateOptions) (tenant, 
 	}
 	ev := events.Event{ID: opts.EventID, Payload: opts.ThreadCreated}
 	res, err := c.Append(ctx, tenant, thread, []events.Event{ev}, ExpectVersion(0))
+	for attempt := 0; attempt < 3; attempt++ {
+		var conflict *ConflictError
+		if !errors.As(err, &conflict) {
+			break
+		}
+		th, gerr := c.Get(ctx, tenant, thread, Consistent(), IncludeDeleted())
+		if gerr != nil || th.Exists || th.Erased {
+			return tenant, thread, conflict.Actual, errors.Join(ErrThreadExists, err)
+		}
+		// Only events that created nothing are stored: create after them.
+		res, err = c.Append(ctx, tenant, thread, []events.Event{ev}, ExpectVersion(th.Version))
+	}
 	var conflict *ConflictError
 	if errors.As(err, &conflict) {
 		return tenant, thread, conflict.Actual, errors.Join(ErrThreadExists, err)

@@ -1,0 +1,50 @@
+package client_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/projector"
+)
+
+// Finding 9 of the reliability issue: a stray first event that is not
+// thread.created, published over NATS on a fresh thread subject, does not
+// burn the thread id: CreateThread creates the thread after it (the fold
+// keeps the stray event as a no_thread rejection). A second create is
+// still ErrThreadExists. Before, create answered 409 for ever while the
+// thread did not exist.
+func TestCreateThreadAfterAStrayFirstEvent(t *testing.T) {
+	c, srv := newClient(t)
+	ctx := context.Background()
+	thread := "stray-first"
+	stray := events.New("acme", thread, "someone", events.UserMessage{Content: events.Text("too early")})
+	data, err := events.Marshal(stray)
+	require.NoError(t, err)
+	subject, err := events.Subjects{}.Thread("acme", thread)
+	require.NoError(t, err)
+	m := nats.NewMsg(subject)
+	m.Data = data
+	for k, v := range events.Headers(stray) {
+		m.Header.Set(k, v)
+	}
+	_, err = srv.JS.PublishMsg(ctx, m)
+	require.NoError(t, err)
+
+	_, _, v, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: thread, ThreadCreated: events.ThreadCreated{Title: "mine"}})
+	require.NoError(t, err, "the id is not burnt by an event that created nothing")
+	require.Equal(t, uint64(2), v)
+	th, err := c.Get(ctx, "acme", thread, client.Consistent())
+	require.NoError(t, err)
+	require.True(t, th.Exists)
+	require.Equal(t, "mine", th.Title)
+	require.Empty(t, th.Messages)
+	require.Equal(t, projector.CodeNoThread, th.Rejections[0].Code)
+
+	_, _, _, err = c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: thread})
+	require.ErrorIs(t, err, client.ErrThreadExists)
+}
