@@ -195,7 +195,7 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 				}
 				if ok {
 					c.logDuplicate(p, "already_stored", 0, res.Version)
-					return res, nil
+					return c.sameAsStored(ctx, p, res)
 				}
 			}
 			return AppendResult{}, &ConflictError{Tenant: tenant, Thread: thread, Expected: o.expect, Actual: s.Version}
@@ -208,7 +208,7 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 			}
 			if ok {
 				c.logDuplicate(p, "id_time_scan", 0, res.Version)
-				return res, nil
+				return c.sameAsStored(ctx, p, res)
 			}
 		}
 		checked, folded, err := c.checkAll(ctx, s, p.events)
@@ -225,7 +225,7 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 			}
 			if res, ok, ferr := c.findAnywhere(ctx, p, s, o.any); ferr == nil && ok {
 				c.logDuplicate(p, "already_stored", 0, res.Version)
-				return res, nil
+				return c.sameAsStored(ctx, p, res)
 			}
 			return AppendResult{}, err
 		}
@@ -234,7 +234,7 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 			res := p.result(seqs, nil, dup)
 			if dup {
 				c.logDuplicate(p, "duplicate_ack", 0, res.Version)
-				return res, nil
+				return c.sameAsStored(ctx, p, res)
 			}
 			if folded != nil {
 				// The events were folded into a copy of the window when
@@ -268,7 +268,7 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 			}
 			if ok {
 				c.logDuplicate(p, "read_forward", sc.code, res.Version)
-				return res, nil
+				return c.sameAsStored(ctx, p, res)
 			}
 			actual = a
 		}

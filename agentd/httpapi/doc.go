@@ -53,6 +53,7 @@
 //	wrong JSON type, unknown field, invalid request   422 invalid-request (field)
 //	event fails validation                            422 invalid-event   (field "events[i].payload....")
 //	event rejected by the fold                        422 rejected        (code = the fold's code, seq, event_id)
+//	Idempotency-Key / event id reused, other request  422 idempotency-mismatch (field "Idempotency-Key" or "events[i].id", seq)
 //	after / Last-Event-ID past the thread's version   400 bad-query, bad-header (field "after" / "Last-Event-ID")
 //	request body not in within ReadTimeout            408 request-timeout (connection closed)
 //	declared Content-Length above the body limit      413 too-large       (before reading; no 100 Continue)

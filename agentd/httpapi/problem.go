@@ -143,6 +143,8 @@ type errCtx struct {
 	eventIndex map[string]int
 	// fieldPrefix prefixes event field paths ("events[1].").
 	fieldPrefix func(i int) string
+	// idemKey is the request's Idempotency-Key ("" without one).
+	idemKey string
 }
 
 // problemFor maps an error from client/, events/ or projector/ to a
@@ -158,6 +160,7 @@ func problemFor(err error, ec errCtx) *Problem {
 		nf       *client.NotFoundError
 		tooLarge *client.TooLargeError
 		keyErr   *client.ConvKeyError
+		idemErr  *client.IdempotencyMismatchError
 	)
 	idx := func(id string) (int, bool) {
 		i, ok := ec.eventIndex[id]
@@ -201,6 +204,21 @@ func problemFor(err error, ec errCtx) *Problem {
 		}
 		q.thread(ec.thread).seq(rejErr.Seq).eventID(rejErr.EventID)
 		if i, ok := idx(rejErr.EventID); ok {
+			q.index(i)
+		}
+		return q
+	case errors.As(err, &idemErr):
+		// 422 as the IETF Idempotency-Key draft answers a key reused with
+		// another payload (draft-ietf-httpapi-idempotency-key-header, 2.7).
+		detail := strings.TrimPrefix(idemErr.Error(), "client: ")
+		field := prefix(idemErr.EventID) + "id"
+		if ec.idemKey != "" {
+			detail = fmt.Sprintf("Idempotency-Key %q was first used with a different request (%s); use a new key for a new request", ec.idemKey, detail)
+			field = "Idempotency-Key"
+		}
+		q := newProblem(http.StatusUnprocessableEntity, "idempotency-mismatch", "Idempotency key reused", detail).
+			field(field).thread(ec.thread).seq(idemErr.Seq).eventID(idemErr.EventID)
+		if i, ok := idx(idemErr.EventID); ok {
 			q.index(i)
 		}
 		return q

@@ -201,7 +201,7 @@ func (s *Server) createThread(w http.ResponseWriter, r *http.Request) error {
 	}
 	_, thread, version, err := s.c.CreateThread(r.Context(), opts)
 	if err != nil {
-		q := problemFor(err, errCtx{thread: req.ID, eventIndex: map[string]int{}})
+		q := problemFor(err, errCtx{thread: req.ID, eventIndex: map[string]int{}, idemKey: key})
 		if q.Field != "" && strings.HasPrefix(q.Field, "payload.") {
 			q.Field = strings.TrimPrefix(q.Field, "payload.")
 		}
@@ -386,7 +386,7 @@ func (s *Server) appendEvents(w http.ResponseWriter, r *http.Request) error {
 	}
 	res, err := s.c.Append(r.Context(), tenant, id, evs, opt)
 	if err != nil {
-		return problemFor(err, errCtx{thread: id, ifMatch: hasIfMatch && !anyVersion, eventIndex: index,
+		return problemFor(err, errCtx{thread: id, ifMatch: hasIfMatch && !anyVersion, eventIndex: index, idemKey: key,
 			fieldPrefix: func(i int) string { return fmt.Sprintf("events[%d].", i) }})
 	}
 	out := appendResponse{Tenant: tenant, Thread: id, Version: res.Version, Duplicate: res.Duplicate}
