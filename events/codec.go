@@ -247,7 +247,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 func (e *Event) UnmarshalJSON(b []byte) error {
 	var w wireJSON
 	if err := json.Unmarshal(b, &w); err != nil {
-		return fmt.Errorf("%w: %v", ErrDecode, err)
+		return fmt.Errorf("%w: %w", ErrDecode, err)
 	}
 	*e = w.wire.event()
 	if e.SchemaVersion > SchemaVersion {
@@ -261,6 +261,9 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("%w: event %s has no payload", ErrDecode, e.ID)
 	}
 	if err := json.Unmarshal(w.Payload, p); err != nil {
+		if e.ID == "" {
+			return fmt.Errorf("%w: %s payload: %v", ErrDecode, e.Type, err)
+		}
 		return fmt.Errorf("%w: %s payload of event %s: %v", ErrDecode, e.Type, e.ID, err)
 	}
 	e.Payload = canonical(deref(p))

@@ -40,7 +40,7 @@
 //
 //	malformed JSON, trailing data, empty body        400 malformed-json
 //	bad id in the path or body                        400 bad-id          (field "id")
-//	bad query parameter / header / list cursor        400 bad-query, bad-header, bad-cursor
+//	bad query parameter / header / list cursor        400 bad-query, bad-header, bad-cursor (also a query string that is not valid URL encoding, any route)
 //	missing, malformed or unknown API key             401 unauthorized    (WWW-Authenticate: Bearer)
 //	unknown thread, another tenant's thread, erased   404 not-found       (never 403)
 //	unknown model                                     404 model-not-found (field "model")
@@ -50,7 +50,8 @@
 //	If-Match names another version                    412 version-conflict (current_version, ETag)
 //	body or event too large                           413 too-large       (limit)
 //	body not application/json                         415 unsupported-media-type
-//	wrong JSON type, unknown field, invalid request   422 invalid-request (field)
+//	wrong JSON type, unknown field, invalid request   422 invalid-request (field: the exact path, e.g. "events[0].payload.content[1].text";
+//	                                                      payloads and create bodies are checked against schemas/, unknown fields refused at any depth)
 //	event fails validation                            422 invalid-event   (field "events[i].payload....")
 //	event rejected by the fold                        422 rejected        (code = the fold's code, seq, event_id)
 //	Idempotency-Key / event id reused, other request  422 idempotency-mismatch (field "Idempotency-Key" or "events[i].id", seq)
@@ -59,6 +60,7 @@
 //	declared Content-Length above the body limit      413 too-large       (before reading; no 100 Continue)
 //	stream memory budget in use (events page)         503 busy            (Retry-After: 1)
 //	reading the log failed                            503 unavailable     (the cause is logged, not returned)
+//	anything else                                     500 internal        (the cause is logged under the reference the detail gives)
 //	more than MaxConns connections open               503 overloaded      (written by the listener, then closed)
 //	agent did not answer in time                      504 answer-timeout  (the answer still lands in the thread)
 //

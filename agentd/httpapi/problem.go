@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,6 +62,9 @@ type Problem struct {
 	OpenAI *OpenAIError `json:"error,omitempty"`
 
 	headers http.Header
+	// cause is the error behind a 500: logged with the problem's
+	// reference, never sent (it may name NATS subjects and servers).
+	cause error
 }
 
 // OpenAIError is the "error" member OpenAI clients look for.
@@ -264,7 +269,17 @@ func problemFor(err error, ec errCtx) *Problem {
 	case errors.Is(err, context.Canceled):
 		return newProblem(499, "canceled", "Request canceled", err.Error()).thread(ec.thread)
 	}
-	return newProblem(http.StatusInternalServerError, "internal", "Internal error", err.Error()).thread(ec.thread)
+	q := newProblem(http.StatusInternalServerError, "internal", "Internal error",
+		"the request failed inside the server; the cause is logged under reference "+newRef())
+	q.cause = err
+	return q.thread(ec.thread)
+}
+
+// newRef is a short random reference that ties an answer to its log line.
+func newRef() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 func tooLargeBody(limit int64) *Problem {

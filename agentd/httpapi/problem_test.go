@@ -61,7 +61,7 @@ func TestProblemBadRequestsChangeNothing(t *testing.T) {
 		{"no events is invalid", "POST", events, keyAcme, `{"events": []}`, nil, 422, "invalid-request", "events"},
 		{"more events than commit atomically is invalid", "POST", events, keyAcme, map[string]any{"events": many}, nil, 422, "invalid-request", "events"},
 		{"an unknown event type is invalid", "POST", events, keyAcme, `{"events": [{"type": "message.shout", "payload": {}}]}`, nil, 422, "invalid-request", "events[0].type"},
-		{"content of the wrong type is invalid", "POST", events, keyAcme, `{"events": [{"type": "message.user", "payload": {"content": 5}}]}`, nil, 422, "invalid-request", "events[0].payload"},
+		{"content of the wrong type is invalid", "POST", events, keyAcme, `{"events": [{"type": "message.user", "payload": {"content": 5}}]}`, nil, 422, "invalid-request", "events[0].payload.content"},
 		{"a user message without content is invalid", "POST", events, keyAcme, `{"events": [{"type": "message.user", "payload": {"content": null}}]}`, nil, 422, "invalid-event", "events[0].payload.content"},
 		{"an event id that is not a UUID is invalid", "POST", events, keyAcme, `{"events": [{"id": "e1", "type": "message.user", "payload": {"content": "x"}}]}`, nil, 422, "invalid-event", "events[0].id"},
 		{"the same event id twice is invalid", "POST", events, keyAcme, `{"events": [{"id": "0192f0c1-0000-7000-8000-000000000001", "type": "message.user", "payload": {"content": "x"}}, {"id": "0192f0c1-0000-7000-8000-000000000001", "type": "message.user", "payload": {"content": "y"}}]}`, nil, 422, "invalid-request", "events[1].id"},

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -151,7 +152,7 @@ func (s *Server) route(pattern string, public, long bool, h handlerFunc) {
 				}
 				s.log.Error("handler panicked", "route", pattern, "panic", v)
 				if !rec.wrote {
-					writeProblem(rec, newProblem(http.StatusInternalServerError, "internal", "Internal error", fmt.Sprint(v)))
+					writeProblem(rec, newProblem(http.StatusInternalServerError, "internal", "Internal error", "the request failed inside the server; the cause is logged"))
 				}
 			}
 			took := time.Since(start)
@@ -172,6 +173,10 @@ func (s *Server) route(pattern string, public, long bool, h handlerFunc) {
 			}
 			tenant = t
 			r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, t))
+		}
+		if p := queryProblem(r.URL.RawQuery); p != nil {
+			s.fail(rec, r, p, openai)
+			return
 		}
 		if s.cfg.MaxBodyBytes > 0 && r.ContentLength > s.cfg.MaxBodyBytes {
 			// Answered before reading anything: no "100 Continue" goes
@@ -194,6 +199,32 @@ func (s *Server) route(pattern string, public, long bool, h handlerFunc) {
 	})
 }
 
+// queryProblem is a 400 bad-query naming the first parameter of rawQuery
+// that is not valid URL encoding (a handler would otherwise see it as
+// absent), or nil.
+func queryProblem(rawQuery string) *Problem {
+	if _, err := url.ParseQuery(rawQuery); err == nil {
+		return nil
+	}
+	for pair := range strings.SplitSeq(rawQuery, "&") {
+		if pair == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		name, kerr := url.QueryUnescape(k)
+		if kerr != nil {
+			return badRequest("bad-query", fmt.Sprintf("query parameter name %q is not valid URL encoding: %v", k, kerr)).field(k)
+		}
+		if _, err := url.QueryUnescape(v); err != nil {
+			return badRequest("bad-query", fmt.Sprintf("query parameter %s: %q is not valid URL encoding (%v)", name, v, err)).field(name)
+		}
+		if strings.Contains(k, ";") || strings.Contains(v, ";") {
+			return badRequest("bad-query", fmt.Sprintf("query parameter %s: a semicolon is not a separator; encode it as %%3B", name)).field(name)
+		}
+	}
+	return badRequest("bad-query", "the query string is not valid URL encoding")
+}
+
 // fail writes p; on OpenAI routes it also carries the OpenAI error object.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, p *Problem, openai bool) {
 	if p.Instance == "" {
@@ -203,7 +234,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, p *Problem, openai
 		p.OpenAI = openAIErrorOf(p)
 	}
 	if p.Status >= 500 {
-		s.log.Error("request failed", "path", r.URL.Path, "status", p.Status, "detail", p.Detail)
+		s.log.Error("request failed", "path", r.URL.Path, "status", p.Status, "detail", p.Detail, "err", p.cause)
 	}
 	writeProblem(w, p)
 }

@@ -176,6 +176,9 @@ type createRequest struct {
 func (s *Server) createThread(w http.ResponseWriter, r *http.Request) error {
 	tenant := tenantOf(r.Context())
 	var req createRequest
+	if p := createBodyProblem(r); p != nil {
+		return p
+	}
 	if p := decodeJSON(r, &req, true, true); p != nil {
 		return p
 	}
@@ -347,8 +350,27 @@ func (s *Server) appendEvents(w http.ResponseWriter, r *http.Request) error {
 		if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
 			return invalid(f, f+" must be an event object {\"type\": ..., \"payload\": {...}}").index(i)
 		}
+		var shape struct {
+			Type    events.Type     `json:"type"`
+			Payload json.RawMessage `json:"payload"`
+		}
+		if json.Unmarshal(raw, &shape) == nil && len(shape.Payload) > 0 {
+			// The payload's schema (schemas/) is strict at every depth and
+			// names the exact field.
+			if path, msg := payloadProblem(shape.Type, shape.Payload); msg != "" {
+				field := joinPath(f+".payload", path)
+				return invalid(field, field+": "+msg).index(i).thread(id)
+			}
+		}
 		var e events.Event
 		if err := json.Unmarshal(raw, &e); err != nil {
+			var typ *json.UnmarshalTypeError
+			if errors.As(err, &typ) {
+				// The envelope decodes through an embedded struct, whose
+				// name is no field of the request.
+				typ.Field = strings.TrimPrefix(typ.Field, "wire.")
+				return jsonProblem(typ, f+".").index(i).thread(id)
+			}
 			field := f + ".payload"
 			switch {
 			case errors.Is(err, events.ErrUnknownType):
