@@ -39,6 +39,7 @@ var buildOnce = sync.OnceValues(func() (string, error) {
 type proc struct {
 	cmd     *exec.Cmd
 	natsURL string
+	httpURL string // http://host:port of the HTTP API
 	dataDir string
 	out     *strings.Builder
 	mu      *sync.Mutex
@@ -68,6 +69,11 @@ func startServe(t *testing.T, dataDir string, extra ...string) *proc {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			line := sc.Text()
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "HTTP API:"); ok {
+				p.mu.Lock()
+				p.httpURL = strings.TrimSuffix(strings.TrimSpace(rest), "/v1/threads")
+				p.mu.Unlock()
+			}
 			if strings.HasPrefix(strings.TrimSpace(line), "NATS:") {
 				urlc <- strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "NATS:"))
 			}

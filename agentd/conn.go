@@ -46,6 +46,9 @@ type connFlags struct {
 	// import, replay-run); the others refuse one, so a mistyped path does
 	// not silently start an empty store.
 	CreateDataDir bool
+	// OnStorage is called when the embedded server's disk fills (true) and
+	// when JetStream restarted after space returned (false).
+	OnStorage func(full bool)
 }
 
 func (f *connFlags) register(fs *pflag.FlagSet) {

@@ -125,7 +125,7 @@ func (f *connFlags) startOwner(lock *datadir.Lock, role dataDirRole, opts []nats
 		return nil, err
 	}
 	cfg := embedded.Config{StoreDir: f.DataDir, Host: host, Port: port, MaxPayload: f.MaxPayload, NKeySeed: seed,
-		TLSCert: f.NATSTLSCert, TLSKey: f.NATSTLSKey, DontListen: role != roleServe}
+		TLSCert: f.NATSTLSCert, TLSKey: f.NATSTLSKey, DontListen: role != roleServe, OnStorage: f.OnStorage}
 	s, err := embedded.Start(cfg)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"github.com/convlog/convlog/agentd/httpapi"
 	"github.com/convlog/convlog/agentd/worker"
 	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/internal/embedded"
 	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/projector"
 )
@@ -57,6 +58,15 @@ func newHTTPHandler(ctx context.Context, cl *client.Client, cn *conn, f *serveFl
 	f.HTTPLimits.apply(&cfg)
 	if m != nil {
 		cfg.Hooks = m.httpHooks()
+	}
+	if cn.Server != nil {
+		cfg.Storage = func() error {
+			if full, since := cn.Server.StorageFull(); full {
+				return fmt.Errorf("the disk of data directory %s is full since %s (no space left on device); agentd restarts JetStream by itself once %d MiB are free again",
+					f.conn.DataDir, since.UTC().Format(time.RFC3339), embedded.DefaultStorageReserve>>20)
+			}
+			return nil
+		}
 	}
 	return httpapi.New(cfg)
 }

@@ -19,6 +19,8 @@ type metrics struct {
 	projected      prometheus.Counter
 	rejections     *prometheus.CounterVec
 	projectorError *prometheus.CounterVec
+	storageFull    prometheus.Gauge
+	storageFulls   prometheus.Counter
 	httpRequests   *prometheus.HistogramVec
 	httpDropped    *prometheus.CounterVec
 	httpRefused    prometheus.Counter
@@ -44,6 +46,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		projectorError: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "convlog_projector_errors_total",
 			Help: "Projector failures by reason: step_failed (retried), snapshot_rebuilt and index_rebuilt (an unreadable head, chunk or index entry rebuilt from the log)."},
 			[]string{"reason"}),
+		storageFull: prometheus.NewGauge(prometheus.GaugeOpts{Name: "convlog_storage_full",
+			Help: "1 while the data directory's disk is full (writes answer 507), else 0."}),
+		storageFulls: prometheus.NewCounter(prometheus.CounterOpts{Name: "convlog_storage_full_total",
+			Help: "Times the data directory's disk filled up (no space left on device)."}),
 	}
 	m.httpRequests = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "convlog_http_request_seconds",
 		Help: "HTTP API request duration by route and status (streams: their lifetime).", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)},
@@ -55,7 +61,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.chats = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "convlog_chat_completions_total",
 		Help: "OpenAI-compatible chat completions by agent, conversation key tier and outcome."}, []string{"agent", "tier", "outcome"})
 	reg.MustRegister(m.httpRequests, m.httpDropped, m.httpRefused, m.chats)
-	reg.MustRegister(m.turns, m.turnSeconds, m.turnConflicts, m.projectionLag, m.projected, m.rejections, m.projectorError)
+	reg.MustRegister(m.turns, m.turnSeconds, m.turnConflicts, m.projectionLag, m.projected, m.rejections, m.projectorError, m.storageFull, m.storageFulls)
 	return m
 }
 

@@ -164,6 +164,16 @@ func runServe(parent context.Context, cmd *cobra.Command, f *serveFlags, logger 
 	m := newMetrics(reg)
 
 	// 1. NATS
+	f.conn.OnStorage = func(full bool) {
+		if full {
+			m.storageFull.Set(1)
+			m.storageFulls.Inc()
+			logger.Error("the data directory's disk is full: writes answer 507 and /healthz 503 until space is freed", "data_dir", f.conn.DataDir)
+			return
+		}
+		m.storageFull.Set(0)
+		logger.Warn("the data directory's disk has space again: JetStream restarted", "data_dir", f.conn.DataDir)
+	}
 	cn, err := f.conn.open(logger, "agentd", roleServe)
 	if err != nil {
 		return err

@@ -131,7 +131,9 @@ type AppendResult struct {
 // *events.ValidationError (bad event, including an event whose tenant or
 // thread differs from the arguments); *TooLargeError;
 // *projector.RejectionError; *ConflictError (not retryable as is: reload,
-// re-decide, append with the new version); [ErrClosed]; ctx errors.
+// re-decide, append with the new version); [ErrStorageFull] (the server
+// refused it for lack of storage; nothing stored); [ErrIdempotencyMismatch]
+// (an event id already used by another event); [ErrClosed]; ctx errors.
 //
 // Transient server errors are retried with backoff, each attempt waiting
 // at most a quarter of Config.Timeout (at least 250 ms) for its ack, up to
@@ -613,6 +615,8 @@ func (c *Client) publish(ctx context.Context, p *prepared, expect uint64) (seqs 
 				return nil, false, maybeStored, &serverConflict{code: errCodeWrongLastSeqConstant}
 			case errCodeBatchDuplicate:
 				return nil, false, maybeStored, &serverConflict{code: errCodeBatchDuplicate}
+			case errCodeInsufficientResources, errCodeStorageResourcesExceeded:
+				return nil, false, maybeStored, storageFull(p.tenant, p.thread, err)
 			case errCodeMsgTooLarge:
 				i := largest(p.msgs)
 				return nil, false, maybeStored, &TooLargeError{Tenant: p.tenant, Thread: p.thread, EventID: p.ids[i],

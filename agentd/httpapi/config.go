@@ -57,6 +57,12 @@ type Config struct {
 	// NC is the NATS connection; when set, GET /healthz reports 503 while it
 	// is not connected. Optional.
 	NC *nats.Conn
+	// Storage, when set, reports the data store's state: a non-nil error
+	// (its text says what and since when) while the store has no space
+	// left. GET /healthz then answers 503 naming it, and a write that
+	// fails for want of an answer (a timeout, 503 or 504) answers 507
+	// storage-full instead. agentd sets it from its embedded server.
+	Storage func() error
 	// Logger receives one line per chat completion (conv_key, tier, agent,
 	// stateless) and debug lines per request (nil = discard).
 	Logger *slog.Logger

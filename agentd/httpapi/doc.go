@@ -8,7 +8,7 @@
 // # Routes
 //
 //	GET    /openapi.json                 this API's OpenAPI 3.1 document (public)
-//	GET    /healthz                      200, or 503 while NATS is disconnected (public)
+//	GET    /healthz                      200, or 503 while NATS is disconnected or the store's disk is full (public)
 //	GET    /v1/models                    the agents served, as OpenAI models
 //	GET    /v1/models/{model}            one agent
 //	POST   /v1/chat/completions          OpenAI-compatible chat (see below)
@@ -63,6 +63,7 @@
 //	anything else                                     500 internal        (the cause is logged under the reference the detail gives)
 //	more than MaxConns connections open               503 overloaded      (written by the listener, then closed)
 //	agent did not answer in time                      504 answer-timeout  (the answer still lands in the thread)
+//	no storage left (server refusal, or a full disk)  507 storage-full    (Retry-After: 10; nothing stored; /healthz 503 meanwhile)
 //
 // On the OpenAI-compatible routes problems also carry OpenAI's "error"
 // object, so the SDKs report the message; 4xx answers carry

@@ -260,6 +260,8 @@ func problemFor(err error, ec errCtx) *Problem {
 			q.index(i)
 		}
 		return q
+	case errors.Is(err, client.ErrStorageFull):
+		return storageFullProblem(strings.TrimPrefix(err.Error(), "client: ") + "; nothing was stored").thread(ec.thread)
 	case errors.Is(err, client.ErrBadCursor):
 		return badRequest("bad-cursor", err.Error()).field("cursor")
 	case errors.Is(err, client.ErrClosed):
@@ -280,6 +282,12 @@ func newRef() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// storageFullProblem is 507 Insufficient Storage (RFC 4918, 11.5): the
+// data store has no space for the write.
+func storageFullProblem(detail string) *Problem {
+	return newProblem(http.StatusInsufficientStorage, "storage-full", "Storage full", detail).header("Retry-After", "10")
 }
 
 func tooLargeBody(limit int64) *Problem {

@@ -199,6 +199,23 @@ func (s *Server) route(pattern string, public, long bool, h handlerFunc) {
 	})
 }
 
+// storageProblem turns p, the answer to a write, into 507 storage-full
+// while Config.Storage reports a full store and p says the server did not
+// answer in time (503, 504): the cause is the disk, not the network.
+func (s *Server) storageProblem(r *http.Request, p *Problem) *Problem {
+	if s.cfg.Storage == nil || r.Method == http.MethodGet || r.Method == http.MethodHead ||
+		p.Status != http.StatusServiceUnavailable && p.Status != http.StatusGatewayTimeout {
+		return p
+	}
+	serr := s.cfg.Storage()
+	if serr == nil {
+		return p
+	}
+	q := storageFullProblem(serr.Error() + "; retry the same request (same event ids or Idempotency-Key) once space is freed: it is stored at most once")
+	q.Thread, q.cause = p.Thread, p.cause
+	return q
+}
+
 // queryProblem is a 400 bad-query naming the first parameter of rawQuery
 // that is not valid URL encoding (a handler would otherwise see it as
 // absent), or nil.
@@ -227,6 +244,7 @@ func queryProblem(rawQuery string) *Problem {
 
 // fail writes p; on OpenAI routes it also carries the OpenAI error object.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, p *Problem, openai bool) {
+	p = s.storageProblem(r, p)
 	if p.Instance == "" {
 		p.Instance = r.URL.Path
 	}
@@ -320,6 +338,11 @@ func (s *Server) getHealth(w http.ResponseWriter, r *http.Request) error {
 	if s.cfg.NC != nil && !s.cfg.NC.IsConnected() {
 		return newProblem(http.StatusServiceUnavailable, "unavailable", "Service unavailable",
 			"not connected to NATS (status "+s.cfg.NC.Status().String()+")")
+	}
+	if s.cfg.Storage != nil {
+		if err := s.cfg.Storage(); err != nil {
+			return newProblem(http.StatusServiceUnavailable, "storage-full", "Storage full", err.Error())
+		}
 	}
 	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }

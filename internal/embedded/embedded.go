@@ -5,6 +5,7 @@
 package embedded
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,6 +45,14 @@ type Config struct {
 	// listener; when set, TCP clients must use TLS (in-process
 	// connections need not). Both or neither.
 	TLSCert, TLSKey string
+	// StorageReserve is the free space (bytes) the store's file system
+	// needs before JetStream is restarted after its disk filled (see
+	// Server.StorageFull). Default DefaultStorageReserve.
+	StorageReserve uint64
+	// OnStorage, when set, is called when the store's disk becomes full
+	// (true) and when JetStream has been restarted after space returned
+	// (false), from the server's goroutines.
+	OnStorage func(full bool)
 }
 
 // ClusterConfig makes the server a node of a JetStream cluster.
@@ -61,6 +70,7 @@ type ClusterConfig struct {
 type Server struct {
 	s    *server.Server
 	auth []nats.Option
+	st   *storage
 }
 
 // Start starts the server and waits until it accepts connections. It
@@ -78,7 +88,6 @@ func Start(cfg Config) (*Server, error) {
 		JetStream:  true,
 		StoreDir:   cfg.StoreDir,
 		NoSigs:     true,
-		NoLog:      cfg.Logger == nil,
 		MaxPayload: cfg.MaxPayload,
 	}
 	if opts.ServerName == "" {
@@ -131,9 +140,13 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded: %w", err)
 	}
-	if cfg.Logger != nil {
-		s.SetLoggerV2(&slogAdapter{l: cfg.Logger}, false, false, false)
+	st := &storage{reserve: cfg.StorageReserve, dir: cfg.StoreDir, onChange: cfg.OnStorage, done: make(chan struct{})}
+	if st.reserve == 0 {
+		st.reserve = DefaultStorageReserve
 	}
+	// The adapter also watches for a full disk, so it is set with or
+	// without a Logger (nil discards).
+	s.SetLoggerV2(&slogAdapter{l: cfg.Logger, st: st}, false, false, false)
 	go s.Start()
 	timeout := cfg.ReadyTimeout
 	if timeout == 0 {
@@ -143,7 +156,12 @@ func Start(cfg Config) (*Server, error) {
 		s.Shutdown()
 		return nil, fmt.Errorf("embedded: server in %s not ready after %s", cfg.StoreDir, timeout)
 	}
-	return &Server{s: s, auth: auth}, nil
+	if jc := s.JetStreamConfig(); jc != nil {
+		go st.watch(s, *jc)
+	} else {
+		close(st.done)
+	}
+	return &Server{s: s, auth: auth, st: st}, nil
 }
 
 // ClientURL is the URL clients connect to ("" with DontListen).
@@ -166,30 +184,49 @@ func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
 // Shutdown stops the server and waits until it has stopped. Safe to call
 // more than once.
 func (s *Server) Shutdown() {
+	s.stopWatch()
 	s.s.Shutdown()
 	s.s.WaitForShutdown()
+}
+
+// stopWatch stops the storage watcher (once).
+func (s *Server) stopWatch() {
+	if s.st == nil {
+		return
+	}
+	select {
+	case <-s.st.done:
+	default:
+		close(s.st.done)
+	}
 }
 
 // NATS returns the underlying server, for tests that need it.
 func (s *Server) NATS() *server.Server { return s.s }
 
-type slogAdapter struct{ l *slog.Logger }
+// slogAdapter sends the server's log to l (nil discards it) and shows its
+// error lines to st, which watches for a full disk.
+type slogAdapter struct {
+	l  *slog.Logger
+	st *storage
+}
 
-func (a *slogAdapter) Noticef(format string, v ...any) {
-	a.l.Info(fmt.Sprintf(format, v...), "component", "nats")
+func (a *slogAdapter) log(level slog.Level, format string, v ...any) {
+	if a.l == nil && level < slog.LevelError {
+		return
+	}
+	msg := fmt.Sprintf(format, v...)
+	if level >= slog.LevelError {
+		a.st.noteLog(msg)
+	}
+	if a.l != nil {
+		a.l.Log(context.Background(), level, msg, "component", "nats")
+	}
 }
-func (a *slogAdapter) Warnf(format string, v ...any) {
-	a.l.Warn(fmt.Sprintf(format, v...), "component", "nats")
-}
-func (a *slogAdapter) Fatalf(format string, v ...any) {
-	a.l.Error(fmt.Sprintf(format, v...), "component", "nats")
-}
-func (a *slogAdapter) Errorf(format string, v ...any) {
-	a.l.Error(fmt.Sprintf(format, v...), "component", "nats")
-}
-func (a *slogAdapter) Debugf(format string, v ...any) {
-	a.l.Debug(fmt.Sprintf(format, v...), "component", "nats")
-}
-func (a *slogAdapter) Tracef(format string, v ...any) {
-	a.l.Debug(fmt.Sprintf(format, v...), "component", "nats")
-}
+
+func (a *slogAdapter) Noticef(format string, v ...any) { a.log(slog.LevelInfo, format, v...) }
+func (a *slogAdapter) Warnf(format string, v ...any)   { a.log(slog.LevelWarn, format, v...) }
+func (a *slogAdapter) Fatalf(format string, v ...any)  { a.log(slog.LevelError, format, v...) }
+func (a *slogAdapter) Errorf(format string, v ...any)  { a.log(slog.LevelError, format, v...) }
+func (a *slogAdapter) Debugf(format string, v ...any)  { a.log(slog.LevelDebug, format, v...) }
+func (a *slogAdapter) Tracef(format string, v ...any)  { a.log(slog.LevelDebug, format, v...) }
