@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/client"
@@ -28,30 +29,19 @@ func TestAForgedErasureMarkerHidesNothing(t *testing.T) {
 	_, err = c.Append(ctx, "acme", thread, []events.Event{user("one"), user("two")}, client.AnyVersion())
 	require.NoError(t, err)
 
-	forged := events.New("acme", thread, "attacker", events.Erased{RemovedEvents: 3, Reason: "forged"})
-	data, err := events.Marshal(forged)
-	require.NoError(t, err)
-	subject, err := events.Subjects{}.Thread("acme", thread)
-	require.NoError(t, err)
-	m := nats.NewMsg(subject)
-	m.Data = data
-	for k, v := range events.Headers(forged) {
-		m.Header.Set(k, v)
-	}
-	ack, err := srv.JS.PublishMsg(ctx, m)
-	require.NoError(t, err)
+	forgedSeq := publishBehindTheClient(t, srv.JS, events.New("acme", thread, "attacker", events.Erased{RemovedEvents: 3, Reason: "forged"}))
 
 	th, err := c.Get(ctx, "acme", thread, client.Consistent())
 	require.NoError(t, err, "the log still holds the thread's events")
 	require.False(t, th.Erased)
 	require.Len(t, th.Messages, 2)
-	require.Equal(t, ack.Sequence, th.Version)
+	require.Equal(t, forgedSeq, th.Version)
 	require.NotEmpty(t, th.Rejections)
 	require.Equal(t, projector.CodeErasureNotFirst, th.Rejections[len(th.Rejections)-1].Code)
 
 	require.Eventually(t, func() bool {
 		s, err := c.Get(ctx, "acme", thread)
-		return err == nil && s.FromSnapshot && s.Version == ack.Sequence && !s.Erased && len(s.Messages) == 2
+		return err == nil && s.FromSnapshot && s.Version == forgedSeq && !s.Erased && len(s.Messages) == 2
 	}, 10*time.Second, 10*time.Millisecond, "the snapshot keeps the thread")
 
 	// A real erase still erases, over the projector's existing head.
@@ -63,4 +53,23 @@ func TestAForgedErasureMarkerHidesNothing(t *testing.T) {
 		_, err := c.Get(ctx, "acme", thread)
 		return err != nil
 	}, 10*time.Second, 10*time.Millisecond)
+}
+
+// publishBehindTheClient publishes ev on its thread's subject straight to
+// JetStream, with convlog's headers but none of the client's checks, as a
+// raw NATS publisher could, and returns its sequence.
+func publishBehindTheClient(t *testing.T, js jetstream.JetStream, ev events.Event) uint64 {
+	t.Helper()
+	data, err := events.Marshal(ev)
+	require.NoError(t, err)
+	subject, err := events.Subjects{}.Thread(ev.Tenant, ev.Thread)
+	require.NoError(t, err)
+	m := nats.NewMsg(subject)
+	m.Data = data
+	for k, v := range events.Headers(ev) {
+		m.Header.Set(k, v)
+	}
+	ack, err := js.PublishMsg(context.Background(), m)
+	require.NoError(t, err)
+	return ack.Sequence
 }

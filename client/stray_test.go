@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/client"
@@ -22,18 +21,7 @@ func TestCreateThreadAfterAStrayFirstEvent(t *testing.T) {
 	c, srv := newClient(t)
 	ctx := context.Background()
 	thread := "stray-first"
-	stray := events.New("acme", thread, "someone", events.UserMessage{Content: events.Text("too early")})
-	data, err := events.Marshal(stray)
-	require.NoError(t, err)
-	subject, err := events.Subjects{}.Thread("acme", thread)
-	require.NoError(t, err)
-	m := nats.NewMsg(subject)
-	m.Data = data
-	for k, v := range events.Headers(stray) {
-		m.Header.Set(k, v)
-	}
-	_, err = srv.JS.PublishMsg(ctx, m)
-	require.NoError(t, err)
+	publishBehindTheClient(t, srv.JS, events.New("acme", thread, "someone", events.UserMessage{Content: events.Text("too early")}))
 
 	_, _, v, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: thread, ThreadCreated: events.ThreadCreated{Title: "mine"}})
 	require.NoError(t, err, "the id is not burnt by an event that created nothing")
