@@ -29,6 +29,12 @@ type WatchOptions struct {
 	Deltas bool
 	// Buffer is the channel capacity. Default 256.
 	Buffer int
+	// MaxBytes bounds the stored events the watch fetches ahead of its
+	// reader (the ordered consumer's pull buffer, jetstream.PullMaxBytes):
+	// a reader that does not read costs at most MaxBytes there, plus what
+	// C holds (Buffer updates). Default, and minimum, twice the server's
+	// max payload (2 MiB with the NATS default), so that any one event fits.
+	MaxBytes int
 }
 
 // Update is one item of a watch: a durable event or a live delta.
@@ -151,7 +157,8 @@ func (c *Client) Watch(ctx context.Context, tenant, thread string, opts WatchOpt
 				_ = deltaSub.Unsubscribe()
 			}
 		}()
-		it, err := cons.Messages()
+		maxBytes := max(opts.MaxBytes, 2*int(c.nc.MaxPayload()), 2<<20)
+		it, err := cons.Messages(jetstream.PullMaxBytes(maxBytes))
 		if err != nil {
 			w.setErr(err)
 			return
