@@ -222,6 +222,11 @@
 // and OnStep, failures through OnFailure; the package imports no metrics
 // library.
 //
+// The bytes of the head, chunks and index entry are pinned by
+// testdata/snapshot.golden.json (TestSnapshotFormatIsPinned; regenerate
+// with -update after a deliberate change, and bump the head format when
+// an older version could not read the new bytes).
+//
 // # Self-healing
 //
 // Snapshots are derived data. A head or chunk that does not decode, or a
