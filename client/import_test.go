@@ -22,7 +22,8 @@ import (
 func TestImportExportRealTranscripts(t *testing.T) {
 	c, _ := newClient(t)
 	ctx := context.Background()
-	dir, err := transcripts.Dir()
+	set, err := transcripts.Find()
+	dir := set.Dir
 	require.NoError(t, err)
 	n := 0
 	for _, f := range transcripts.Files {
@@ -52,7 +53,7 @@ func TestImportExportRealTranscripts(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, 283, n)
+	require.Equal(t, set.Total().Conversations, n)
 }
 
 // A thread exported as raw events imports into another deployment (and

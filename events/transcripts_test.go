@@ -81,13 +81,13 @@ type quirks struct {
 // and converts back to the identical OpenAI-format message, compared with
 // the raw JSON of the source line.
 func TestEveryTranscriptMessageRoundTripsThroughEvents(t *testing.T) {
-	dir, err := transcripts.Dir()
+	set, err := transcripts.Find()
 	require.NoError(t, err, "the transcripts are part of the test data; CI has them beside the clone")
-
-	want := map[string]quirks{
-		"taubench_gpt4o_airline.jsonl": {conversations: 200, messages: 5308, toolCalls: 1164, nullContent: 1074, emptyContent: 92, nonASCII: 83, named: 1164},
-		"tooltalk.jsonl":               {conversations: 78, messages: 1113, toolCalls: 266, nullContent: 266, nonASCII: 1, named: 266},
-		"sweagent_fc_demos.jsonl":      {conversations: 5, messages: 98, toolCalls: 44, cr: 1387, backspace: 10},
+	dir := set.Dir
+	want := map[string]quirks{}
+	for f, c := range set.Files {
+		want[f] = quirks{conversations: c.Conversations, messages: c.Messages, toolCalls: c.ToolCalls, nullContent: c.NullContent,
+			emptyContent: c.EmptyContent, nonASCII: c.NonASCII, cr: c.CR, backspace: c.Backspace, named: c.Named}
 	}
 	require.ElementsMatch(t, slices.Collect(maps.Keys(want)), transcripts.Files)
 
@@ -150,8 +150,8 @@ func TestEveryTranscriptMessageRoundTripsThroughEvents(t *testing.T) {
 			total.messages += got.messages
 		})
 	}
-	assert.Equal(t, 283, total.conversations)
-	assert.Equal(t, 5308+1113+98, total.messages)
+	assert.Equal(t, set.Total().Conversations, total.conversations)
+	assert.Equal(t, set.Total().Messages, total.messages)
 }
 
 // compareMessage checks that out (our OpenAI-format JSON of a message) has
@@ -223,7 +223,8 @@ func itoa(i int) string {
 // Message.Payload (as the HTTP API converts what a client sends), compared
 // with the source as read by events.OpenAIMessage.
 func TestEveryTranscriptMessageRoundTripsThroughFromOpenAI(t *testing.T) {
-	dir, err := transcripts.Dir()
+	set2, err := transcripts.Find()
+	dir := set2.Dir
 	require.NoError(t, err)
 	n := 0
 	for _, file := range transcripts.Files {
@@ -255,5 +256,5 @@ func TestEveryTranscriptMessageRoundTripsThroughFromOpenAI(t *testing.T) {
 			}
 		}
 	}
-	assert.Equal(t, 5308+1113+98, n)
+	assert.Equal(t, set2.Total().Messages, n)
 }

@@ -16,7 +16,8 @@ import (
 // Every conversation of the real transcripts folds with zero rejections and
 // the projected history equals the source messages exactly.
 func TestFoldReproducesEveryTranscript(t *testing.T) {
-	dir, err := transcripts.Dir()
+	set, err := transcripts.Find()
+	dir := set.Dir
 	require.NoError(t, err)
 	total := 0
 	for _, f := range transcripts.Files {
@@ -49,5 +50,5 @@ func TestFoldReproducesEveryTranscript(t *testing.T) {
 			total++
 		}
 	}
-	require.Equal(t, 283, total)
+	require.Equal(t, set.Total().Conversations, total)
 }

@@ -18,7 +18,8 @@ import (
 // projected by the runner: the snapshot's history equals the source
 // messages exactly, with zero rejections, and equals the in-memory fold.
 func TestRunnerReproducesEveryTranscript(t *testing.T) {
-	dir, err := transcripts.Dir()
+	set, err := transcripts.Find()
+	dir := set.Dir
 	require.NoError(t, err)
 	e := newEnv(t)
 	// Small chunks so that long transcripts span several chunks.
@@ -41,7 +42,7 @@ func TestRunnerReproducesEveryTranscript(t *testing.T) {
 			convs = append(convs, conv{c: c, thread: thread, last: len(all) - 1})
 		}
 	}
-	require.Len(t, convs, 283)
+	require.Len(t, convs, set.Total().Conversations)
 	seqs := e.publishAsync(t, all)
 
 	ctx := context.Background()

@@ -138,7 +138,8 @@ func TestNewReplayRejectsAnUnconvertibleRecording(t *testing.T) {
 // Every assistant turn of every real transcript in shared/data plays back
 // exactly as recorded, fed the history the recording had at that point.
 func TestReplayPlaysBackEveryRealTranscript(t *testing.T) {
-	dir, err := transcripts.Dir()
+	set, err := transcripts.Find()
+	dir := set.Dir
 	require.NoError(t, err)
 	var convs, turns int
 	for _, file := range transcripts.Files {
@@ -173,6 +174,6 @@ func TestReplayPlaysBackEveryRealTranscript(t *testing.T) {
 			turns += played
 		}
 	}
-	require.Equal(t, 283, convs)
+	require.Equal(t, set.Total().Conversations, convs)
 	t.Logf("replayed %d assistant turns of %d conversations", turns, convs)
 }

@@ -119,7 +119,8 @@ func TestReplayRunnerErrorsAreResults(t *testing.T) {
 // exactly, with the history before the call's turn and with the turn
 // appended.
 func TestReplayRunnerAnswersEveryRealToolCall(t *testing.T) {
-	dir, err := transcripts.Dir()
+	set, err := transcripts.Find()
+	dir := set.Dir
 	require.NoError(t, err)
 	calls := 0
 	for _, file := range transcripts.Files {
@@ -159,5 +160,5 @@ func TestReplayRunnerAnswersEveryRealToolCall(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, 1164+266+44, calls)
+	require.Equal(t, set.Total().ToolCalls, calls)
 }

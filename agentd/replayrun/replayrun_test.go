@@ -15,7 +15,8 @@ import (
 )
 
 func load(t *testing.T) []events.Conversation {
-	dir, err := transcripts.Dir()
+	set, err := transcripts.Find()
+	dir := set.Dir
 	require.NoError(t, err)
 	var convs []events.Conversation
 	for _, f := range transcripts.Files {
@@ -24,7 +25,7 @@ func load(t *testing.T) []events.Conversation {
 			convs = append(convs, c)
 		}
 	}
-	require.Len(t, convs, 283)
+	require.Len(t, convs, set.Total().Conversations)
 	return convs
 }
 
@@ -41,8 +42,8 @@ func TestReplayRunReproducesEveryTranscript(t *testing.T) {
 			rep, err := replayrun.Run(context.Background(), c, s.NC, convs, replayrun.Config{Pools: pools, Concurrency: 4, Parallel: 32})
 			require.NoError(t, err)
 			require.Empty(t, rep.Unresolved)
-			require.Equal(t, 283, rep.Threads)
-			require.Equal(t, 283, rep.Identical)
+			require.Equal(t, len(convs), rep.Threads)
+			require.Equal(t, len(convs), rep.Identical)
 			t.Logf("pools=%d threads=%d events=%d %.1fs (%.0f events/s) conflicts worker=%d driver=%d tools=%d",
 				pools, rep.Threads, rep.Events, rep.Seconds, rep.EventsPS, rep.WorkerConflicts, rep.DriverConflicts, rep.ToolConflicts)
 		})

@@ -17,8 +17,10 @@ import (
 )
 
 // chromiumPath finds headless Chromium: $CONVLOG_CHROMIUM, else Debian's
-// /usr/bin/chromium, else chromium on $PATH. A machine without it fails
-// the test: the page is only tested in a real browser.
+// /usr/bin/chromium, else chromium on $PATH. Without it the test fails in
+// CI (CI=true: .ci/run installs Chromium, and the page is only tested in a
+// real browser) and, on a developer's fresh clone, is skipped with the
+// command that installs it.
 func chromiumPath(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("CONVLOG_CHROMIUM"); p != "" {
@@ -33,8 +35,12 @@ func chromiumPath(t *testing.T) string {
 	if p, err := exec.LookPath("chromium"); err == nil {
 		return p
 	}
-	t.Fatal("the web page's end-to-end test needs headless Chromium, and /usr/bin/chromium is missing: " +
-		"install Debian's chromium (apt-get install -y chromium; .ci/run does) or set CONVLOG_CHROMIUM to a Chromium binary")
+	msg := "the web page's end-to-end test needs headless Chromium, and /usr/bin/chromium is missing: " +
+		"install Debian's chromium (apt-get install -y chromium; .ci/run does) or set CONVLOG_CHROMIUM to a Chromium binary"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
 	return ""
 }
 

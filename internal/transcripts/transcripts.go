@@ -1,6 +1,7 @@
-// Package transcripts finds and reads the real agent transcripts in
-// ../shared/data/conversations (outside the repository; CI has them beside
-// the clone) and turns a conversation into the events a writer would append.
+// Package transcripts finds and reads the real agent transcripts, the full
+// set in ../shared/data/conversations (outside the repository; CI has it
+// beside the clone) or the sample in testdata/conversations, and turns a
+// conversation into the events a writer would append.
 package transcripts
 
 import (
@@ -19,20 +20,100 @@ import (
 // Files are the transcript files, in a stable order.
 var Files = []string{"taubench_gpt4o_airline.jsonl", "tooltalk.jsonl", "sweagent_fc_demos.jsonl"}
 
-// Dir returns the transcript directory: $CONVLOG_TRANSCRIPTS if set, else
-// ../shared/data/conversations relative to the repository root. It returns
-// an error that says where it looked when the directory is missing.
-func Dir() (string, error) {
-	if d := os.Getenv("CONVLOG_TRANSCRIPTS"); d != "" {
-		return d, nil
+// Counts is what a transcript file holds: conversations, messages and
+// tool calls, and the quirks the tests check survive a round trip (null
+// and empty contents, non-ASCII text, "\r" and backspace bytes, tool
+// messages that carry a name). The figures of the full set are those of
+// shared/data/conversations/README.md.
+type Counts struct {
+	Conversations, Messages, ToolCalls int
+	NullContent, EmptyContent          int
+	NonASCII, CR, Backspace, Named     int
+}
+
+// Add returns the sum of c and o.
+func (c Counts) Add(o Counts) Counts {
+	return Counts{c.Conversations + o.Conversations, c.Messages + o.Messages, c.ToolCalls + o.ToolCalls,
+		c.NullContent + o.NullContent, c.EmptyContent + o.EmptyContent,
+		c.NonASCII + o.NonASCII, c.CR + o.CR, c.Backspace + o.Backspace, c.Named + o.Named}
+}
+
+// Set is a directory of transcript files (Files) and what each holds.
+type Set struct {
+	// Dir is the directory, absolute.
+	Dir string
+	// Sample is true for the sample shipped in testdata/conversations,
+	// false for the full set.
+	Sample bool
+	// Files maps each of Files to its counts.
+	Files map[string]Counts
+}
+
+// Total is the sum of the counts of every file.
+func (s Set) Total() Counts {
+	var t Counts
+	for _, c := range s.Files {
+		t = t.Add(c)
 	}
+	return t
+}
+
+// Path is the path of file in the set.
+func (s Set) Path(file string) string { return filepath.Join(s.Dir, file) }
+
+// fullSet is shared/data/conversations (README.md there; the sha256 of
+// each file is listed there too).
+var fullSet = map[string]Counts{
+	"taubench_gpt4o_airline.jsonl": {Conversations: 200, Messages: 5308, ToolCalls: 1164, NullContent: 1074, EmptyContent: 92, NonASCII: 83, Named: 1164},
+	"tooltalk.jsonl":               {Conversations: 78, Messages: 1113, ToolCalls: 266, NullContent: 266, NonASCII: 1, Named: 266},
+	"sweagent_fc_demos.jsonl":      {Conversations: 5, Messages: 98, ToolCalls: 44, CR: 1387, Backspace: 10},
+}
+
+// sampleSet is testdata/conversations: lines of the full set's files
+// (README.md there says which), measured with the same rules.
+var sampleSet = map[string]Counts{
+	"taubench_gpt4o_airline.jsonl": {Conversations: 3, Messages: 106, ToolCalls: 28, NullContent: 27, EmptyContent: 3, NonASCII: 1, Named: 28},
+	"tooltalk.jsonl":               {Conversations: 4, Messages: 87, ToolCalls: 16, NullContent: 16, NonASCII: 1, Named: 16},
+	"sweagent_fc_demos.jsonl":      {Conversations: 3, Messages: 64, ToolCalls: 29, CR: 895, Backspace: 10},
+}
+
+// Find returns the transcripts the tests run on: the full set in
+// $CONVLOG_TRANSCRIPTS, or in ../shared/data/conversations beside the
+// repository, when it is there; otherwise the sample shipped in
+// testdata/conversations, so that "go test ./..." passes on a fresh clone.
+// With CI=true the full set is required (CI has it beside the clone) and
+// its absence is an error that says where it looked.
+//
+// CONVLOG_TRANSCRIPTS=sample picks the sample even when the full set is
+// there (to run the tests as a fresh clone would).
+func Find() (Set, error) {
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
-	d := filepath.Join(root, "..", "shared", "data", "conversations")
-	if _, err := os.Stat(filepath.Join(d, Files[0])); err != nil {
-		return "", fmt.Errorf("transcripts: %s not found (set CONVLOG_TRANSCRIPTS): %w", d, err)
+	sample := func() (Set, error) {
+		abs, err := filepath.Abs(filepath.Join(root, "testdata", "conversations"))
+		return Set{Dir: abs, Sample: true, Files: sampleSet}, err
 	}
-	return filepath.Abs(d)
+	if os.Getenv("CONVLOG_TRANSCRIPTS") == "sample" {
+		return sample()
+	}
+	if d := os.Getenv("CONVLOG_TRANSCRIPTS"); d != "" {
+		abs, err := filepath.Abs(d)
+		return Set{Dir: abs, Files: fullSet}, err
+	}
+	full := filepath.Join(root, "..", "shared", "data", "conversations")
+	if _, err := os.Stat(filepath.Join(full, Files[0])); err == nil {
+		abs, err := filepath.Abs(full)
+		return Set{Dir: abs, Files: fullSet}, err
+	} else if os.Getenv("CI") == "true" {
+		return Set{}, fmt.Errorf("transcripts: %s not found (CI runs on the full set; set CONVLOG_TRANSCRIPTS): %w", full, err)
+	}
+	return sample()
+}
+
+// Dir returns Find's directory.
+func Dir() (string, error) {
+	s, err := Find()
+	return s.Dir, err
 }
 
 // Read yields the conversations of one JSONL file, one per line, with the
