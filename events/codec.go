@@ -270,36 +270,10 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// deref turns the pointer newPayload returned into the payload value.
 func deref(p Payload) Payload {
-	switch v := p.(type) {
-	case *ThreadCreated:
-		return *v
-	case *ThreadUpdated:
-		return *v
-	case *UserMessage:
-		return *v
-	case *AssistantMessage:
-		return *v
-	case *ToolResult:
-		return *v
-	case *Reset:
-		return *v
-	case *Restore:
-		return *v
-	case *Compaction:
-		return *v
-	case *StateSet:
-		return *v
-	case *StateDeleted:
-		return *v
-	case *Forked:
-		return *v
-	case *Deleted:
-		return *v
-	case *Undeleted:
-		return *v
-	case *Erased:
-		return *v
+	if ti, ok := byType[p.EventType()]; ok {
+		return ti.deref(p)
 	}
 	return p
 }

@@ -24,12 +24,9 @@ const (
 	TypeErased           Type = "thread.erased"
 )
 
-// AllTypes lists every event type this version knows, in a stable order.
-var AllTypes = []Type{
-	TypeThreadCreated, TypeThreadUpdated, TypeUserMessage, TypeAssistantMessage,
-	TypeToolResult, TypeReset, TypeRestore, TypeCompaction, TypeStateSet,
-	TypeStateDeleted, TypeForked, TypeDeleted, TypeUndeleted, TypeErased,
-}
+// AllTypes lists every event type this version knows, in a stable order
+// (the registry's, see [Registry]).
+var AllTypes = typesOf(registry)
 
 // Payload is the typed body of an event. Every payload type of this package
 // implements it; EventType names the [Type] it is carried under.
@@ -259,49 +256,16 @@ type Erased struct {
 // EventType implements Payload.
 func (Erased) EventType() Type { return TypeErased }
 
-// newPayload returns a pointer to a zero payload of type t, or nil.
-// knownType reports whether t is one of the event types of this version
-// (what newPayload knows), without allocating.
+// knownType reports whether t is one of the event types of this version.
 func knownType(t Type) bool {
-	switch t {
-	case TypeThreadCreated, TypeThreadUpdated, TypeUserMessage, TypeAssistantMessage, TypeToolResult,
-		TypeReset, TypeRestore, TypeCompaction, TypeStateSet, TypeStateDeleted, TypeForked,
-		TypeDeleted, TypeUndeleted, TypeErased:
-		return true
-	}
-	return false
+	_, ok := byType[t]
+	return ok
 }
 
+// newPayload returns a pointer to a zero payload of type t, or nil.
 func newPayload(t Type) Payload {
-	switch t {
-	case TypeThreadCreated:
-		return &ThreadCreated{}
-	case TypeThreadUpdated:
-		return &ThreadUpdated{}
-	case TypeUserMessage:
-		return &UserMessage{}
-	case TypeAssistantMessage:
-		return &AssistantMessage{}
-	case TypeToolResult:
-		return &ToolResult{}
-	case TypeReset:
-		return &Reset{}
-	case TypeRestore:
-		return &Restore{}
-	case TypeCompaction:
-		return &Compaction{}
-	case TypeStateSet:
-		return &StateSet{}
-	case TypeStateDeleted:
-		return &StateDeleted{}
-	case TypeForked:
-		return &Forked{}
-	case TypeDeleted:
-		return &Deleted{}
-	case TypeUndeleted:
-		return &Undeleted{}
-	case TypeErased:
-		return &Erased{}
+	if ti, ok := byType[t]; ok {
+		return ti.new()
 	}
 	return nil
 }

@@ -154,7 +154,7 @@ func (s *State) Clone0() *State {
 // thread.updated); Renumber handles those. For any other event type
 // (a restore or fork carries messages with their own sequences, a
 // compaction cuts by sequence) fold the stored events again instead;
-// [Renumberable] tells which.
+// [Renumberable] tells which (events.TypeInfo.Renumberable).
 // A provisional sequence past from+len(seqs) is left as it is.
 func (s *State) Renumber(from uint64, seqs []uint64) {
 	re := func(q uint64) uint64 {
@@ -185,10 +185,9 @@ func (s *State) Renumber(from uint64, seqs []uint64) {
 // message.assistant, tool.result, state.set, state.deleted and
 // thread.updated.
 func Renumberable(p events.Payload) bool {
-	switch p.(type) {
-	case events.UserMessage, events.AssistantMessage, events.ToolResult,
-		events.StateSet, events.StateDeleted, events.ThreadUpdated:
-		return true
+	if p == nil {
+		return false
 	}
-	return false
+	ti, ok := events.Lookup(p.EventType())
+	return ok && ti.Renumberable
 }
