@@ -20,7 +20,9 @@ const mod = "github.com/convlog/convlog/"
 
 // The dependency direction of DESIGN.md: events depends on nothing of ours
 // and on no NATS package; projector only on events; client on events and
-// projector; nothing but the embedded-server package imports nats-server.
+// projector; the agent loop's packages on events only; the client adapters
+// on client; the HTTP API on client and schemas; nothing but the
+// embedded-server package imports nats-server.
 // Both may use the internal leaf packages provision and directget (NATS
 // plumbing that imports nothing of ours).
 func TestDependencyDirection(t *testing.T) {
@@ -36,6 +38,18 @@ func TestDependencyDirection(t *testing.T) {
 		{"internal/datadir", []string{"github.com/nats-io/nats-server", "github.com/nats-io/nats.go"}, nil},
 		{"projector", []string{"github.com/nats-io/nats-server"}, []string{"events", "internal/provision", "internal/directget"}},
 		{"client", []string{"github.com/nats-io/nats-server"}, []string{"events", "projector", "internal/provision", "internal/directget"}},
+		// The agent loop's model and tools depend on events only (agent/doc.go):
+		// another service can use them without NATS or convlog's storage.
+		{"agent", []string{"github.com/nats-io/"}, []string{"events", "agent"}},
+		{"agent/model", []string{"github.com/nats-io/"}, []string{"events", "agent"}},
+		{"agent/tools", []string{"github.com/nats-io/"}, []string{"events", "agent"}},
+		// The framework adapters sit on client and nothing of agentd.
+		{"client/ag2b", []string{"github.com/nats-io/nats-server"}, []string{"client", "events", "projector", "internal/provision", "internal/directget"}},
+		{"client/agentkit", []string{"github.com/nats-io/nats-server"}, []string{"client", "events", "projector", "internal/provision", "internal/directget"}},
+		{"client/deepagents", []string{"github.com/nats-io/nats-server"}, []string{"client", "events", "projector", "internal/provision", "internal/directget"}},
+		// The HTTP API is a layer on client: no agent loop, no embedded
+		// server, no worker.
+		{"agentd/httpapi", []string{"github.com/nats-io/nats-server"}, []string{"client", "events", "projector", "schemas", "internal/provision", "internal/directget"}},
 	}
 	for _, c := range cases {
 		t.Run(c.pkg, func(t *testing.T) {
