@@ -199,7 +199,9 @@ func (e *env) do(method, path, key string, body any, kv ...string) resp {
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
 	require.NoError(e.t, err)
-	return resp{status: res.StatusCode, header: res.Header, body: b}
+	r := resp{status: res.StatusCode, header: res.Header, body: b}
+	checkConformance(e.t, method, path, r)
+	return r
 }
 
 // streamMsgs is the number of messages in the event stream.

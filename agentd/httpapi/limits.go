@@ -104,11 +104,8 @@ func (l *capListener) Accept() (net.Conn, error) {
 			return &countedConn{Conn: c, l: l}, nil
 		}
 		l.open.Add(-1)
-		// A fresh connection's send buffer is empty: this write does not
-		// block, the deadline is a guard.
-		_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-		_, _ = c.Write(refusal)
-		_ = c.Close()
+		// Counted before the answer goes out, so that whoever sees the
+		// 503 also sees it counted.
 		if now := time.Now().Unix(); l.warned.Load() != now {
 			l.warned.Store(now)
 			l.log.Warn("connection refused: at the connection cap", "max_conns", l.max, "remote", c.RemoteAddr().String())
@@ -116,6 +113,11 @@ func (l *capListener) Accept() (net.Conn, error) {
 		if l.hook != nil {
 			l.hook(ConnRefusal{Remote: c.RemoteAddr().String(), Open: int(l.max)})
 		}
+		// A fresh connection's send buffer is empty: this write does not
+		// block, the deadline is a guard.
+		_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		_, _ = c.Write(refusal)
+		_ = c.Close()
 	}
 }
 
