@@ -275,6 +275,9 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 			actual = a
 		}
 		conflict := &ConflictError{Tenant: tenant, Thread: thread, Expected: s.Version, Actual: actual}
+		if sc.err != nil {
+			conflict.Cause = sc.err
+		}
 		if o.hasExpect || attempt >= c.cfg.MaxAnyVersionAttempts {
 			return AppendResult{}, conflict
 		}
@@ -578,6 +581,7 @@ func (c *Client) catchUp(ctx context.Context, s *projector.State, expect uint64)
 type serverConflict struct {
 	code   int
 	actual uint64
+	err    *jetstream.APIError // the server's answer
 }
 
 func (e *serverConflict) Error() string {
@@ -602,7 +606,7 @@ func (c *Client) publish(ctx context.Context, p *prepared, expect uint64) (seqs 
 		if errors.As(err, &apiErr) {
 			switch apiErr.ErrorCode {
 			case errCodeWrongLastSeq:
-				return nil, false, maybeStored, &serverConflict{code: errCodeWrongLastSeq, actual: parseLastSeq(apiErr.Description)}
+				return nil, false, maybeStored, &serverConflict{code: errCodeWrongLastSeq, actual: parseLastSeq(apiErr.Description), err: apiErr}
 			case errCodeWrongLastSeqConstant:
 				// Refused while another write to the thread is replicated:
 				// send again once it has settled.
@@ -612,9 +616,9 @@ func (c *Client) publish(ctx context.Context, p *prepared, expect uint64) (seqs 
 						continue
 					}
 				}
-				return nil, false, maybeStored, &serverConflict{code: errCodeWrongLastSeqConstant}
+				return nil, false, maybeStored, &serverConflict{code: errCodeWrongLastSeqConstant, err: apiErr}
 			case errCodeBatchDuplicate:
-				return nil, false, maybeStored, &serverConflict{code: errCodeBatchDuplicate}
+				return nil, false, maybeStored, &serverConflict{code: errCodeBatchDuplicate, err: apiErr}
 			case errCodeInsufficientResources, errCodeStorageResourcesExceeded:
 				return nil, false, maybeStored, storageFull(p.tenant, p.thread, err)
 			case errCodeMsgTooLarge:
@@ -998,33 +1002,4 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// findStored looks for evs (complete events, ids set) among the thread's
-// events after version from, reading forward to the end of the thread, and
-// returns them as a duplicate AppendResult when every one is found. Unlike
-// the append path's lookups it does not know where they should be, so it
-// reads everything after from: use it for rare settling (imports).
-func (c *Client) findStored(ctx context.Context, subject, tenant, thread string, from uint64, evs []events.Event) (AppendResult, bool, error) {
-	p := &prepared{tenant: tenant, thread: thread, subject: subject, events: evs, ids: make([]string, len(evs))}
-	want := make(map[string]int, len(evs))
-	for i, e := range evs {
-		p.ids[i] = e.ID
-		want[e.ID] = i
-	}
-	seqs := make([]uint64, len(evs))
-	stored := make([]*RawEvent, len(evs))
-	found := 0
-	for m, err := range c.readRaw(ctx, subject, from+1, 0) {
-		if err != nil {
-			return AppendResult{}, false, err
-		}
-		if i, ok := want[m.Header.Get(jetstream.MsgIDHeader)]; ok && seqs[i] == 0 {
-			seqs[i], stored[i] = m.Sequence, m
-			if found++; found == len(evs) {
-				return p.result(seqs, stored, true), true, nil
-			}
-		}
-	}
-	return AppendResult{}, false, nil
 }

@@ -3,7 +3,6 @@ package client
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -69,9 +68,6 @@ const ConvUserHeader = "X-User-Id"
 // MaxConvKeyLen is the longest conversation key, agent or user accepted, in
 // bytes.
 const MaxConvKeyLen = 256
-
-// ErrBadConvKey is wrapped by *ConvKeyError.
-var ErrBadConvKey = errors.New("client: bad conversation key")
 
 // ConvKeyError names the source of an unusable conversation key, agent or
 // user (a header, "metadata.conversation_id", "user", "model") and why. It

@@ -24,15 +24,38 @@ var (
 	// version option, no events, more events than commit atomically). A
 	// programming error: not retryable.
 	ErrInvalidAppend = errors.New("client: invalid append")
+	// ErrIdempotencyMismatch: an event id (or an HTTP Idempotency-Key,
+	// which derives the ids) was reused with a different event. Returned
+	// wrapped in *IdempotencyMismatchError.
+	ErrIdempotencyMismatch = errors.New("client: event id reused with a different event")
+	// ErrStorageFull: the server refused an append for lack of storage
+	// (JetStream 10023, 10047); nothing of it was stored (the server
+	// answered, so the outcome is known). Not retried within the call:
+	// retry after space is freed or limits raised. A server whose disk is
+	// full and that does not answer at all (nats-server's file store stops
+	// answering after a "no space left on device" write error) surfaces as
+	// a timeout instead; agentd tells that case apart from its embedded
+	// server's state.
+	ErrStorageFull = errors.New("client: the server has no storage left for the append")
+	// ErrBadCursor: a List cursor that List did not produce.
+	ErrBadCursor = errors.New("client: bad list cursor")
+	// ErrBadConvKey: an unusable conversation key, agent or user. Returned
+	// wrapped in *ConvKeyError.
+	ErrBadConvKey = errors.New("client: bad conversation key")
 )
 
 // ConflictError says which version the writer expected and which the thread
 // has. Actual is 0 when the server did not say (error 10164 on replicated
-// streams) and the thread could not be read. It wraps [ErrConflict].
+// streams) and the thread could not be read. It wraps [ErrConflict] and,
+// when the server answered the conflict, Cause.
 type ConflictError struct {
 	Tenant, Thread string
 	Expected       uint64
 	Actual         uint64
+	// Cause is the server's *jetstream.APIError (10071 wrong last
+	// sequence, 10164, 10201) when the server refused the publish; nil
+	// when the conflict was seen on a read before publishing.
+	Cause error
 }
 
 // Error implements error.
@@ -41,8 +64,13 @@ func (e *ConflictError) Error() string {
 		e.Tenant, e.Thread, e.Expected, e.Actual)
 }
 
-// Unwrap returns [ErrConflict].
-func (e *ConflictError) Unwrap() error { return ErrConflict }
+// Unwrap returns [ErrConflict] and Cause (when set).
+func (e *ConflictError) Unwrap() []error {
+	if e.Cause == nil {
+		return []error{ErrConflict}
+	}
+	return []error{ErrConflict, e.Cause}
+}
 
 // TooLargeError names the event, its size and the limit. It wraps [ErrTooLarge].
 type TooLargeError struct {

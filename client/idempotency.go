@@ -3,14 +3,10 @@ package client
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/convlog/convlog/events"
 )
-
-// ErrIdempotencyMismatch is wrapped by *IdempotencyMismatchError.
-var ErrIdempotencyMismatch = errors.New("client: event id reused with a different event")
 
 // IdempotencyMismatchError reports an append whose event id was already
 // stored with a different event: another thread, another type or another

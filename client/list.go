@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -59,9 +58,6 @@ type ListPage struct {
 	// NextCursor is "" on the last page.
 	NextCursor string `json:"next_cursor,omitempty"`
 }
-
-// ErrBadCursor: the cursor was not produced by List.
-var ErrBadCursor = errors.New("client: bad list cursor")
 
 // MaxListLimit is the largest page List returns.
 const MaxListLimit = 1000
