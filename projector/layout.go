@@ -20,6 +20,7 @@ const headFormat = 1
 // never decrease along a history, so chunks are ordered by sequence too.
 // The chunk's key is [ChunkKey](tenant, thread, gen, First, Count).
 type ChunkRef struct {
+	//lint:ignore U1000 read by msgpack through reflection (the struct's options)
 	_msgpack struct{} `msgpack:",as_array"` //nolint:unused // msgpack struct tag
 
 	// First is the index in the history of the chunk's first message.

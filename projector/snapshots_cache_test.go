@@ -85,12 +85,10 @@ func TestCachedLoadsEqualUncachedLoads(t *testing.T) {
 	const tenant = "cache"
 	lengths := []int{0, 3, 40, 300, 1200}
 	threads := make([]string, len(lengths))
-	var last []uint64
 	for i, n := range lengths {
 		threads[i] = fmt.Sprintf("t%d", n)
 		e.publish(t, c.ev(tenant, threads[i], events.ThreadCreated{}))
-		seqs := e.appendMessages(t, c, tenant, threads[i], 0, n)
-		last = append(last, seqs...)
+		e.appendMessages(t, c, tenant, threads[i], 0, n)
 	}
 	for _, th := range threads {
 		h, err := e.res.Stream.GetLastMsgForSubject(context.Background(), "conv."+tenant+"."+th)
@@ -136,11 +134,11 @@ func TestCachedLoadsEqualUncachedLoads(t *testing.T) {
 		}
 		dropped := cached.ChunkCacheStats().Dropped
 		// t300: reset, then enough messages for new chunks.
-		v := e.publish(t, c.ev(tenant, "t300", events.Reset{}))
+		e.publish(t, c.ev(tenant, "t300", events.Reset{}))
 		seqs := e.appendMessages(t, c, tenant, "t300", 10_000, 80)
 		e.waitVersion(t, tenant, "t300", seqs[len(seqs)-1])
 		// t40: restore.
-		v = e.publish(t, c.ev(tenant, "t40", events.Restore{Messages: []events.Message{
+		v := e.publish(t, c.ev(tenant, "t40", events.Restore{Messages: []events.Message{
 			{Role: events.RoleUser, Content: content512(1)}, {Role: events.RoleAssistant, Content: content512(2)}}}))
 		e.waitVersion(t, tenant, "t40", v)
 		// t1200: a compaction that cuts deep into the chunks.

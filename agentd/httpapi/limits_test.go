@@ -22,8 +22,7 @@ import (
 // realServer is e's API served the way agentd serves it: the http.Server
 // and the listener the API builds (timeouts, connection cap).
 type realServer struct {
-	addr    string
-	refused atomic.Int64
+	addr string
 }
 
 // serveReal starts e's API on a real server on a loopback port.

@@ -74,16 +74,6 @@ func loadCompose(t testing.TB) (composeFile, string) {
 	return c, root
 }
 
-// flagValue returns the value of --name=value in args.
-func flagValue(args []string, name string) (string, bool) {
-	for _, a := range args {
-		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
-			return v, true
-		}
-	}
-	return "", false
-}
-
 func TestComposeFile(t *testing.T) {
 	c, root := loadCompose(t)
 	natsServer, _ := buildBinaries(t)

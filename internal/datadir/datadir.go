@@ -94,7 +94,8 @@ func Acquire(dir string) (*Lock, error) {
 		}
 		return nil, fmt.Errorf("data directory lock %s: %w", path, err)
 	}
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {
