@@ -71,6 +71,20 @@ type State struct {
 // MessageCount is the number of messages in the whole history.
 func (s *State) MessageCount() int { return s.Base + len(s.Messages) }
 
+// WaitingForAgent reports whether the thread waits for its agent: it
+// exists, is neither deleted nor erased, has replies on, no tool call is
+// pending, and its last message is a user message or a tool result. It is
+// the one rule agent workers (whether to take a turn) and the
+// OpenAI-compatible chat (whether a repeated request waits for the answer)
+// follow.
+func (s *State) WaitingForAgent() bool {
+	if !s.Exists || s.Deleted || s.Erased || s.Replies == events.RepliesOff || len(s.Messages) == 0 || len(s.Pending) > 0 {
+		return false
+	}
+	last := s.Messages[len(s.Messages)-1]
+	return last.Role == events.RoleUser || last.Role == events.RoleTool
+}
+
 // PendingCall is a tool call awaiting its result.
 type PendingCall struct {
 	ID      string `msgpack:"id" json:"id"`

@@ -13,7 +13,6 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/projector"
 )
 
 // chatRequest is the part of an OpenAI chat-completions request this API
@@ -331,7 +330,7 @@ func (s *Server) planTurn(ctx context.Context, t *chatTurn) (turnPlan, error) {
 		}
 	}
 	if len(suffix) == 0 {
-		if waitingForAgent(th.State) && th.LastUser != nil {
+		if th.WaitingForAgent() && th.LastUser != nil {
 			// A retry of a turn not answered yet: wait for the answer.
 			plan.mode, plan.replyTo, plan.replySeq, plan.watchAfter = "wait", th.LastUser.EventID, th.LastUser.Seq, th.LastUser.Seq
 			return plan, nil
@@ -457,16 +456,6 @@ func titleOf(msgs []events.Message) string {
 		}
 	}
 	return ""
-}
-
-// waitingForAgent mirrors the worker's rule: the history ends on a user
-// message, or on tool results with no call pending.
-func waitingForAgent(s *projector.State) bool {
-	if len(s.Messages) == 0 || len(s.Pending) > 0 {
-		return false
-	}
-	last := s.Messages[len(s.Messages)-1]
-	return last.Role == events.RoleUser || last.Role == events.RoleTool
 }
 
 // stepsSince counts the assistant messages after the user message with id.

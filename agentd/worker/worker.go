@@ -349,17 +349,6 @@ func (p *Pool) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 }
 
-// waiting reports whether the thread is waiting for its agent: replies on,
-// not deleted, and the history ends on a user message or on tool results
-// with no call pending.
-func waiting(s *projector.State) bool {
-	if !s.Exists || s.Deleted || s.Erased || s.Replies == events.RepliesOff || len(s.Messages) == 0 || len(s.Pending) > 0 {
-		return false
-	}
-	last := s.Messages[len(s.Messages)-1]
-	return last.Role == events.RoleUser || last.Role == events.RoleTool
-}
-
 // Turn runs the agent on tenant/thread until it is no longer waiting for it.
 // It is exported for tests and for running a turn synchronously.
 func (p *Pool) Turn(ctx context.Context, tenant, thread string) TurnResult {
@@ -391,7 +380,7 @@ func (p *Pool) turn(ctx context.Context, tenant, thread string, atLeast uint64) 
 				return res
 			}
 		}
-		if !waiting(th.State) {
+		if !th.WaitingForAgent() {
 			if res.Steps > 0 {
 				res.Outcome = "answered"
 			} else {
