@@ -13,6 +13,12 @@ var (
 	ErrConflict = errors.New("client: version conflict")
 	// ErrThreadNotFound: the thread has no events, or was erased.
 	ErrThreadNotFound = errors.New("client: thread not found")
+	// ErrThreadErased: the thread was erased (its events purged; the
+	// erasure marker remains). Returned wrapped in *NotFoundError.
+	ErrThreadErased = errors.New("client: thread erased")
+	// ErrThreadDeleted: the thread is soft-deleted (read it with
+	// IncludeDeleted). Returned wrapped in *NotFoundError.
+	ErrThreadDeleted = errors.New("client: thread deleted")
 	// ErrThreadExists: CreateThread for an id that already has events.
 	ErrThreadExists = errors.New("client: thread already exists")
 	// ErrTooLarge: an event (or a turn) is larger than the server accepts.
@@ -88,10 +94,15 @@ func (e *TooLargeError) Error() string {
 // Unwrap returns [ErrTooLarge].
 func (e *TooLargeError) Unwrap() error { return ErrTooLarge }
 
-// NotFoundError names the missing thread. It wraps [ErrThreadNotFound].
+// NotFoundError names the missing thread. It wraps [ErrThreadNotFound],
+// and Cause when set ([ErrThreadErased], [ErrThreadDeleted]): match those
+// with errors.Is, not Reason, which is prose.
 type NotFoundError struct {
 	Tenant, Thread string
 	Reason         string
+	// Cause says why a thread that has events is not found: ErrThreadErased
+	// or ErrThreadDeleted; nil when it has no events.
+	Cause error
 }
 
 // Error implements error.
@@ -104,4 +115,9 @@ func (e *NotFoundError) Error() string {
 }
 
 // Unwrap returns [ErrThreadNotFound].
-func (e *NotFoundError) Unwrap() error { return ErrThreadNotFound }
+func (e *NotFoundError) Unwrap() []error {
+	if e.Cause == nil {
+		return []error{ErrThreadNotFound}
+	}
+	return []error{ErrThreadNotFound, e.Cause}
+}

@@ -122,7 +122,7 @@ func (c *Client) Erase(ctx context.Context, tenant, thread, reason string) (Eras
 		// Erased already when the marker is all that is stored; a marker
 		// after stored events was published by hand and hides nothing.
 		if first, err := directget.Next(ctx, c.js, c.stream, subject, 1); err == nil && first != nil && first.Sequence == last {
-			return rep, &NotFoundError{Tenant: tenant, Thread: thread, Reason: "already erased"}
+			return rep, &NotFoundError{Tenant: tenant, Thread: thread, Reason: "already erased", Cause: ErrThreadErased}
 		}
 	}
 	info, err := c.st.Info(ctx, jetstream.WithSubjectFilter(subject))

@@ -193,14 +193,14 @@ func (c *Client) Get(ctx context.Context, tenant, thread string, opts ...GetOpti
 		}
 		t.State = s
 	}
+	if t.Erased {
+		return nil, &NotFoundError{Tenant: tenant, Thread: thread, Reason: "erased", Cause: ErrThreadErased}
+	}
 	if t.Version == 0 || !t.Exists && t.Events == nil && t.RejectedCount == 0 {
 		return nil, &NotFoundError{Tenant: tenant, Thread: thread}
 	}
-	if t.Erased {
-		return nil, &NotFoundError{Tenant: tenant, Thread: thread, Reason: "erased"}
-	}
 	if t.Deleted && !o.withDeleted {
-		return nil, &NotFoundError{Tenant: tenant, Thread: thread, Reason: "deleted; pass IncludeDeleted to read it"}
+		return nil, &NotFoundError{Tenant: tenant, Thread: thread, Reason: "deleted; pass IncludeDeleted to read it", Cause: ErrThreadDeleted}
 	}
 	return &t, nil
 }

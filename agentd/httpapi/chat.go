@@ -268,7 +268,7 @@ func (s *Server) planTurn(ctx context.Context, t *chatTurn) (turnPlan, error) {
 	th, err := s.c.Get(ctx, t.tenant, t.thread, client.Consistent(), client.IncludeDeleted())
 	var nf *client.NotFoundError
 	if errors.As(err, &nf) {
-		if strings.Contains(nf.Reason, "erased") {
+		if errors.Is(err, client.ErrThreadErased) {
 			return turnPlan{}, chatProblem(http.StatusGone, "conversation-erased", "Conversation erased",
 				fmt.Sprintf("the thread of this conversation (%s) was erased: start a new conversation id", t.thread), t.thread)
 		}

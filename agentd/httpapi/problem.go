@@ -246,7 +246,7 @@ func problemFor(err error, ec errCtx) *Problem {
 		return q.thread(ec.thread)
 	case errors.As(err, &nf):
 		q := notFound(ec.thread)
-		if nf.Reason != "" && !strings.HasPrefix(nf.Reason, "deleted") {
+		if nf.Reason != "" && !errors.Is(err, client.ErrThreadDeleted) {
 			q.Detail += " (" + nf.Reason + ")"
 		}
 		return q
