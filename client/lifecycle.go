@@ -33,7 +33,10 @@ type ForkOptions struct {
 //
 // The history is copied into the fork event (so the fork reads on its own
 // and survives the source's erasure); a history larger than one event can
-// hold returns *TooLargeError. Errors as for Get and Append.
+// hold returns *TooLargeError. A fork with a ThreadID that already holds
+// the fork of the same source at the same sequence (a retry) returns that
+// fork; any other thread under ThreadID is [ErrThreadExists] (wrapped with
+// the *ConflictError). Errors as for Get and Append.
 func (c *Client) Fork(ctx context.Context, tenant, thread string, opts ForkOptions) (string, string, uint64, error) {
 	getOpts := []GetOption{Consistent()}
 	if opts.AtSeq != 0 {
@@ -65,6 +68,16 @@ func (c *Client) Fork(ctx context.Context, tenant, thread string, opts ForkOptio
 	ev := events.Event{Payload: events.Forked{SourceTenant: tenant, SourceThread: thread, SourceSeq: src.Version,
 		Created: created, Messages: msgs, State: src.KV}}
 	res, err := c.Append(ctx, ntenant, nthread, []events.Event{ev}, ExpectVersion(0))
+	var conflict *ConflictError
+	if errors.As(err, &conflict) {
+		// A retry of this fork (same new id): the thread is already the
+		// fork of the same source at the same sequence.
+		if th, gerr := c.Get(ctx, ntenant, nthread, Consistent(), IncludeDeleted()); gerr == nil && th.ForkedFrom != nil &&
+			th.ForkedFrom.Tenant == tenant && th.ForkedFrom.Thread == thread && th.ForkedFrom.Seq == src.Version {
+			return ntenant, nthread, th.Version, nil
+		}
+		return ntenant, nthread, conflict.Actual, errors.Join(ErrThreadExists, err)
+	}
 	if err != nil {
 		return ntenant, nthread, 0, err
 	}
@@ -73,15 +86,38 @@ func (c *Client) Fork(ctx context.Context, tenant, thread string, opts ForkOptio
 
 // Delete soft-deletes a thread: it is hidden from Get (unless
 // IncludeDeleted) and List, kept for audit, and can be undeleted. Further
-// appends are rejected until then.
+// appends are rejected until then. It is idempotent: a thread already
+// deleted is left as it is and its version returned (nothing is written).
+// Errors: *NotFoundError for a thread with no events or an erased one;
+// append errors.
 func (c *Client) Delete(ctx context.Context, tenant, thread, reason string) (uint64, error) {
-	res, err := c.Append(ctx, tenant, thread, []events.Event{{Payload: events.Deleted{Reason: reason}}}, AnyVersion())
-	return res.Version, err
+	return c.setDeleted(ctx, tenant, thread, true, events.Deleted{Reason: reason})
 }
 
-// Undelete reverses a soft delete.
+// Undelete reverses a soft delete; idempotent as Delete (a thread that is
+// not deleted is left as it is).
 func (c *Client) Undelete(ctx context.Context, tenant, thread, reason string) (uint64, error) {
-	res, err := c.Append(ctx, tenant, thread, []events.Event{{Payload: events.Undeleted{Reason: reason}}}, AnyVersion())
+	return c.setDeleted(ctx, tenant, thread, false, events.Undeleted{Reason: reason})
+}
+
+// setDeleted appends p unless the thread is already in the wanted state,
+// read consistently; a concurrent change between the read and the append
+// is resolved by the fold, whose rejection (already in that state) is
+// answered with the thread's version as well.
+func (c *Client) setDeleted(ctx context.Context, tenant, thread string, want bool, p events.Payload) (uint64, error) {
+	th, err := c.Get(ctx, tenant, thread, Consistent(), IncludeDeleted())
+	if err != nil {
+		return 0, err
+	}
+	if th.Deleted == want {
+		return th.Version, nil
+	}
+	res, err := c.Append(ctx, tenant, thread, []events.Event{{Payload: p}}, AnyVersion())
+	if errors.Is(err, projector.ErrRejected) {
+		if th, gerr := c.Get(ctx, tenant, thread, Consistent(), IncludeDeleted()); gerr == nil && th.Deleted == want {
+			return th.Version, nil
+		}
+	}
 	return res.Version, err
 }
 

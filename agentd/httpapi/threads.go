@@ -439,14 +439,13 @@ func (s *Server) forkThread(w http.ResponseWriter, r *http.Request) error {
 	if p != nil {
 		return p
 	}
-	derived := false
 	switch {
 	case req.ID != "":
 		if err := events.ValidateThreadID(req.ID); err != nil {
 			return newProblem(http.StatusBadRequest, "bad-id", "Invalid id", err.Error()).field("id")
 		}
 	case key != "":
-		req.ID, derived = "t-"+idemID(tenant, id, key, "fork"), true
+		req.ID = "t-" + idemID(tenant, id, key, "fork")
 	default:
 		req.ID = events.NewID()
 	}
@@ -458,17 +457,9 @@ func (s *Server) forkThread(w http.ResponseWriter, r *http.Request) error {
 		return invalid("at_seq", fmt.Sprintf("at_seq %d is past the thread's version %d", req.AtSeq, src.Version)).thread(id).seq(req.AtSeq)
 	}
 	_, nthread, version, err := s.c.Fork(r.Context(), tenant, id, client.ForkOptions{AtSeq: req.AtSeq, Tenant: tenant, ThreadID: req.ID})
-	var conflict *client.ConflictError
 	switch {
-	case errors.As(err, &conflict):
-		if derived {
-			// A retry of the same fork request: answer with the fork made then.
-			if th, gerr := s.c.Get(r.Context(), tenant, req.ID, client.Consistent()); gerr == nil &&
-				th.ForkedFrom != nil && th.ForkedFrom.Thread == id && th.ForkedFrom.Tenant == tenant {
-				w.Header().Set("Location", "/v1/threads/"+req.ID)
-				return writeThread(w, r, http.StatusCreated, th)
-			}
-		}
+	case errors.Is(err, client.ErrThreadExists):
+		// (client.Fork answers a retry of the same fork with that fork.)
 		return newProblem(http.StatusConflict, "thread-exists", "Thread exists",
 			fmt.Sprintf("thread %q already exists: choose another id for the fork", req.ID)).field("id").thread(req.ID)
 	case errors.Is(err, client.ErrThreadNotFound) && req.AtSeq != 0:
@@ -517,20 +508,17 @@ func (s *Server) setDeleted(w http.ResponseWriter, r *http.Request, del bool) er
 	if p := decodeJSON(r, &req, true, true); p != nil {
 		return p
 	}
-	th, err := s.c.Get(r.Context(), tenant, id, client.Consistent(), client.IncludeDeleted())
-	if err != nil {
-		return err
+	// Both are idempotent in client: a thread already in the wanted state
+	// is left as it is.
+	var version uint64
+	var err error
+	if del {
+		version, err = s.c.Delete(r.Context(), tenant, id, req.Reason)
+	} else {
+		version, err = s.c.Undelete(r.Context(), tenant, id, req.Reason)
 	}
-	version := th.Version
-	if th.Deleted != del {
-		if del {
-			version, err = s.c.Delete(r.Context(), tenant, id, req.Reason)
-		} else {
-			version, err = s.c.Undelete(r.Context(), tenant, id, req.Reason)
-		}
-		if err != nil {
-			return problemFor(err, errCtx{thread: id})
-		}
+	if err != nil {
+		return problemFor(err, errCtx{thread: id})
 	}
 	w.Header().Set("ETag", etag(version))
 	return writeJSON(w, http.StatusOK, lifecycleResponse{Tenant: tenant, Thread: id, Version: version, Deleted: del})
