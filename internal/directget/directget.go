@@ -97,6 +97,12 @@ func Batch(ctx context.Context, js jetstream.JetStream, stream, subject string, 
 			if status := m.Header.Get("Status"); status != "" {
 				switch status {
 				case "404":
+					if len(out) > 0 {
+						// The server answers 404 only for a batch that finds
+						// nothing; after messages it means the stream went
+						// away mid-batch: not a short last page.
+						return out, 0, fmt.Errorf("directget: %s from seq %d: the batch ended with 404 after %d messages", subject, from, len(out))
+					}
 					return out, 0, nil
 				case "204": // end of batch
 					np, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
