@@ -18,14 +18,25 @@ func deps(t *testing.T, pkg string) []string {
 
 const mod = "github.com/convlog/convlog/"
 
-// The dependency direction of DESIGN.md: events depends on nothing of ours
-// and on no NATS package; projector only on events; client on events and
-// projector; the agent loop's packages on events only; the client adapters
-// on client; the HTTP API on client and schemas; nothing but the
-// embedded-server package imports nats-server.
-// Both may use the internal leaf packages provision and directget (NATS
-// plumbing that imports nothing of ours).
+// The dependency direction of DESIGN.md, room by room:
+//
+//	events                         nothing of ours, no NATS
+//	fold (the fold)                events; no NATS: a pure function
+//	snapstore (the snapshot store) events, fold; nats.go's KV, no internal/
+//	projector (the runner)         events, fold, snapstore, the internal leaves
+//	client                         events, fold, snapstore, the internal leaves; never the runner
+//	agent/...                      events only, no NATS
+//	client adapters                client and below, nothing of agentd
+//	agentd/httpapi                 client and below, schemas; no server, no worker
+//
+// The internal leaves (directget, provision, lru) are NATS plumbing and a
+// cache that import nothing of ours; only internal/embedded (and tests)
+// import nats-server.
 func TestDependencyDirection(t *testing.T) {
+	leaves := []string{"internal/provision", "internal/directget", "internal/lru"}
+	below := func(extra ...string) []string {
+		return append(append([]string{"events", "fold", "snapstore"}, leaves...), extra...)
+	}
 	cases := []struct {
 		pkg       string
 		forbidden []string
@@ -34,22 +45,25 @@ func TestDependencyDirection(t *testing.T) {
 		{"events", []string{"github.com/nats-io/"}, nil},
 		{"internal/directget", []string{"github.com/nats-io/nats-server"}, nil},
 		{"internal/provision", []string{"github.com/nats-io/nats-server"}, nil},
+		{"internal/lru", []string{"github.com/nats-io/"}, nil},
 		// The data directory's lock and credentials: a leaf, no server.
 		{"internal/datadir", []string{"github.com/nats-io/nats-server", "github.com/nats-io/nats.go"}, nil},
-		{"projector", []string{"github.com/nats-io/nats-server"}, []string{"events", "internal/provision", "internal/directget"}},
-		{"client", []string{"github.com/nats-io/nats-server"}, []string{"events", "projector", "internal/provision", "internal/directget"}},
+		{"fold", []string{"github.com/nats-io/"}, []string{"events"}},
+		{"snapstore", []string{"github.com/nats-io/nats-server"}, []string{"events", "fold"}},
+		{"projector", []string{"github.com/nats-io/nats-server"}, below()},
+		{"client", []string{"github.com/nats-io/nats-server"}, below()},
 		// The agent loop's model and tools depend on events only (agent/doc.go):
 		// another service can use them without NATS or convlog's storage.
 		{"agent", []string{"github.com/nats-io/"}, []string{"events", "agent"}},
 		{"agent/model", []string{"github.com/nats-io/"}, []string{"events", "agent"}},
 		{"agent/tools", []string{"github.com/nats-io/"}, []string{"events", "agent"}},
 		// The framework adapters sit on client and nothing of agentd.
-		{"client/ag2b", []string{"github.com/nats-io/nats-server"}, []string{"client", "events", "projector", "internal/provision", "internal/directget"}},
-		{"client/agentkit", []string{"github.com/nats-io/nats-server"}, []string{"client", "events", "projector", "internal/provision", "internal/directget"}},
-		{"client/deepagents", []string{"github.com/nats-io/nats-server"}, []string{"client", "events", "projector", "internal/provision", "internal/directget"}},
+		{"client/ag2b", []string{"github.com/nats-io/nats-server"}, below("client")},
+		{"client/agentkit", []string{"github.com/nats-io/nats-server"}, below("client")},
+		{"client/deepagents", []string{"github.com/nats-io/nats-server"}, below("client")},
 		// The HTTP API is a layer on client: no agent loop, no embedded
-		// server, no worker.
-		{"agentd/httpapi", []string{"github.com/nats-io/nats-server"}, []string{"client", "events", "projector", "schemas", "internal/provision", "internal/directget"}},
+		// server, no worker, no runner.
+		{"agentd/httpapi", []string{"github.com/nats-io/nats-server"}, below("client", "schemas")},
 	}
 	for _, c := range cases {
 		t.Run(c.pkg, func(t *testing.T) {

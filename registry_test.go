@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/fold"
 	"github.com/convlog/convlog/schemas"
 )
 
@@ -48,15 +48,15 @@ func TestEveryRegisteredTypeIsEverywhere(t *testing.T) {
 			require.NoError(t, err, "schemas/payloads/%s.json", ti.Type)
 			require.Equal(t, ti.InAPI, slices.Contains(apiEnum, ti.Type), "openapi.json's Event type enum and the registry's InAPI disagree")
 
-			s := projector.NewState("acme", "t")
+			s := fold.NewState("acme", "t")
 			created := events.New("acme", "t", "test", events.ThreadCreated{})
-			require.NoError(t, projector.Apply(s, events.Stored{Event: created, Seq: 1, StoredAt: at}))
+			require.NoError(t, fold.Apply(s, events.Stored{Event: created, Seq: 1, StoredAt: at}))
 			p := ti.Zero()
 			ev := events.New("acme", "t", "test", p)
-			err = projector.ApplyValidated(s, events.Stored{Event: ev, Seq: 2, StoredAt: at})
-			var rej *projector.RejectionError
+			err = fold.ApplyValidated(s, events.Stored{Event: ev, Seq: 2, StoredAt: at})
+			var rej *fold.RejectionError
 			if errors.As(err, &rej) {
-				require.NotEqual(t, projector.CodeUnknownType, rej.Code, "the fold has no case for %s: %s", ti.Type, rej.Reason)
+				require.NotEqual(t, fold.CodeUnknownType, rej.Code, "the fold has no case for %s: %s", ti.Type, rej.Reason)
 			}
 		})
 	}

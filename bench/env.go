@@ -17,6 +17,7 @@ import (
 	"github.com/convlog/convlog/internal/embedded"
 	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/snapstore"
 )
 
 // Names of what the bench adds next to convlog's own stream and buckets.
@@ -62,7 +63,7 @@ type Env struct {
 	// RawKV is the raw KV baseline bucket; Snaps reads convlog snapshots
 	// (chunk cache off: Snapshot.Bytes is the whole snapshot).
 	RawKV jetstream.KeyValue
-	Snaps *projector.Snapshots
+	Snaps *snapstore.Store
 
 	projNC     *nats.Conn
 	proj       *projector.Projector
@@ -118,7 +119,7 @@ func StartEnv(ctx context.Context, dir string) (*Env, error) {
 		e.Close()
 		return nil, err
 	}
-	e.Snaps = projector.NewSnapshotsWith(kv, projector.SnapshotsOptions{ChunkCacheBytes: -1})
+	e.Snaps = snapstore.NewWith(kv, snapstore.Options{ChunkCacheBytes: -1})
 	return e, nil
 }
 

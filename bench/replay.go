@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/fold"
 	"github.com/convlog/convlog/internal/provision"
-	"github.com/convlog/convlog/projector"
 )
 
 // ReplayResults are the replay section's figures: events per second over
@@ -16,7 +16,7 @@ type ReplayResults struct {
 	Events int // events in the thread (thread.created included)
 	// Rates by what was timed: convlog's replay from the log (client.Get
 	// with AtSeq: batched direct gets and the fold), the fold alone over
-	// the messages in memory (projector.ApplyBytes), a raw JetStream read
+	// the messages in memory (fold.ApplyBytes), a raw JetStream read
 	// of the same messages without folding, and Postgres and Redis reads
 	// of the same bytes followed by the same fold.
 	Rates map[string]float64
@@ -26,7 +26,7 @@ type ReplayResults struct {
 // Replay rows.
 const (
 	replayConvlog = "convlog replay (client.Get AtSeq: read + fold)"
-	replayFold    = "fold only (projector.ApplyBytes, messages in memory)"
+	replayFold    = "fold only (fold.ApplyBytes, messages in memory)"
 	replayRaw     = "raw JetStream read, no fold (batched direct get)"
 	replayPG      = "PostgreSQL SELECT + the same fold"
 	replayRedis   = "Redis LRANGE + the same fold"
@@ -50,9 +50,9 @@ func RunReplay(ctx context.Context, e *Env, b *Baselines, lt *loadedThread, reps
 			return th.MessageCount(), nil
 		}},
 		{replayFold, func() (int, error) {
-			s := projector.NewState(tenant, lt.id)
+			s := fold.NewState(tenant, lt.id)
 			for _, m := range lt.msgs {
-				_ = projector.ApplyBytes(s, m.Sequence, m.Time, m.Data)
+				_ = fold.ApplyBytes(s, m.Sequence, m.Time, m.Data)
 			}
 			return s.MessageCount(), nil
 		}},
@@ -70,9 +70,9 @@ func RunReplay(ctx context.Context, e *Env, b *Baselines, lt *loadedThread, reps
 			if err != nil {
 				return 0, err
 			}
-			s := projector.NewState(tenant, lt.id)
+			s := fold.NewState(tenant, lt.id)
 			for _, r := range rows {
-				_ = projector.ApplyBytes(s, uint64(r.seq), r.at, r.body)
+				_ = fold.ApplyBytes(s, uint64(r.seq), r.at, r.body)
 			}
 			return s.MessageCount(), nil
 		}})
@@ -86,11 +86,11 @@ func RunReplay(ctx context.Context, e *Env, b *Baselines, lt *loadedThread, reps
 			if err != nil {
 				return 0, err
 			}
-			s := projector.NewState(tenant, lt.id)
+			s := fold.NewState(tenant, lt.id)
 			now := time.Now()
 			for i, v := range vs {
 				// A list has no sequence or store time: use the position.
-				_ = projector.ApplyBytes(s, uint64(i+1), now, []byte(v))
+				_ = fold.ApplyBytes(s, uint64(i+1), now, []byte(v))
 			}
 			return s.MessageCount(), nil
 		}})

@@ -17,8 +17,8 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/fold"
 	"github.com/convlog/convlog/internal/directget"
-	"github.com/convlog/convlog/projector"
 )
 
 // MaxTurnEvents is the most events one Append can commit atomically: the
@@ -110,8 +110,8 @@ type AppendResult struct {
 // schema version), validated on its own (events.Validate), checked for
 // size, and checked against the thread's state at the expected version with
 // the projector's fold, so an event the projector would reject is refused
-// here with the same *projector.RejectionError (wrapping
-// projector.ErrRejected), and nothing is published.
+// here with the same *fold.RejectionError (wrapping
+// fold.ErrRejected), and nothing is published.
 //
 // Idempotency (invariant 4): the event id is the Nats-Msg-Id. A retry of
 // the same events returns the original sequences with Duplicate set and
@@ -130,7 +130,7 @@ type AppendResult struct {
 // [MaxTurnEvents]); *events.IDError (bad tenant or thread id);
 // *events.ValidationError (bad event, including an event whose tenant or
 // thread differs from the arguments); *TooLargeError;
-// *projector.RejectionError; *ConflictError (not retryable as is: reload,
+// *fold.RejectionError; *ConflictError (not retryable as is: reload,
 // re-decide, append with the new version); [ErrStorageFull] (the server
 // refused it for lack of storage; nothing stored); [ErrIdempotencyMismatch]
 // (an event id already used by another event); [ErrClosed]; ctx errors.
@@ -214,7 +214,7 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 			}
 		}
 		checked, folded, err := c.checkAll(ctx, s, p.events)
-		if err != nil && o.any && attempt == 1 && errors.Is(err, projector.ErrRejected) {
+		if err != nil && o.any && attempt == 1 && errors.Is(err, fold.ErrRejected) {
 			continue // checked on the cached state, which may be behind: read, check again
 		}
 		if err != nil {
@@ -415,11 +415,11 @@ func (c *Client) maxEventSize() int {
 // checkAll gives the fold's verdict on evs appended in order to s (which it
 // does not change), and returns the state the verdict was given on: s, or
 // the thread's full state when an event needs history beyond s's window.
-// When every event is [projector.Renumberable], the
+// When every event is [fold.Renumberable], the
 // verdict is given on a copy of s's cache window with the events folded in
 // at provisional sequences, which checkAll returns as folded: once the
 // events are stored, renumbered, it is the thread's next cached state.
-func (c *Client) checkAll(ctx context.Context, s *projector.State, evs []events.Event) (checked, folded *projector.State, err error) {
+func (c *Client) checkAll(ctx context.Context, s *fold.State, evs []events.Event) (checked, folded *fold.State, err error) {
 	// The fold answers ErrNeedHistory when a window lacks messages it
 	// needs, so any window gives the right verdict; only a compaction reads
 	// past messages, so the others are checked on none (a smaller copy),
@@ -429,7 +429,7 @@ func (c *Client) checkAll(ctx context.Context, s *projector.State, evs []events.
 		if _, ok := e.Payload.(events.Compaction); ok {
 			window = -1
 		}
-		keep = keep && projector.Renumberable(e.Payload)
+		keep = keep && fold.Renumberable(e.Payload)
 	}
 	if keep && c.cache.max > 0 {
 		w := windowCopy(s, max(windowSize-len(evs), 0), len(evs))
@@ -439,7 +439,7 @@ func (c *Client) checkAll(ctx context.Context, s *projector.State, evs []events.
 		return s, w, nil
 	}
 	err = checkEvents(s, evs, window)
-	if !errors.Is(err, projector.ErrNeedHistory) {
+	if !errors.Is(err, fold.ErrNeedHistory) {
 		return s, nil, err
 	}
 	// A compaction that cuts before the window: check on the whole history.
@@ -455,17 +455,17 @@ func (c *Client) checkAll(ctx context.Context, s *projector.State, evs []events.
 
 // checkEvents folds evs into a copy of s's newest window messages (all of
 // them when window < 0) and returns the first verdict that is not nil: a
-// *projector.RejectionError or projector.ErrNeedHistory. This is
-// projector.Check for a sequence of events, with one copy for all of them.
-func checkEvents(s *projector.State, evs []events.Event, window int) error {
+// *fold.RejectionError or fold.ErrNeedHistory. This is
+// fold.Check for a sequence of events, with one copy for all of them.
+func checkEvents(s *fold.State, evs []events.Event, window int) error {
 	return foldEvents(windowCopy(s, window, len(evs)), evs)
 }
 
 // foldEvents folds evs (validated by prepare) into w at the provisional
 // sequences w.Version+1, ... and returns the first verdict that is not nil.
-func foldEvents(w *projector.State, evs []events.Event) error {
+func foldEvents(w *fold.State, evs []events.Event) error {
 	for _, e := range evs {
-		if err := projector.ApplyValidated(w, events.Stored{Event: e, Seq: w.Version + 1}); err != nil {
+		if err := fold.ApplyValidated(w, events.Stored{Event: e, Seq: w.Version + 1}); err != nil {
 			return err
 		}
 	}
@@ -474,7 +474,7 @@ func foldEvents(w *projector.State, evs []events.Event) error {
 
 // windowCopy returns a copy of s holding its newest window messages (all
 // when window < 0), with room for extra more.
-func windowCopy(s *projector.State, window, extra int) *projector.State {
+func windowCopy(s *fold.State, window, extra int) *fold.State {
 	keep := len(s.Messages)
 	if window >= 0 {
 		keep = min(keep, window)
@@ -489,12 +489,12 @@ func windowCopy(s *projector.State, window, extra int) *projector.State {
 // remember folds appended events into a copy of s (the state they were
 // checked on, which may be shared with the cache and is not changed) and
 // caches the copy.
-func (c *Client) remember(key string, s *projector.State, stored []events.Stored) {
+func (c *Client) remember(key string, s *fold.State, stored []events.Stored) {
 	// Copy only what the cache keeps (the newest windowSize messages), into
 	// a slice with room for the new ones so that the fold does not grow it.
 	w := windowCopy(s, max(windowSize-len(stored), 0), len(stored))
 	for _, st := range stored {
-		if err := projector.Apply(w, st); err != nil {
+		if err := fold.Apply(w, st); err != nil {
 			c.cache.drop(key)
 			return
 		}
@@ -507,7 +507,7 @@ func (c *Client) remember(key string, s *projector.State, stored []events.Stored
 // append, whatever version it is at (the publish is conditional on it; a
 // conflict makes the next attempt read) -- shared with the cache: read only;
 // else the snapshot plus the stream's tail (a private copy).
-func (c *Client) stateFor(ctx context.Context, tenant, thread string, o appendOptions, attempt int) (*projector.State, error) {
+func (c *Client) stateFor(ctx context.Context, tenant, thread string, o appendOptions, attempt int) (*fold.State, error) {
 	key := tenant + "." + thread
 	if o.any && attempt == 1 {
 		if s := c.cache.peek(key); s != nil {
@@ -523,7 +523,7 @@ func (c *Client) stateFor(ctx context.Context, tenant, thread string, o appendOp
 			// A new thread (CreateThread, a fork, an erasure marker):
 			// nothing to read. If the subject has events after all, the
 			// publish is refused (OCC).
-			return projector.NewState(tenant, thread), nil
+			return fold.NewState(tenant, thread), nil
 		}
 	}
 	if s := c.cache.get(key); s != nil {
@@ -547,7 +547,7 @@ func (c *Client) stateFor(ctx context.Context, tenant, thread string, o appendOp
 // served by a replica that lags (direct gets, R>1): read again until it
 // shows expect. Otherwise s is returned with its version raised to the
 // leader's, and the caller reports the conflict.
-func (c *Client) catchUp(ctx context.Context, s *projector.State, expect uint64) (*projector.State, error) {
+func (c *Client) catchUp(ctx context.Context, s *fold.State, expect uint64) (*fold.State, error) {
 	subject, err := c.subjects.Thread(s.Tenant, s.Thread)
 	if err != nil {
 		return nil, err
@@ -854,7 +854,7 @@ func (c *Client) readAfter(ctx context.Context, subject string, from uint64, n i
 // version they were appended at: among the newest messages of s, then, if
 // scan, from the time of the first event's id (appends without a version;
 // with one, the events can only be after it, which the caller checked).
-func (c *Client) findAnywhere(ctx context.Context, p *prepared, s *projector.State, scan bool) (AppendResult, bool, error) {
+func (c *Client) findAnywhere(ctx context.Context, p *prepared, s *fold.State, scan bool) (AppendResult, bool, error) {
 	for _, m := range s.Messages {
 		if m.EventID == p.ids[0] && m.Seq > 0 {
 			return c.findAfter(ctx, p, m.Seq-1, m.Seq)

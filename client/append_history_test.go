@@ -9,8 +9,8 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/fold"
 	"github.com/convlog/convlog/internal/provision"
-	"github.com/convlog/convlog/projector"
 )
 
 // TestCompactionOfOldMessagesIsCheckedOnTheWholeHistory: the client keeps
@@ -43,9 +43,9 @@ func TestCompactionOfOldMessagesIsCheckedOnTheWholeHistory(t *testing.T) {
 		return err
 	}
 	err := compact(seqs[1])
-	var rej *projector.RejectionError
+	var rej *fold.RejectionError
 	require.ErrorAs(t, err, &rej, "cutting between the early call and its result")
-	require.Equal(t, projector.CodeInvalidHistory, rej.Code)
+	require.Equal(t, fold.CodeInvalidHistory, rej.Code)
 
 	require.NoError(t, compact(seqs[5]))
 	th, err := env.c.Get(ctx, tenant, thread, client.Consistent())

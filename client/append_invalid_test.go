@@ -10,8 +10,8 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/fold"
 	"github.com/convlog/convlog/internal/provision"
-	"github.com/convlog/convlog/projector"
 )
 
 // TestInvalidAppendIsRefusedWithATypedErrorAndLeavesTheThreadUnchanged:
@@ -40,11 +40,11 @@ func TestInvalidAppendIsRefusedWithATypedErrorAndLeavesTheThreadUnchanged(t *tes
 	orphan := events.NewID()
 	env.publishAsClient(t, completeEvents(tenant, orphan, []events.Event{{Payload: events.ThreadUpdated{Metadata: map[string]string{"k": "v"}}}}), 0)
 
-	rejected := func(code projector.Code) func(*testing.T, error) {
+	rejected := func(code fold.Code) func(*testing.T, error) {
 		return func(t *testing.T, err error) {
-			var rej *projector.RejectionError
+			var rej *fold.RejectionError
 			require.ErrorAs(t, err, &rej)
-			require.ErrorIs(t, err, projector.ErrRejected)
+			require.ErrorIs(t, err, fold.ErrRejected)
 			require.Equal(t, code, rej.Code, "rejection code; error: %v", err)
 		}
 	}
@@ -75,22 +75,22 @@ func TestInvalidAppendIsRefusedWithATypedErrorAndLeavesTheThreadUnchanged(t *tes
 		check  func(*testing.T, error)
 	}{
 		{name: "a result for a call id never made is rejected as not pending",
-			evs: []events.Event{resultEvent("call_unknown")}, check: rejected(projector.CodeNotPending)},
+			evs: []events.Event{resultEvent("call_unknown")}, check: rejected(fold.CodeNotPending)},
 		{name: "a second answer to an answered call is rejected as not pending",
-			evs: []events.Event{resultEvent("call_done")}, check: rejected(projector.CodeNotPending)},
+			evs: []events.Event{resultEvent("call_done")}, check: rejected(fold.CodeNotPending)},
 		{name: "a turn answering its own call twice is rejected whole",
 			evs:   []events.Event{resultEvent("call_open"), callsEvent("call_x"), resultEvent("call_x"), resultEvent("call_x")},
-			check: rejected(projector.CodeNotPending)},
+			check: rejected(fold.CodeNotPending)},
 		{name: "a user message while a call is pending is rejected by the reject policy",
-			evs: []events.Event{userEvent("hello?")}, check: rejected(projector.CodePendingCalls)},
+			evs: []events.Event{userEvent("hello?")}, check: rejected(fold.CodePendingCalls)},
 		{name: "a second thread.created is rejected as already existing",
-			evs: []events.Event{{Payload: events.ThreadCreated{Agent: "again"}}}, check: rejected(projector.CodeAlreadyExists)},
+			evs: []events.Event{{Payload: events.ThreadCreated{Agent: "again"}}}, check: rejected(fold.CodeAlreadyExists)},
 		{name: "an event for a soft-deleted thread is rejected as deleted",
 			thread: deleted, opts: []client.AppendOption{client.ExpectVersion(del.Version)},
-			evs: []events.Event{userEvent("anyone?")}, check: rejected(projector.CodeDeleted)},
+			evs: []events.Event{userEvent("anyone?")}, check: rejected(fold.CodeDeleted)},
 		{name: "an event before thread.created is rejected as no thread",
 			thread: orphan, opts: []client.AppendOption{client.AnyVersion()},
-			evs: []events.Event{userEvent("hi")}, check: rejected(projector.CodeNoThread)},
+			evs: []events.Event{userEvent("hi")}, check: rejected(fold.CodeNoThread)},
 		{name: "a thread id with a dot is a bad id",
 			thread: "a.b", evs: []events.Event{userEvent("hi")}, check: badID("thread id")},
 		{name: "a tenant with a wildcard is a bad id",

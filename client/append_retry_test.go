@@ -9,9 +9,9 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/fold"
 	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/internal/provision"
-	"github.com/convlog/convlog/projector"
 )
 
 // TestRetriedAppendAfterALostAckReturnsTheOriginalSequence covers DESIGN.md
@@ -212,7 +212,7 @@ func TestAnyVersionAppendIsCheckedOnTheThreadAsItIsNotAsTheCacheRemembers(t *tes
 	require.Greater(t, res.Version, v)
 
 	_, err = runner.Append(ctx, events.DefaultTenant, thread, []events.Event{resultEvent("call_clock")}, client.AnyVersion())
-	var rej *projector.RejectionError
+	var rej *fold.RejectionError
 	require.ErrorAs(t, err, &rej, "a second answer is still refused")
-	require.Equal(t, projector.CodeNotPending, rej.Code)
+	require.Equal(t, fold.CodeNotPending, rej.Code)
 }

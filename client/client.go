@@ -11,7 +11,7 @@ import (
 
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/internal/provision"
-	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/snapstore"
 )
 
 // Client is what services use to append to and read threads. It is safe
@@ -26,7 +26,7 @@ type Client struct {
 	subjects  events.Subjects
 	snapshots jetstream.KeyValue
 	index     jetstream.KeyValue
-	snaps     *projector.Snapshots
+	snaps     *snapstore.Store
 	cache     *stateCache
 	closed    atomic.Bool
 	// pageSize is readRaw's page size: the constant pageSize (tests of
@@ -84,8 +84,8 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Client, error) {
 
 // newSnapshots returns the snapshot reader of c.snapshots, with the
 // chunk cache sized by cfg.ChunkCacheBytes.
-func (c *Client) newSnapshots() *projector.Snapshots {
-	return projector.NewSnapshotsWith(c.snapshots, projector.SnapshotsOptions{ChunkCacheBytes: c.cfg.ChunkCacheBytes})
+func (c *Client) newSnapshots() *snapstore.Store {
+	return snapstore.NewWith(c.snapshots, snapstore.Options{ChunkCacheBytes: c.cfg.ChunkCacheBytes})
 }
 
 // Close marks the client closed; later calls return [ErrClosed]. It does

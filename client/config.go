@@ -8,7 +8,7 @@ import (
 
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/internal/provision"
-	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/snapstore"
 )
 
 // Config configures a [Client]. The zero value works: it uses the default
@@ -40,8 +40,8 @@ type Config struct {
 	// ChunkCacheBytes bounds the client's cache of decoded snapshot
 	// history chunks, which reads of a whole thread (Get, and an append
 	// to a thread whose state is not in the CacheThreads cache) use, in
-	// encoded chunk bytes (see projector.SnapshotsOptions). Default 64 MiB
-	// (projector.DefaultChunkCacheBytes); negative disables the cache, so
+	// encoded chunk bytes (see snapstore.Options). Default 64 MiB
+	// (snapstore.DefaultChunkCacheBytes); negative disables the cache, so
 	// that every such read gets every chunk from KV. The cache holds
 	// somewhat more memory than its bound: about 264 bytes per cached
 	// message besides.
@@ -70,7 +70,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{Resources: provision.DefaultConfig(), Producer: "convlog-client", Timeout: 10 * time.Second,
 		MaxRetries: 6, RetryBackoff: 50 * time.Millisecond, MaxAnyVersionAttempts: 100, CacheThreads: 4096,
-		ChunkCacheBytes: projector.DefaultChunkCacheBytes, ConsumerReadThreshold: 2000, NewThreadID: events.NewID}
+		ChunkCacheBytes: snapstore.DefaultChunkCacheBytes, ConsumerReadThreshold: 2000, NewThreadID: events.NewID}
 }
 
 func (c Config) withDefaults() Config {

@@ -16,7 +16,7 @@
 //
 // Before publishing, [Client.Append] validates each event on its own and
 // folds it onto the thread's state with the projector's fold
-// (projector.Check), so an event the projection would reject is refused
+// (fold.Check), so an event the projection would reject is refused
 // synchronously with the same verdict (invariant 6). The event id is the
 // NATS de-duplication key (Nats-Msg-Id); retries reuse it, and the client
 // also finds an earlier copy by reading the thread, so a retry never

@@ -11,7 +11,7 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/fold"
 )
 
 // Finding 2 of the reliability issue: an erasure marker published by hand
@@ -37,7 +37,7 @@ func TestAForgedErasureMarkerHidesNothing(t *testing.T) {
 	require.Len(t, th.Messages, 2)
 	require.Equal(t, forgedSeq, th.Version)
 	require.NotEmpty(t, th.Rejections)
-	require.Equal(t, projector.CodeErasureNotFirst, th.Rejections[len(th.Rejections)-1].Code)
+	require.Equal(t, fold.CodeErasureNotFirst, th.Rejections[len(th.Rejections)-1].Code)
 
 	require.Eventually(t, func() bool {
 		s, err := c.Get(ctx, "acme", thread)

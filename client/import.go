@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/fold"
 )
 
 // ImportOptions configure [Client.ImportConversation].
@@ -45,7 +45,7 @@ type ImportResult struct {
 // failure, or of the same file again, stores nothing twice.
 //
 // Errors: a conversion error naming the message; the verdicts of Append
-// (e.g. a *projector.RejectionError when a tool message answers no pending
+// (e.g. a *fold.RejectionError when a tool message answers no pending
 // call); *ConflictError when the thread id already holds another thread.
 func (c *Client) ImportConversation(ctx context.Context, conv events.Conversation, opts ImportOptions) (ImportResult, error) {
 	tenant := opts.Tenant
@@ -88,7 +88,7 @@ func (c *Client) ImportConversation(ctx context.Context, conv events.Conversatio
 		}
 		r, err := c.Append(ctx, tenant, thread, evs[start:end], ExpectVersion(version))
 		if err != nil {
-			var rej *projector.RejectionError
+			var rej *fold.RejectionError
 			if errors.As(err, &rej) {
 				return res, fmt.Errorf("client: import %s (%s) into %s/%s: %w", conv.ID, conv.Source, tenant, thread, err)
 			}

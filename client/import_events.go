@@ -9,7 +9,7 @@ import (
 	"io"
 
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/fold"
 )
 
 // EventsImportReport says what [Client.ImportEvents] stored.
@@ -141,7 +141,7 @@ func (c *Client) importThreadEvents(ctx context.Context, evs []events.Stored, re
 	for start := 0; start < len(todo); start += MaxTurnEvents {
 		run := todo[start:min(start+MaxTurnEvents, len(todo))]
 		err := appendRun(run)
-		var rej *projector.RejectionError
+		var rej *fold.RejectionError
 		if err == nil {
 			continue
 		}

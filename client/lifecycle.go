@@ -9,8 +9,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/fold"
 	"github.com/convlog/convlog/internal/directget"
-	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/snapstore"
 )
 
 // ForkOptions describe a fork. The new thread's attributes default to the
@@ -113,7 +114,7 @@ func (c *Client) setDeleted(ctx context.Context, tenant, thread string, want boo
 		return th.Version, nil
 	}
 	res, err := c.Append(ctx, tenant, thread, []events.Event{{Payload: p}}, AnyVersion())
-	if errors.Is(err, projector.ErrRejected) {
+	if errors.Is(err, fold.ErrRejected) {
 		if th, gerr := c.Get(ctx, tenant, thread, Consistent(), IncludeDeleted()); gerr == nil && th.Deleted == want {
 			return th.Version, nil
 		}
@@ -170,39 +171,16 @@ func (c *Client) Erase(ctx context.Context, tenant, thread, reason string) (Eras
 	}
 	c.cache.drop(tenant + "." + thread)
 	marker := events.Event{Payload: events.Erased{RemovedEvents: rep.RemovedEvents, LastSeq: last, Reason: reason}}
-	if _, err := c.Append(ctx, tenant, thread, []events.Event{marker}, ExpectVersion(0)); err != nil && !errors.Is(err, projector.ErrRejected) {
+	if _, err := c.Append(ctx, tenant, thread, []events.Event{marker}, ExpectVersion(0)); err != nil && !errors.Is(err, fold.ErrRejected) {
 		return rep, fmt.Errorf("client: erase %s/%s: events purged, marker not written: %w", tenant, thread, err)
 	}
-	keys, err := c.purgeSnapshotKeys(ctx, tenant, thread)
-	rep.SnapshotKeys = keys
+	purged, err := snapstore.PurgeThread(ctx, c.snapshots, c.index, tenant, thread)
+	rep.SnapshotKeys, rep.IndexKeys = purged.SnapshotKeys, purged.IndexKeys
 	if err != nil {
-		return rep, err
+		return rep, fmt.Errorf("client: erase %s/%s: %w", tenant, thread, err)
 	}
-	ik := tenant + "." + thread
-	if err := c.index.Purge(ctx, ik); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return rep, fmt.Errorf("client: erase %s/%s: index: %w", tenant, thread, err)
-	}
-	rep.IndexKeys = []string{ik}
 	c.cache.drop(tenant + "." + thread)
 	return rep, nil
-}
-
-// purgeSnapshotKeys purges every snapshot key of the thread.
-func (c *Client) purgeSnapshotKeys(ctx context.Context, tenant, thread string) ([]string, error) {
-	lister, err := c.snapshots.ListKeysFiltered(ctx, snapshotKeyFilters(tenant, thread)...)
-	if err != nil {
-		return nil, fmt.Errorf("client: erase %s/%s: list snapshot keys: %w", tenant, thread, err)
-	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
-	}
-	for _, k := range keys {
-		if err := c.snapshots.Purge(ctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return keys, fmt.Errorf("client: erase %s/%s: purge snapshot key %s: %w", tenant, thread, k, err)
-		}
-	}
-	return keys, nil
 }
 
 // SetState sets a key of the thread's key-value state (AgentKit state.kv)

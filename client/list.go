@@ -9,32 +9,31 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/fold"
+	"github.com/convlog/convlog/snapstore"
 )
 
 // ThreadSummary is one thread in a listing: what the projector keeps in the
-// index bucket for each thread (projector.Summary).
+// index bucket for each thread (snapstore.Summary).
 type ThreadSummary struct {
-	Tenant       string             `json:"tenant"`
-	Thread       string             `json:"thread"`
-	Owner        string             `json:"owner,omitempty"`
-	Agent        string             `json:"agent,omitempty"`
-	Title        string             `json:"title,omitempty"`
-	Metadata     map[string]string  `json:"metadata,omitempty"`
-	CreatedAt    time.Time          `json:"created_at"`
-	UpdatedAt    time.Time          `json:"updated_at"`
-	Version      uint64             `json:"version"`
-	MessageCount int                `json:"message_count"`
-	Pending      int                `json:"pending,omitempty"`
-	Rejected     uint64             `json:"rejected,omitempty"`
-	Deleted      bool               `json:"deleted,omitempty"`
-	ForkedFrom   *projector.ForkRef `json:"forked_from,omitempty"`
+	Tenant       string            `json:"tenant"`
+	Thread       string            `json:"thread"`
+	Owner        string            `json:"owner,omitempty"`
+	Agent        string            `json:"agent,omitempty"`
+	Title        string            `json:"title,omitempty"`
+	Metadata     map[string]string `json:"metadata,omitempty"`
+	CreatedAt    time.Time         `json:"created_at"`
+	UpdatedAt    time.Time         `json:"updated_at"`
+	Version      uint64            `json:"version"`
+	MessageCount int               `json:"message_count"`
+	Pending      int               `json:"pending,omitempty"`
+	Rejected     uint64            `json:"rejected,omitempty"`
+	Deleted      bool              `json:"deleted,omitempty"`
+	ForkedFrom   *fold.ForkRef     `json:"forked_from,omitempty"`
 }
 
-func summaryOf(s projector.Summary) ThreadSummary {
+func summaryOf(s snapstore.Summary) ThreadSummary {
 	return ThreadSummary{Tenant: s.Tenant, Thread: s.Thread, Owner: s.Owner, Agent: s.Agent, Title: s.Title,
 		Metadata: s.Metadata, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, Version: s.Version,
 		MessageCount: s.Messages, Pending: s.Pending, Rejected: s.Rejected, Deleted: s.Deleted, ForkedFrom: s.ForkedFrom}
@@ -97,7 +96,7 @@ func (c *Client) List(ctx context.Context, tenant string, opts ListOptions) (Lis
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	w, err := c.index.WatchFiltered(ctx, []string{tenant + ".*"}, jetstream.IgnoreDeletes())
+	w, err := snapstore.WatchIndex(ctx, c.index, tenant)
 	if err != nil {
 		return ListPage{}, fmt.Errorf("client: list %s: %w", tenant, err)
 	}
@@ -107,17 +106,17 @@ func (c *Client) List(ctx context.Context, tenant string, opts ListOptions) (Lis
 		if e == nil {
 			break // initial values done
 		}
-		s, err := projector.UnmarshalSummary(e.Value())
+		s, err := snapstore.UnmarshalSummary(e.Value())
 		if err != nil {
 			// The index is derived data: list the thread from its log
 			// (the projector writes the entry again at its next event).
 			c.cfg.Logger.Warn("list: unreadable index entry; reading the thread's log", "key", e.Key(), "err", err)
-			th, gerr := c.Get(ctx, tenant, strings.TrimPrefix(e.Key(), tenant+"."), Consistent(), IncludeDeleted())
+			th, gerr := c.Get(ctx, tenant, snapstore.ThreadOfIndexKey(tenant, e.Key()), Consistent(), IncludeDeleted())
 			if gerr != nil {
 				c.cfg.Logger.Warn("list: thread of an unreadable index entry", "key", e.Key(), "err", gerr)
 				continue
 			}
-			s = projector.SummaryOf(th.State)
+			s = snapstore.SummaryOf(th.state)
 		}
 		ts := summaryOf(s)
 		if !matches(ts, opts) {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/snapstore"
 )
 
 // Finding 6 of the reliability issue: an index entry that does not decode
@@ -30,7 +30,7 @@ func TestListShowsAThreadWhoseIndexEntryIsUnreadable(t *testing.T) {
 
 	idx, err := srv.JS.KeyValue(ctx, c.Config().Resources.IndexBucket)
 	require.NoError(t, err)
-	_, err = idx.Put(ctx, projector.IndexKey("acme", thread), []byte("\xc1 garbage"))
+	_, err = idx.Put(ctx, snapstore.IndexKey("acme", thread), []byte("\xc1 garbage"))
 	require.NoError(t, err)
 
 	page, err := c.List(ctx, "acme", client.ListOptions{})

@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/fold"
 	"github.com/convlog/convlog/internal/directget"
-	"github.com/convlog/convlog/projector"
 )
 
 // pageSize is the number of events one batched direct get returns at most,
@@ -258,14 +258,14 @@ func (p *lastProbe) wait(ctx context.Context) (*RawEvent, error) {
 
 // foldTail folds the thread's events after s.Version (up to upTo, 0 = all)
 // into s. Windowed states are completed with the full history when an event
-// needs it (projector.ErrNeedHistory).
-func (c *Client) foldTail(ctx context.Context, s *projector.State, upTo uint64) error {
+// needs it (fold.ErrNeedHistory).
+func (c *Client) foldTail(ctx context.Context, s *fold.State, upTo uint64) error {
 	return c.foldTailProbed(ctx, s, upTo, nil)
 }
 
 // foldTailProbed is foldTail with a lastProbe of the thread's subject
 // started before s was read (nil: probe now).
-func (c *Client) foldTailProbed(ctx context.Context, s *projector.State, upTo uint64, probe *lastProbe) error {
+func (c *Client) foldTailProbed(ctx context.Context, s *fold.State, upTo uint64, probe *lastProbe) error {
 	subject, err := c.subjects.Thread(s.Tenant, s.Thread)
 	if err != nil {
 		return err
@@ -283,14 +283,14 @@ func (c *Client) foldTailProbed(ctx context.Context, s *projector.State, upTo ui
 			}
 			continue
 		}
-		err := projector.ApplyBytes(s, m.Sequence, m.Time, m.Data)
-		if errors.Is(err, projector.ErrNeedHistory) {
+		err := fold.ApplyBytes(s, m.Sequence, m.Time, m.Data)
+		if errors.Is(err, fold.ErrNeedHistory) {
 			full, ferr := c.foldFrom(ctx, s.Tenant, s.Thread, m.Sequence-1)
 			if ferr != nil {
 				return ferr
 			}
 			*s = *full
-			err = projector.ApplyBytes(s, m.Sequence, m.Time, m.Data)
+			err = fold.ApplyBytes(s, m.Sequence, m.Time, m.Data)
 		}
 		_ = err // rejections are recorded in s
 	}
@@ -298,31 +298,31 @@ func (c *Client) foldTailProbed(ctx context.Context, s *projector.State, upTo ui
 }
 
 // foldMarker folds the erasure marker m over s, a state of events stored
-// before it: with projector.ApplyErasure when m is the first message now
+// before it: with fold.ApplyErasure when m is the first message now
 // stored on subject (the events s holds were purged, as Erase does), else
-// with projector.Apply, which rejects it.
-func (c *Client) foldMarker(ctx context.Context, s *projector.State, subject string, m *RawEvent) error {
+// with fold.Apply, which rejects it.
+func (c *Client) foldMarker(ctx context.Context, s *fold.State, subject string, m *RawEvent) error {
 	first, err := directget.Next(ctx, c.js, c.stream, subject, 1)
 	if err != nil {
 		return fmt.Errorf("client: first message of %s: %w", subject, err)
 	}
 	st, derr := decodeRaw(m)
 	if derr != nil {
-		_ = projector.ApplyBytes(s, m.Sequence, m.Time, m.Data) // recorded as rejected
+		_ = fold.ApplyBytes(s, m.Sequence, m.Time, m.Data) // recorded as rejected
 		return nil
 	}
 	if first != nil && first.Sequence == m.Sequence {
-		_ = projector.ApplyErasure(s, st)
+		_ = fold.ApplyErasure(s, st)
 	} else {
-		_ = projector.Apply(s, st) // rejections are recorded in s
+		_ = fold.Apply(s, st) // rejections are recorded in s
 	}
 	return nil
 }
 
 // foldFrom folds tenant/thread from its first event up to upTo (0 = all)
 // into a fresh, complete state.
-func (c *Client) foldFrom(ctx context.Context, tenant, thread string, upTo uint64) (*projector.State, error) {
-	s := projector.NewState(tenant, thread)
+func (c *Client) foldFrom(ctx context.Context, tenant, thread string, upTo uint64) (*fold.State, error) {
+	s := fold.NewState(tenant, thread)
 	subject, err := c.subjects.Thread(tenant, thread)
 	if err != nil {
 		return nil, err
@@ -331,7 +331,7 @@ func (c *Client) foldFrom(ctx context.Context, tenant, thread string, upTo uint6
 		if err != nil {
 			return nil, err
 		}
-		_ = projector.ApplyBytes(s, m.Sequence, m.Time, m.Data)
+		_ = fold.ApplyBytes(s, m.Sequence, m.Time, m.Data)
 	}
 	return s, nil
 }

@@ -8,20 +8,9 @@ import (
 	"time"
 
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/fold"
+	"github.com/convlog/convlog/snapstore"
 )
-
-// Thread is a thread as readers get it: the projected state (messages valid
-// for chat APIs, metadata, version, pending tool calls, key-value state,
-// rejections) plus, when asked with [WithEvents], the raw events.
-type Thread struct {
-	*projector.State
-	// Events are the thread's stored events in order, when requested.
-	Events []events.Stored `json:"events,omitempty"`
-	// FromSnapshot is true when the answer came from the projector's
-	// snapshot without reading the stream (not consistent mode).
-	FromSnapshot bool `json:"-"`
-}
 
 // GetOption configures a Get.
 type GetOption func(*getOptions)
@@ -61,7 +50,7 @@ func IncludeDeleted() GetOption { return func(o *getOptions) { o.withDeleted = t
 // event up to the stream's current end (or up to upTo when non-zero): the
 // projector's snapshot plus the log's tail, or a fold of the whole log when
 // there is no snapshot.
-func (c *Client) loadState(ctx context.Context, tenant, thread string, upTo uint64) (*projector.State, error) {
+func (c *Client) loadState(ctx context.Context, tenant, thread string, upTo uint64) (*fold.State, error) {
 	if upTo == 0 {
 		probe, err := c.probeThread(ctx, tenant, thread)
 		if err != nil {
@@ -94,14 +83,14 @@ func (c *Client) probeThread(ctx context.Context, tenant, thread string) (*lastP
 // returns nil, nil when there is no snapshot (not projected yet, or no
 // projector running): callers fold the log instead. A corrupt snapshot is
 // logged and ignored the same way.
-func (c *Client) snapshotState(ctx context.Context, tenant, thread string) (*projector.State, error) {
+func (c *Client) snapshotState(ctx context.Context, tenant, thread string) (*fold.State, error) {
 	snap, err := c.snaps.Load(ctx, tenant, thread)
 	switch {
 	case err == nil:
 		return snap.State, nil
-	case errors.Is(err, projector.ErrNoSnapshot):
+	case errors.Is(err, snapstore.ErrNoSnapshot):
 		return nil, nil
-	case errors.Is(err, projector.ErrCorrupt), errors.Is(err, projector.ErrSnapshotChanged):
+	case errors.Is(err, snapstore.ErrCorrupt), errors.Is(err, snapstore.ErrSnapshotChanged):
 		c.cfg.Logger.Warn("snapshot unusable; folding the log", "tenant", tenant, "thread", thread, "err", err)
 		return nil, nil
 	}
@@ -132,10 +121,13 @@ func (c *Client) Get(ctx context.Context, tenant, thread string, opts ...GetOpti
 		defer cancel()
 		ctx = ctx2
 	}
-	var t Thread
+	var (
+		t     Thread
+		state *fold.State
+	)
 	switch {
 	case o.atSeq != 0 || !o.asOf.IsZero() || o.withEvents:
-		s := projector.NewState(tenant, thread)
+		s := fold.NewState(tenant, thread)
 		for m, err := range c.readRaw(ctx, subject, 1, o.atSeq) {
 			if err != nil {
 				return nil, err
@@ -143,7 +135,7 @@ func (c *Client) Get(ctx context.Context, tenant, thread string, opts ...GetOpti
 			if !o.asOf.IsZero() && m.Time.After(o.asOf) {
 				break
 			}
-			_ = projector.ApplyBytes(s, m.Sequence, m.Time, m.Data)
+			_ = fold.ApplyBytes(s, m.Sequence, m.Time, m.Data)
 			if o.withEvents {
 				st, err := decodeRaw(m)
 				if err == nil {
@@ -151,18 +143,18 @@ func (c *Client) Get(ctx context.Context, tenant, thread string, opts ...GetOpti
 				}
 			}
 		}
-		t.State = s
+		state = s
 	case !o.consistent && o.atLeast == 0:
 		s, err := c.snapshotState(ctx, tenant, thread)
 		if err != nil {
 			return nil, err
 		}
 		if s != nil {
-			t.State, t.FromSnapshot = s, true
+			state, t.FromSnapshot = s, true
 			break
 		}
 		// Not projected yet: the log has the answer.
-		if t.State, err = c.foldFrom(ctx, tenant, thread, 0); err != nil {
+		if state, err = c.foldFrom(ctx, tenant, thread, 0); err != nil {
 			return nil, err
 		}
 	default:
@@ -191,8 +183,11 @@ func (c *Client) Get(ctx context.Context, tenant, thread string, opts ...GetOpti
 				return nil, err
 			}
 		}
-		t.State = s
+		state = s
 	}
+	evs, fromSnapshot := t.Events, t.FromSnapshot
+	t = *ThreadOf(state)
+	t.Events, t.FromSnapshot = evs, fromSnapshot
 	if t.Erased {
 		return nil, &NotFoundError{Tenant: tenant, Thread: thread, Reason: "erased", Cause: ErrThreadErased}
 	}

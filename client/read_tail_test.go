@@ -72,9 +72,9 @@ func TestConsistentGetReadsEveryTailShape(t *testing.T) {
 		want, err := c.Get(ctx, tenant, thread, client.AtSeq(v))
 		require.NoError(t, err, name)
 		require.Equal(t, v, got.Version, name)
-		require.Equal(t, want.State.Messages, got.State.Messages, name)
-		require.Equal(t, want.State.Pending, got.State.Pending, name)
-		require.Equal(t, want.State.Version, got.State.Version, name)
+		require.Equal(t, want.Messages, got.Messages, name)
+		require.Equal(t, want.Pending, got.Pending, name)
+		require.Equal(t, want.Version, got.Version, name)
 	}
 	check("no tail")
 	appendEvs(events.UserMessage{Content: events.Text("only the last")})

@@ -8,7 +8,7 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/fold"
 )
 
 // Finding 9 of the reliability issue: a stray first event that is not
@@ -31,7 +31,7 @@ func TestCreateThreadAfterAStrayFirstEvent(t *testing.T) {
 	require.True(t, th.Exists)
 	require.Equal(t, "mine", th.Title)
 	require.Empty(t, th.Messages)
-	require.Equal(t, projector.CodeNoThread, th.Rejections[0].Code)
+	require.Equal(t, fold.CodeNoThread, th.Rejections[0].Code)
 
 	_, _, _, err = c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: thread})
 	require.ErrorIs(t, err, client.ErrThreadExists)

@@ -14,7 +14,7 @@ type TypeInfo struct {
 	// never shown as an event (thread.erased).
 	InAPI bool
 	// Renumberable is true when a writer may fold the event into a window
-	// before it knows its stored sequence (see projector.State.Renumber).
+	// before it knows its stored sequence (see fold.State.Renumber).
 	Renumberable bool
 
 	new   func() Payload

@@ -17,6 +17,7 @@ import (
 
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/snapstore"
 )
 
 // Run with: go test ./projector/ -run '^$' -bench . -benchtime 1s
@@ -123,9 +124,9 @@ func BenchmarkSnapshots(b *testing.B) {
 	e.waitConsumerIdle(b, "convlog-projector")
 	b.Logf("built threads of %v messages in %s", sizes, time.Since(built).Round(time.Millisecond))
 
-	noCache := projector.SnapshotsOptions{ChunkCacheBytes: -1}
-	plain := projector.NewSnapshotsWith(e.res.Snapshots, noCache) // long-lived, no chunk cache
-	cached := projector.NewSnapshots(e.res.Snapshots)             // long-lived, default chunk cache
+	noCache := snapstore.Options{ChunkCacheBytes: -1}
+	plain := snapstore.NewWith(e.res.Snapshots, noCache) // long-lived, no chunk cache
+	cached := snapstore.New(e.res.Snapshots)             // long-lived, default chunk cache
 	for _, n := range sizes {
 		thread := fmt.Sprintf("t%d", n)
 		snap, err := plain.Load(ctx, "bench", thread)
@@ -158,14 +159,14 @@ func BenchmarkSnapshots(b *testing.B) {
 		b.Run(fmt.Sprintf("LoadCold/%d", n), func(b *testing.B) {
 			cpu := cpuTime()
 			for b.Loop() {
-				if _, err := projector.NewSnapshotsWith(e.res.Snapshots, noCache).Load(ctx, "bench", thread); err != nil {
+				if _, err := snapstore.NewWith(e.res.Snapshots, noCache).Load(ctx, "bench", thread); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N), "cpu-us/op")
 			if snap.Bytes <= 1<<20-1024 {
 				b.ReportMetric(interleavedRatio(b, func() {
-					_, _ = projector.NewSnapshotsWith(e.res.Snapshots, noCache).Load(ctx, "bench", thread)
+					_, _ = snapstore.NewWith(e.res.Snapshots, noCache).Load(ctx, "bench", thread)
 				}, rawGet), "x-raw-kv-get")
 			}
 		})

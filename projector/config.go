@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/fold"
 	"github.com/convlog/convlog/internal/provision"
 )
 
@@ -126,7 +127,7 @@ type Applied struct {
 	Type    events.Type
 	EventID string
 	// Code is "" when the event was applied, else why it was rejected.
-	Code Code
+	Code fold.Code
 	// Lag is the time from the event's stream timestamp to the moment the
 	// head holding it was written.
 	Lag time.Duration

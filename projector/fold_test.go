@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/fold"
 	"github.com/convlog/convlog/projector"
 )
 
@@ -27,7 +28,7 @@ type step struct {
 	// env changes the envelope before it is encoded.
 	env func(*events.Event)
 	// want is the verdict: "" applied, else the rejection code.
-	want projector.Code
+	want fold.Code
 }
 
 type foldCase struct {
@@ -39,11 +40,11 @@ type foldCase struct {
 	steps    []step
 	// history is the projected history, one line per message (see line).
 	history []string
-	check   func(t *testing.T, s *projector.State, seqs []uint64)
+	check   func(t *testing.T, s *fold.State, seqs []uint64)
 }
 
-func ok(p events.Payload) step                         { return step{p: p} }
-func rejected(c projector.Code, p events.Payload) step { return step{p: p, want: c} }
+func ok(p events.Payload) step                    { return step{p: p} }
+func rejected(c fold.Code, p events.Payload) step { return step{p: p, want: c} }
 
 func user(text string) events.UserMessage { return events.UserMessage{Content: events.Text(text)} }
 func say(text string) events.AssistantMessage {
@@ -109,7 +110,7 @@ func lines(ms []events.Message) []string {
 	return out
 }
 
-func pendingIDs(s *projector.State) []string {
+func pendingIDs(s *fold.State) []string {
 	var ids []string
 	for _, p := range s.Pending {
 		ids = append(ids, p.ID)
@@ -131,7 +132,7 @@ func foldCases() []foldCase {
 			name:    "a user message and its answer are appended in order",
 			steps:   []step{ok(user("hi")), ok(say("hello"))},
 			history: []string{"user:hi", "assistant:hello"},
-			check: func(t *testing.T, s *projector.State, seqs []uint64) {
+			check: func(t *testing.T, s *fold.State, seqs []uint64) {
 				require.Equal(t, seqs[2], s.Version)
 				require.NotNil(t, s.LastUser)
 				require.Equal(t, seqs[1], s.LastUser.Seq)
@@ -142,7 +143,7 @@ func foldCases() []foldCase {
 			name:    "a tool call is pending until its result answers it",
 			steps:   []step{ok(user("q")), ok(calls("a"))},
 			history: []string{"user:q", "assistant->a"},
-			check: func(t *testing.T, s *projector.State, _ []uint64) {
+			check: func(t *testing.T, s *fold.State, _ []uint64) {
 				require.Equal(t, []string{"a"}, pendingIDs(s))
 			},
 		},
@@ -164,30 +165,30 @@ func foldCases() []foldCase {
 		},
 		{
 			name:    "a result before its call is rejected",
-			steps:   []step{ok(user("q")), rejected(projector.CodeNotPending, result("a", "early")), ok(calls("a")), ok(result("a", "late"))},
+			steps:   []step{ok(user("q")), rejected(fold.CodeNotPending, result("a", "early")), ok(calls("a")), ok(result("a", "late"))},
 			history: []string{"user:q", "assistant->a", "tool[a]:late"},
 		},
 		{
 			name:    "a second answer to the same call is rejected",
-			steps:   []step{ok(user("q")), ok(calls("a")), ok(result("a", "one")), rejected(projector.CodeNotPending, result("a", "two"))},
+			steps:   []step{ok(user("q")), ok(calls("a")), ok(result("a", "one")), rejected(fold.CodeNotPending, result("a", "two"))},
 			history: []string{"user:q", "assistant->a", "tool[a]:one"},
 		},
 		{
 			name:    "a result for a call that was never made is rejected",
-			steps:   []step{ok(user("q")), ok(calls("a")), rejected(projector.CodeNotPending, result("b", "?")), ok(result("a", "!"))},
+			steps:   []step{ok(user("q")), ok(calls("a")), rejected(fold.CodeNotPending, result("b", "?")), ok(result("a", "!"))},
 			history: []string{"user:q", "assistant->a", "tool[a]:!"},
 		},
 		{
 			name:    "a user message while calls are pending is rejected under the reject policy",
-			steps:   []step{ok(user("q")), ok(calls("a")), rejected(projector.CodePendingCalls, user("hello?"))},
+			steps:   []step{ok(user("q")), ok(calls("a")), rejected(fold.CodePendingCalls, user("hello?"))},
 			history: []string{"user:q", "assistant->a"},
-			check: func(t *testing.T, s *projector.State, _ []uint64) {
+			check: func(t *testing.T, s *fold.State, _ []uint64) {
 				require.Equal(t, []string{"a"}, pendingIDs(s))
 			},
 		},
 		{
 			name:    "an assistant message while calls are pending is rejected under the reject policy",
-			steps:   []step{ok(user("q")), ok(calls("a")), rejected(projector.CodePendingCalls, say("never mind"))},
+			steps:   []step{ok(user("q")), ok(calls("a")), rejected(fold.CodePendingCalls, say("never mind"))},
 			history: []string{"user:q", "assistant->a"},
 		},
 		{
@@ -195,7 +196,7 @@ func foldCases() []foldCase {
 			created: cancel,
 			steps:   []step{ok(user("q")), ok(calls("a", "b")), ok(result("b", "B")), ok(user("stop"))},
 			history: []string{"user:q", "assistant->a,b", "tool[b]:B", "*tool[a]:" + events.CancelledContent, "user:stop"},
-			check: func(t *testing.T, s *projector.State, _ []uint64) {
+			check: func(t *testing.T, s *fold.State, _ []uint64) {
 				require.Empty(t, s.Pending)
 				require.True(t, s.Messages[3].IsError)
 			},
@@ -203,20 +204,20 @@ func foldCases() []foldCase {
 		{
 			name:    "a late result for a cancelled call is rejected",
 			created: cancel,
-			steps:   []step{ok(user("q")), ok(calls("a")), ok(say("moving on")), rejected(projector.CodeNotPending, result("a", "late"))},
+			steps:   []step{ok(user("q")), ok(calls("a")), ok(say("moving on")), rejected(fold.CodeNotPending, result("a", "late"))},
 			history: []string{"user:q", "assistant->a", "*tool[a]:" + events.CancelledContent, "assistant:moving on"},
 		},
 		{
 			name:    "a reset clears the history and later messages start a new one",
 			steps:   []step{ok(user("one")), ok(say("1")), ok(events.Reset{Reason: "new topic"}), ok(user("two"))},
 			history: []string{"user:two"},
-			check: func(t *testing.T, s *projector.State, _ []uint64) {
+			check: func(t *testing.T, s *fold.State, _ []uint64) {
 				require.EqualValues(t, 1, s.Generation)
 			},
 		},
 		{
 			name:    "a reset drops pending tool calls",
-			steps:   []step{ok(user("q")), ok(calls("a")), ok(events.Reset{}), rejected(projector.CodeNotPending, result("a", "late")), ok(user("again"))},
+			steps:   []step{ok(user("q")), ok(calls("a")), ok(events.Reset{}), rejected(fold.CodeNotPending, result("a", "late")), ok(user("again"))},
 			history: []string{"user:again"},
 		},
 		{
@@ -235,13 +236,13 @@ func foldCases() []foldCase {
 		{
 			name: "a restore with a result that answers no call is rejected",
 			steps: []step{ok(user("keep")),
-				rejected(projector.CodeInvalidHistory, events.Restore{Messages: []events.Message{msg(events.RoleUser, "u"), toolMsg("nope", "?")}})},
+				rejected(fold.CodeInvalidHistory, events.Restore{Messages: []events.Message{msg(events.RoleUser, "u"), toolMsg("nope", "?")}})},
 			history: []string{"user:keep"},
 		},
 		{
 			name: "a restore with a user message between a call and its result is rejected",
 			steps: []step{ok(user("keep")),
-				rejected(projector.CodeInvalidHistory, events.Restore{Messages: []events.Message{callMsg("x"), msg(events.RoleUser, "u"), toolMsg("x", "X")}})},
+				rejected(fold.CodeInvalidHistory, events.Restore{Messages: []events.Message{callMsg("x"), msg(events.RoleUser, "u"), toolMsg("x", "X")}})},
 			history: []string{"user:keep"},
 		},
 		{
@@ -249,26 +250,26 @@ func foldCases() []foldCase {
 			steps: []step{ok(user("a")), ok(say("b")), ok(user("c")), ok(say("d")),
 				{dyn: compactAfter(2, "a and b happened")}, ok(user("e"))},
 			history: []string{"*user:a and b happened", "user:c", "assistant:d", "user:e"},
-			check: func(t *testing.T, s *projector.State, seqs []uint64) {
+			check: func(t *testing.T, s *fold.State, seqs []uint64) {
 				require.Equal(t, seqs[2], s.Messages[0].Seq, "the summary carries the last sequence it replaces")
 			},
 		},
 		{
 			name: "a compaction that would separate a call from its result is rejected",
 			steps: []step{ok(user("q")), ok(calls("a")), ok(result("a", "A")), ok(say("ok")),
-				{dyn: compactAfter(2, "cut inside a turn"), want: projector.CodeInvalidHistory}},
+				{dyn: compactAfter(2, "cut inside a turn"), want: fold.CodeInvalidHistory}},
 			history: []string{"user:q", "assistant->a", "tool[a]:A", "assistant:ok"},
 		},
 		{
 			name: "a compaction that would cut a pending call is rejected",
 			steps: []step{ok(user("q")), ok(calls("a")),
-				{dyn: compactAfter(2, "cut the call"), want: projector.CodeInvalidHistory}},
+				{dyn: compactAfter(2, "cut the call"), want: fold.CodeInvalidHistory}},
 			history: []string{"user:q", "assistant->a"},
 		},
 		{
 			name: "a compaction up to its own sequence or later is rejected",
 			steps: []step{ok(user("q")),
-				rejected(projector.CodeInvalidHistory, events.Compaction{UpToSeq: 1 << 40, Summary: events.Text("future")})},
+				rejected(fold.CodeInvalidHistory, events.Compaction{UpToSeq: 1 << 40, Summary: events.Text("future")})},
 			history: []string{"user:q"},
 		},
 		{
@@ -287,52 +288,52 @@ func foldCases() []foldCase {
 				State:    map[string]json.RawMessage{"plan": json.RawMessage(`["x"]`)}}),
 				ok(user("continue"))},
 			history: []string{"user:u", "assistant->f", "tool[f]:F", "assistant:a", "user:continue"},
-			check: func(t *testing.T, s *projector.State, _ []uint64) {
-				require.Equal(t, &projector.ForkRef{Tenant: "src", Thread: "orig", Seq: 77}, s.ForkedFrom)
+			check: func(t *testing.T, s *fold.State, _ []uint64) {
+				require.Equal(t, &fold.ForkRef{Tenant: "src", Thread: "orig", Seq: 77}, s.ForkedFrom)
 				require.JSONEq(t, `["x"]`, string(s.KV["plan"]))
 				require.Equal(t, "fork", s.Title)
 			},
 		},
 		{
 			name:    "a fork onto a thread that exists is rejected",
-			steps:   []step{rejected(projector.CodeAlreadyExists, events.Forked{SourceTenant: "src", SourceThread: "orig", SourceSeq: 1, Messages: []events.Message{}})},
+			steps:   []step{rejected(fold.CodeAlreadyExists, events.Forked{SourceTenant: "src", SourceThread: "orig", SourceSeq: 1, Messages: []events.Message{}})},
 			history: []string{},
 		},
 		{
 			name:     "a fork with an invalid history is rejected and the thread does not exist",
 			noCreate: true,
-			steps: []step{rejected(projector.CodeInvalidHistory, events.Forked{SourceTenant: "src", SourceThread: "orig", SourceSeq: 1,
+			steps: []step{rejected(fold.CodeInvalidHistory, events.Forked{SourceTenant: "src", SourceThread: "orig", SourceSeq: 1,
 				Messages: []events.Message{toolMsg("x", "orphan")}}),
-				rejected(projector.CodeNoThread, user("anyone?"))},
+				rejected(fold.CodeNoThread, user("anyone?"))},
 			history: []string{},
-			check:   func(t *testing.T, s *projector.State, _ []uint64) { require.False(t, s.Exists) },
+			check:   func(t *testing.T, s *fold.State, _ []uint64) { require.False(t, s.Exists) },
 		},
 		{
 			name: "state set and delete change the key-value state",
 			steps: []step{ok(events.StateSet{Key: "a", Value: json.RawMessage(`1`)}), ok(events.StateSet{Key: "b", Value: json.RawMessage(`{"x":true}`)}),
 				ok(events.StateSet{Key: "a", Value: json.RawMessage(`2`)}), ok(events.StateDeleted{Key: "b"})},
 			history: []string{},
-			check: func(t *testing.T, s *projector.State, _ []uint64) {
+			check: func(t *testing.T, s *fold.State, _ []uint64) {
 				require.Len(t, s.KV, 1)
 				require.JSONEq(t, `2`, string(s.KV["a"]))
 			},
 		},
 		{
 			name:    "a state set beyond the size limit is rejected",
-			steps:   []step{rejected(projector.CodeTooLarge, events.StateSet{Key: "big", Value: json.RawMessage(`"` + strings.Repeat("x", projector.MaxStateBytes) + `"`)})},
+			steps:   []step{rejected(fold.CodeTooLarge, events.StateSet{Key: "big", Value: json.RawMessage(`"` + strings.Repeat("x", fold.MaxStateBytes) + `"`)})},
 			history: []string{},
-			check:   func(t *testing.T, s *projector.State, _ []uint64) { require.Empty(t, s.KV) },
+			check:   func(t *testing.T, s *fold.State, _ []uint64) { require.Empty(t, s.KV) },
 		},
 		{
 			name: "a soft-deleted thread rejects appends until it is undeleted",
-			steps: []step{ok(user("a")), ok(events.Deleted{Reason: "spam?"}), rejected(projector.CodeDeleted, user("b")),
+			steps: []step{ok(user("a")), ok(events.Deleted{Reason: "spam?"}), rejected(fold.CodeDeleted, user("b")),
 				ok(events.Undeleted{}), ok(user("c"))},
 			history: []string{"user:a", "user:c"},
-			check:   func(t *testing.T, s *projector.State, _ []uint64) { require.False(t, s.Deleted) },
+			check:   func(t *testing.T, s *fold.State, _ []uint64) { require.False(t, s.Deleted) },
 		},
 		{
 			name:    "undeleting a thread that is not deleted is rejected",
-			steps:   []step{rejected(projector.CodeInvalid, events.Undeleted{})},
+			steps:   []step{rejected(fold.CodeInvalid, events.Undeleted{})},
 			history: []string{},
 		},
 		{
@@ -340,55 +341,55 @@ func foldCases() []foldCase {
 			// first message (TestErasureMarkerOnAPurgedSubject); one after
 			// stored events was published by hand and hides nothing.
 			name: "an erasure marker after events that are still stored is rejected",
-			steps: []step{ok(user("secret")), rejected(projector.CodeErasureNotFirst, events.Erased{RemovedEvents: 2, LastSeq: 2, Reason: "forged"}),
+			steps: []step{ok(user("secret")), rejected(fold.CodeErasureNotFirst, events.Erased{RemovedEvents: 2, LastSeq: 2, Reason: "forged"}),
 				ok(user("more"))},
 			history: []string{"user:secret", "user:more"},
-			check: func(t *testing.T, s *projector.State, _ []uint64) {
+			check: func(t *testing.T, s *fold.State, _ []uint64) {
 				require.False(t, s.Erased)
 			},
 		},
 		{
 			name:    "an event of a newer schema version is rejected",
-			steps:   []step{{p: user("from the future"), env: func(e *events.Event) { e.SchemaVersion = events.SchemaVersion + 1 }, want: projector.CodeNewerSchema}},
+			steps:   []step{{p: user("from the future"), env: func(e *events.Event) { e.SchemaVersion = events.SchemaVersion + 1 }, want: fold.CodeNewerSchema}},
 			history: []string{},
 		},
 		{
 			name:    "an event of an unknown type is rejected",
-			steps:   []step{{p: events.Reset{}, env: func(e *events.Event) { e.Type = "thread.teleported" }, want: projector.CodeUnknownType}, ok(user("still here"))},
+			steps:   []step{{p: events.Reset{}, env: func(e *events.Event) { e.Type = "thread.teleported" }, want: fold.CodeUnknownType}, ok(user("still here"))},
 			history: []string{"user:still here"},
 		},
 		{
 			name:    "undecodable bytes published straight to the thread subject are rejected",
-			steps:   []step{{raw: []byte("this is not msgpack"), want: projector.CodeUndecodable}, {raw: []byte{}, want: projector.CodeUndecodable}, ok(user("fine"))},
+			steps:   []step{{raw: []byte("this is not msgpack"), want: fold.CodeUndecodable}, {raw: []byte{}, want: fold.CodeUndecodable}, ok(user("fine"))},
 			history: []string{"user:fine"},
 		},
 		{
 			name:    "an event whose envelope names another tenant is rejected",
-			steps:   []step{{p: user("sneaky"), env: func(e *events.Event) { e.Tenant = "other" }, want: projector.CodeWrongThread}},
+			steps:   []step{{p: user("sneaky"), env: func(e *events.Event) { e.Tenant = "other" }, want: fold.CodeWrongThread}},
 			history: []string{},
 		},
 		{
 			name:    "an event whose envelope names another thread is rejected",
-			steps:   []step{{p: user("lost"), env: func(e *events.Event) { e.Thread = "elsewhere" }, want: projector.CodeWrongThread}},
+			steps:   []step{{p: user("lost"), env: func(e *events.Event) { e.Thread = "elsewhere" }, want: fold.CodeWrongThread}},
 			history: []string{},
 		},
 		{
 			name:     "events before thread.created are rejected",
 			noCreate: true,
-			steps:    []step{rejected(projector.CodeNoThread, user("too early")), ok(events.ThreadCreated{}), ok(user("now"))},
+			steps:    []step{rejected(fold.CodeNoThread, user("too early")), ok(events.ThreadCreated{}), ok(user("now"))},
 			history:  []string{"user:now"},
 		},
 		{
 			name:    "a second thread.created is rejected",
-			steps:   []step{rejected(projector.CodeAlreadyExists, events.ThreadCreated{Title: "again"})},
+			steps:   []step{rejected(fold.CodeAlreadyExists, events.ThreadCreated{Title: "again"})},
 			history: []string{},
 		},
 		{
 			name: "an invalid event is rejected with the field that is wrong",
-			steps: []step{rejected(projector.CodeInvalid, events.AssistantMessage{ToolCalls: []events.ToolCall{{ID: "a", Name: "f", Arguments: "{broken"}}}),
+			steps: []step{rejected(fold.CodeInvalid, events.AssistantMessage{ToolCalls: []events.ToolCall{{ID: "a", Name: "f", Arguments: "{broken"}}}),
 				ok(user("ok"))},
 			history: []string{"user:ok"},
-			check: func(t *testing.T, s *projector.State, _ []uint64) {
+			check: func(t *testing.T, s *fold.State, _ []uint64) {
 				require.Contains(t, s.Rejections[0].Reason, "arguments")
 			},
 		},
@@ -397,7 +398,7 @@ func foldCases() []foldCase {
 			created: &events.ThreadCreated{Title: "t", Metadata: map[string]string{"keep": "1", "drop": "2"}},
 			steps:   []step{ok(events.ThreadUpdated{Title: &title, SystemPrompt: &sp, Metadata: map[string]string{"drop": "", "new": "3"}})},
 			history: []string{},
-			check: func(t *testing.T, s *projector.State, _ []uint64) {
+			check: func(t *testing.T, s *fold.State, _ []uint64) {
 				require.Equal(t, "renamed", s.Title)
 				require.Equal(t, sp, *s.SystemPrompt)
 				require.Equal(t, map[string]string{"keep": "1", "new": "3"}, s.Metadata)
@@ -409,7 +410,7 @@ func foldCases() []foldCase {
 				ok(user("do")), ok(events.AssistantMessage{Content: events.Text("d"), Agent: "worker"}),
 				ok(user("more")), ok(events.AssistantMessage{Content: events.Text("d2"), Agent: "worker"})},
 			history: []string{"user:plan", "assistant:p", "user:do", "assistant:d", "user:more", "assistant:d2"},
-			check: func(t *testing.T, s *projector.State, _ []uint64) {
+			check: func(t *testing.T, s *fold.State, _ []uint64) {
 				require.Equal(t, map[string]int{"planner": 1, "worker": 2}, s.AgentTurns)
 				require.Equal(t, "worker", s.Messages[5].Agent)
 			},
@@ -431,8 +432,8 @@ func TestFold(t *testing.T) {
 
 	type published struct {
 		seqs  []uint64
-		mem   *projector.State
-		codes []projector.Code
+		mem   *fold.State
+		codes []fold.Code
 	}
 	pubs := make([]published, len(cases))
 	for i, tc := range cases {
@@ -446,7 +447,7 @@ func TestFold(t *testing.T) {
 			}
 			steps = append([]step{ok(created)}, steps...)
 		}
-		mem := projector.NewState("fold", thread)
+		mem := fold.NewState("fold", thread)
 		var seqs []uint64
 		for _, st := range steps {
 			data := st.raw
@@ -475,9 +476,9 @@ func TestFold(t *testing.T) {
 			}
 			seq := e.publishRaw(t, subject, data, nil, opts...)
 			seqs = append(seqs, seq)
-			err := projector.ApplyBytes(mem, seq, c.t, data)
-			var rej *projector.RejectionError
-			code := projector.Code("")
+			err := fold.ApplyBytes(mem, seq, c.t, data)
+			var rej *fold.RejectionError
+			code := fold.Code("")
 			if errors.As(err, &rej) {
 				code = rej.Code
 			} else {
@@ -505,7 +506,7 @@ func TestFold(t *testing.T) {
 			got := snap.State
 			requireSameState(t, p.mem, got)
 			// The snapshot records exactly the rejections the fold gave.
-			byseq := map[uint64]projector.Code{}
+			byseq := map[uint64]fold.Code{}
 			for _, r := range got.Rejections {
 				byseq[r.Seq] = r.Code
 			}
@@ -534,19 +535,19 @@ func TestErasureMarkerOnAPurgedSubject(t *testing.T) {
 	}
 	marker := ev(4, events.Erased{RemovedEvents: 3, LastSeq: 3, Reason: "GDPR"})
 
-	s := projector.NewState("acme", "t")
-	require.NoError(t, projector.Apply(s, ev(1, events.ThreadCreated{})))
-	require.NoError(t, projector.Apply(s, ev(2, events.UserMessage{Content: events.Text("secret")})))
-	require.NoError(t, projector.Apply(s, ev(3, events.StateSet{Key: "k", Value: []byte(`1`)})))
-	require.NoError(t, projector.ApplyErasure(s, marker))
+	s := fold.NewState("acme", "t")
+	require.NoError(t, fold.Apply(s, ev(1, events.ThreadCreated{})))
+	require.NoError(t, fold.Apply(s, ev(2, events.UserMessage{Content: events.Text("secret")})))
+	require.NoError(t, fold.Apply(s, ev(3, events.StateSet{Key: "k", Value: []byte(`1`)})))
+	require.NoError(t, fold.ApplyErasure(s, marker))
 	require.True(t, s.Erased)
 	require.Empty(t, s.KV)
 	require.Empty(t, s.Messages)
 	require.Equal(t, uint64(4), s.Version)
-	require.ErrorIs(t, projector.Apply(s, ev(5, events.UserMessage{Content: events.Text("more")})), projector.ErrRejected)
-	require.Equal(t, projector.CodeErased, s.Rejections[len(s.Rejections)-1].Code)
+	require.ErrorIs(t, fold.Apply(s, ev(5, events.UserMessage{Content: events.Text("more")})), fold.ErrRejected)
+	require.Equal(t, fold.CodeErased, s.Rejections[len(s.Rejections)-1].Code)
 
-	fresh := projector.NewState("acme", "t")
-	require.NoError(t, projector.Apply(fresh, marker))
+	fresh := fold.NewState("acme", "t")
+	require.NoError(t, fold.Apply(fresh, marker))
 	require.True(t, fresh.Erased)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/snapstore"
 )
 
 var updateSnapshot = flag.Bool("update", false, "rewrite testdata/snapshot.golden.json from the projector's output")
@@ -88,16 +89,16 @@ func TestSnapshotFormatIsPinned(t *testing.T) {
 	got := snapshotGoldenFile{Description: "KV values of the fixed thread of goldenThread (projector_test), ChunkBytes 1 KiB, TailBytes 512",
 		Snapshots: map[string]string{}, Index: map[string]string{}}
 	keys := e.chunkKeys(t, e.res.Snapshots.Bucket(), "acme", "golden")
-	keys = append(keys, projector.HeadKey("acme", "golden"))
+	keys = append(keys, snapstore.HeadKey("acme", "golden"))
 	slices.Sort(keys)
 	for _, k := range keys {
 		v, err := e.res.Snapshots.Get(ctx, k)
 		require.NoError(t, err, k)
 		got.Snapshots[k] = hex.EncodeToString(v.Value())
 	}
-	v, err := e.res.Index.Get(ctx, projector.IndexKey("acme", "golden"))
+	v, err := e.res.Index.Get(ctx, snapstore.IndexKey("acme", "golden"))
 	require.NoError(t, err)
-	got.Index[projector.IndexKey("acme", "golden")] = hex.EncodeToString(v.Value())
+	got.Index[snapstore.IndexKey("acme", "golden")] = hex.EncodeToString(v.Value())
 
 	if *updateSnapshot {
 		b, err := json.MarshalIndent(got, "", "  ")

@@ -17,9 +17,11 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/fold"
 	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/snapstore"
 )
 
 // env is a provisioned embedded server with the snapshot reader.
@@ -27,13 +29,13 @@ type env struct {
 	srv   *natstest.Server
 	res   provision.Resources
 	js    jetstream.JetStream
-	snaps *projector.Snapshots
+	snaps *snapstore.Store
 }
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	srv, res := natstest.Provisioned(t, provision.Config{})
-	return &env{srv: srv, res: res, js: srv.JS, snaps: projector.NewSnapshots(res.Snapshots)}
+	return &env{srv: srv, res: res, js: srv.JS, snaps: snapstore.New(res.Snapshots)}
 }
 
 // start runs a projector until the test ends (or stop is called) and
@@ -96,13 +98,13 @@ func (e *env) publishAfter(t testing.TB, ev events.Event, version uint64) uint64
 }
 
 // fold folds a thread from the stream in memory, from its first event.
-func (e *env) fold(t testing.TB, tenant, thread string) *projector.State {
+func (e *env) fold(t testing.TB, tenant, thread string) *fold.State {
 	t.Helper()
-	return e.foldMore(t, projector.NewState(tenant, thread))
+	return e.foldMore(t, fold.NewState(tenant, thread))
 }
 
 // foldMore folds the events after s.Version into s (a copy) and returns it.
-func (e *env) foldMore(t testing.TB, s *projector.State) *projector.State {
+func (e *env) foldMore(t testing.TB, s *fold.State) *fold.State {
 	t.Helper()
 	s = s.Clone()
 	from := s.Version + 1
@@ -116,7 +118,7 @@ func (e *env) foldMore(t testing.TB, s *projector.State) *projector.State {
 				break
 			}
 			require.NoError(t, err)
-			_ = projector.ApplyBytes(s, m.Sequence, m.Time, m.Data)
+			_ = fold.ApplyBytes(s, m.Sequence, m.Time, m.Data)
 			from = m.Sequence + 1
 			n++
 		}
@@ -148,9 +150,9 @@ func (e *env) waitVersion(t testing.TB, tenant, thread string, v uint64) {
 
 // requireSameState fails unless a and b are the same projection (nil and
 // empty collections alike; a JSON diff on mismatch).
-func requireSameState(t testing.TB, want, got *projector.State, msgAndArgs ...any) {
+func requireSameState(t testing.TB, want, got *fold.State, msgAndArgs ...any) {
 	t.Helper()
-	norm := func(s *projector.State) *projector.State {
+	norm := func(s *fold.State) *fold.State {
 		c := *s
 		if c.Messages == nil {
 			c.Messages = []events.Message{}
@@ -281,13 +283,13 @@ func (e *env) waitConsumerIdle(t testing.TB, durable string) {
 
 // waitIndex polls until the thread's index entry holds version v (it is
 // written right after the head) and returns it.
-func (e *env) waitIndex(t testing.TB, tenant, thread string, v uint64) projector.Summary {
+func (e *env) waitIndex(t testing.TB, tenant, thread string, v uint64) snapstore.Summary {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		entry, err := e.res.Index.Get(context.Background(), projector.IndexKey(tenant, thread))
+		entry, err := e.res.Index.Get(context.Background(), snapstore.IndexKey(tenant, thread))
 		if err == nil {
-			sum, err := projector.UnmarshalSummary(entry.Value())
+			sum, err := snapstore.UnmarshalSummary(entry.Value())
 			require.NoError(t, err)
 			if sum.Version >= v {
 				return sum

@@ -11,6 +11,7 @@ import (
 
 	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/snapstore"
 )
 
 // The projector is cancelled at 50 random points while 10,000 events stream
@@ -79,7 +80,7 @@ func TestTwoInstancesMatchOneInstance(t *testing.T) {
 	t.Logf("published in %s", time.Since(start))
 	tr.verify(t, e, e.snaps, e.res.Snapshots, e.res.Index, false)
 	t.Logf("verified in %s", time.Since(start))
-	tr.verify(t, e, projector.NewSnapshots(single.Snapshots), single.Snapshots, single.Index, true)
+	tr.verify(t, e, snapstore.New(single.Snapshots), single.Snapshots, single.Index, true)
 	t.Logf("%d events on %d threads in %s; steps per instance %d/%d, %d conflicts",
 		tr.events(), len(tr.threads), time.Since(start).Round(time.Millisecond), steps[0].Load(), steps[1].Load(), conflicts.Load())
 	require.NotZero(t, steps[0].Load())

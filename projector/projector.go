@@ -15,6 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/lru"
+	"github.com/convlog/convlog/snapstore"
 )
 
 // Projector is the runner: it consumes the event stream with a durable
@@ -36,14 +38,16 @@ type Projector struct {
 	defaultChunk bool
 
 	// Bound by Run.
-	snaps    jetstream.KeyValue
-	index    jetstream.KeyValue
-	kvStream jetstream.Stream
+	store *snapstore.Writer
 
 	mu      sync.Mutex
 	threads map[string]*threadState // threads with queued or running work
-	cache   *headCache
-	window  *deliveryWindow // used by Run's goroutine only
+	// cache keeps the heads this instance wrote or read last, least
+	// recently used evicted first (Config.CacheThreads, CacheBytes). A
+	// cached head may be stale (another instance wrote since): the
+	// compare-and-swap of the next step finds out and drops it.
+	cache  *lru.Cache[string, *snapstore.Head]
+	window *deliveryWindow // used by Run's goroutine only
 }
 
 // threadState is one thread with triggers to process. At most one worker
@@ -85,7 +89,7 @@ func New(js jetstream.JetStream, cfg Config) (*Projector, error) {
 	cfg = cfg.withDefaults()
 	return &Projector{
 		js: js, cfg: cfg, defaultChunk: defaultChunk, log: cfg.Logger, subjects: events.Subjects{Prefix: cfg.SubjectPrefix},
-		ready: make(chan struct{}), threads: map[string]*threadState{}, cache: newHeadCache(cfg.CacheThreads, cfg.CacheBytes),
+		ready: make(chan struct{}), threads: map[string]*threadState{}, cache: lru.New[string, *snapstore.Head](cfg.CacheThreads, int64(cfg.CacheBytes)),
 		window: newDeliveryWindow(),
 	}, nil
 }
@@ -175,16 +179,6 @@ func (p *Projector) bind(ctx context.Context) (jetstream.Consumer, error) {
 	if _, err := p.js.Stream(ctx, c.Stream); err != nil {
 		errs = append(errs, fmt.Errorf("projector: stream %s: %w", c.Stream, err))
 	}
-	var err error
-	if p.snaps, err = p.js.KeyValue(ctx, c.SnapshotBucket); err != nil {
-		errs = append(errs, fmt.Errorf("projector: snapshot bucket %s: %w", c.SnapshotBucket, err))
-	}
-	if p.index, err = p.js.KeyValue(ctx, c.IndexBucket); err != nil {
-		errs = append(errs, fmt.Errorf("projector: index bucket %s: %w", c.IndexBucket, err))
-	}
-	if p.kvStream, err = p.js.Stream(ctx, "KV_"+c.SnapshotBucket); err != nil {
-		errs = append(errs, fmt.Errorf("projector: snapshot bucket stream KV_%s: %w", c.SnapshotBucket, err))
-	}
 	if mp := p.js.Conn().MaxPayload(); mp > 0 && mp < int64(c.ChunkBytes+payloadSlack) {
 		if fit := int(mp) - payloadSlack; p.defaultChunk && fit >= 1<<10 {
 			// Set before any worker starts, so no step sees the old value.
@@ -194,9 +188,20 @@ func (p *Projector) bind(ctx context.Context) (jetstream.Consumer, error) {
 			errs = append(errs, fmt.Errorf("projector: the server's max payload (%d bytes) is too small for ChunkBytes %d (needs ChunkBytes+64 KiB)", mp, c.ChunkBytes))
 		}
 	}
+	store, err := snapstore.NewWriter(ctx, p.js, snapstore.WriterConfig{
+		SnapshotBucket: c.SnapshotBucket, IndexBucket: c.IndexBucket,
+		ChunkBytes: p.cfg.ChunkBytes, TailBytes: p.cfg.TailBytes, Logger: p.log,
+		OnIndexRebuilt: func(tenant, thread string, err error) {
+			p.report(Failure{Tenant: tenant, Thread: thread, Reason: FailureIndexRebuilt, Err: err})
+		},
+	})
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	p.store = store
 	cons, err := p.js.CreateOrUpdateConsumer(ctx, c.Stream, jetstream.ConsumerConfig{
 		Durable:       c.Durable,
 		Description:   "convlog projector: triggers snapshot updates (shared by every instance)",
@@ -246,7 +251,7 @@ func (p *Projector) dispatch(msg jetstream.Msg, work chan<- *threadState) {
 	// folded (a step reads every event of its thread, not just its
 	// trigger's): ack those at once. Versions only grow, so a cached head
 	// at or past seq, with its index entry written, proves it.
-	if c := p.cache.get(key); c != nil && md != nil && c.settled(md.Sequence.Stream) {
+	if c, ok := p.cache.Get(key); ok && md != nil && c.Settled(md.Sequence.Stream) {
 		_ = msg.Ack()
 		return
 	}

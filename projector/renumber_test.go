@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/fold"
 )
 
 // Folding events with provisional sequences (version+1, +2, ...) and then
@@ -28,9 +28,9 @@ func TestRenumberEqualsFoldWithStoredSequences(t *testing.T) {
 		if r.IntN(2) == 0 {
 			policy = events.PendingCancel
 		}
-		s := projector.NewState("acme", "t1")
+		s := fold.NewState("acme", "t1")
 		seq := uint64(r.IntN(50) + 1)
-		require.NoError(t, projector.Apply(s, events.Stored{Seq: seq, Event: c.ev("acme", "t1", events.ThreadCreated{PendingPolicy: policy})}))
+		require.NoError(t, fold.Apply(s, events.Stored{Seq: seq, Event: c.ev("acme", "t1", events.ThreadCreated{PendingPolicy: policy})}))
 		call := 0
 		for round := 0; round < 20; round++ {
 			var evs []events.Event
@@ -58,7 +58,7 @@ func TestRenumberEqualsFoldWithStoredSequences(t *testing.T) {
 				default:
 					p = result("nope", "no such call") // rejected
 				}
-				require.True(t, projector.Renumberable(p), "%T", p)
+				require.True(t, fold.Renumberable(p), "%T", p)
 				evs = append(evs, c.ev("acme", "t1", p))
 			}
 			// The stored sequences: after the version, with gaps (other
@@ -72,11 +72,11 @@ func TestRenumberEqualsFoldWithStoredSequences(t *testing.T) {
 			}
 			want := s.Clone()
 			for i, e := range evs {
-				_ = projector.Apply(want, events.Stored{Event: e, Seq: stored[i]})
+				_ = fold.Apply(want, events.Stored{Event: e, Seq: stored[i]})
 			}
 			got := s.Clone()
 			for i, e := range evs {
-				_ = projector.Apply(got, events.Stored{Event: e, Seq: from + uint64(i) + 1})
+				_ = fold.Apply(got, events.Stored{Event: e, Seq: from + uint64(i) + 1})
 			}
 			got.Renumber(from, stored)
 			require.Equal(t, want, got, "seed %d round %d", seed, round)
@@ -84,7 +84,7 @@ func TestRenumberEqualsFoldWithStoredSequences(t *testing.T) {
 			unchecked := s.Clone()
 			for i, e := range evs {
 				require.NoError(t, e.Validate())
-				_ = projector.ApplyValidated(unchecked, events.Stored{Event: e, Seq: stored[i]})
+				_ = fold.ApplyValidated(unchecked, events.Stored{Event: e, Seq: stored[i]})
 			}
 			require.Equal(t, want, unchecked, "ApplyValidated: seed %d round %d", seed, round)
 			s = want
@@ -96,6 +96,6 @@ func TestRenumberEqualsFoldWithStoredSequences(t *testing.T) {
 func TestRenumberableRefusesHistoryReplacingEvents(t *testing.T) {
 	for _, p := range []events.Payload{events.Restore{}, events.Compaction{}, events.Forked{},
 		events.Reset{}, events.ThreadCreated{}, events.Erased{}, events.Deleted{}, events.Undeleted{}} {
-		require.False(t, projector.Renumberable(p), "%T", p)
+		require.False(t, fold.Renumberable(p), "%T", p)
 	}
 }

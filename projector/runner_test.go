@@ -12,10 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/fold"
 	"github.com/convlog/convlog/internal/embedded"
 	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/snapstore"
 )
 
 func TestRunnerProjectsASimpleThread(t *testing.T) {
@@ -34,11 +36,11 @@ func TestRunnerProjectsASimpleThread(t *testing.T) {
 
 // waitChunks polls until the snapshot bucket holds exactly the chunks snap
 // names: garbage is purged right after the head is written.
-func (e *env) waitChunks(t testing.TB, tenant, thread string, snap *projector.Snapshot) {
+func (e *env) waitChunks(t testing.TB, tenant, thread string, snap *snapstore.Snapshot) {
 	t.Helper()
 	want := map[string]bool{}
 	for _, c := range snap.Chunks {
-		want[projector.ChunkKey(tenant, thread, snap.Gen, c.First, c.Count)] = true
+		want[snapstore.ChunkKey(tenant, thread, snap.Gen, c.First, c.Count)] = true
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -177,7 +179,7 @@ func TestErasureRemovesChunksAndIndexEntry(t *testing.T) {
 		time.Sleep(2 * time.Millisecond) // polling interval
 	}
 	for {
-		_, err = e.res.Index.Get(ctx, projector.IndexKey("acme", "gone"))
+		_, err = e.res.Index.Get(ctx, snapstore.IndexKey("acme", "gone"))
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			break
 		}
@@ -206,7 +208,7 @@ func TestIndexSummarizesEveryThread(t *testing.T) {
 	e.waitVersion(t, "acme", "b", lastB)
 
 	sum := e.waitIndex(t, "acme", "a", last)
-	require.Equal(t, projector.Summary{Tenant: "acme", Thread: "a", Owner: "u1", Agent: "bot", Title: "A",
+	require.Equal(t, snapstore.Summary{Tenant: "acme", Thread: "a", Owner: "u1", Agent: "bot", Title: "A",
 		Metadata: map[string]string{"k": "v"}, CreatedAt: time.Unix(1700000000, 1e6).UTC(), UpdatedAt: time.Unix(1700000000, 4e6).UTC(),
 		Version: last, Messages: 2, Pending: 1, Deleted: true}, sum)
 
@@ -219,9 +221,9 @@ func TestIndexSummarizesEveryThread(t *testing.T) {
 func TestSnapshotsReportMissingThreadsAndBadIDs(t *testing.T) {
 	e := newEnv(t)
 	_, err := e.snaps.Load(context.Background(), "acme", "nope")
-	require.ErrorIs(t, err, projector.ErrNoSnapshot)
+	require.ErrorIs(t, err, snapstore.ErrNoSnapshot)
 	_, err = e.snaps.LoadHead(context.Background(), "acme", "nope")
-	require.ErrorIs(t, err, projector.ErrNoSnapshot)
+	require.ErrorIs(t, err, snapstore.ErrNoSnapshot)
 	_, err = e.snaps.Load(context.Background(), "acme", "a.b")
 	require.ErrorIs(t, err, events.ErrInvalidID)
 }
@@ -256,7 +258,7 @@ func TestReadersNeverSeeATornSnapshot(t *testing.T) {
 			evs = append(evs, c.ev(tenant, thread, events.AssistantMessage{Content: content512(i)}))
 		}
 	}
-	type seen struct{ snap *projector.Snapshot }
+	type seen struct{ snap *snapstore.Snapshot }
 	var snaps []seen
 	done := make(chan struct{})
 	readerDone := make(chan struct{})
@@ -270,7 +272,7 @@ func TestReadersNeverSeeATornSnapshot(t *testing.T) {
 			default:
 			}
 			s, err := reader.Load(ctx, tenant, thread)
-			if errors.Is(err, projector.ErrNoSnapshot) {
+			if errors.Is(err, snapstore.ErrNoSnapshot) {
 				continue
 			}
 			if err != nil {
@@ -289,12 +291,12 @@ func TestReadersNeverSeeATornSnapshot(t *testing.T) {
 	require.Greater(t, len(snaps), 5, "the reader saw the thread at several versions")
 
 	// Fold the stream once, checking each snapshot at its version.
-	mem := projector.NewState(tenant, thread)
+	mem := fold.NewState(tenant, thread)
 	k := 0
 	for i, ev := range evs {
 		b, err := events.Marshal(ev)
 		require.NoError(t, err)
-		_ = projector.ApplyBytes(mem, seqs[i], time.Time{}, b)
+		_ = fold.ApplyBytes(mem, seqs[i], time.Time{}, b)
 		for k < len(snaps) && snaps[k].snap.State.Version == seqs[i] {
 			got := snaps[k].snap.State
 			require.Equal(t, lines(mem.Messages), lines(got.Messages), "snapshot at version %d", seqs[i])
@@ -317,7 +319,7 @@ func TestChunkBytesFitsTheServersMaxPayload(t *testing.T) {
 	ctx := context.Background()
 	res, err := provision.Ensure(ctx, js, provision.Config{})
 	require.NoError(t, err)
-	e := &env{srv: srv, res: res, js: js, snaps: projector.NewSnapshots(res.Snapshots)}
+	e := &env{srv: srv, res: res, js: js, snaps: snapstore.New(res.Snapshots)}
 
 	p, err := projector.New(js, projector.Config{Durable: "too-big", ChunkBytes: 768 << 10})
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/snapstore"
 )
 
 // Finding 6 of the reliability issue: snapshots are derived data. A head
@@ -29,9 +30,9 @@ func TestUnreadableSnapshotsAreRebuiltFromTheLog(t *testing.T) {
 		value  []byte
 		reason string
 	}{
-		{"a garbage head", projector.HeadKey, []byte("\xc1 not msgpack"), projector.FailureSnapshotRebuilt},
-		{"a head in a newer format", projector.HeadKey, newer, projector.FailureSnapshotRebuilt},
-		{"a garbage index entry", projector.IndexKey, []byte("\xc1 not msgpack"), projector.FailureIndexRebuilt},
+		{"a garbage head", snapstore.HeadKey, []byte("\xc1 not msgpack"), projector.FailureSnapshotRebuilt},
+		{"a head in a newer format", snapstore.HeadKey, newer, projector.FailureSnapshotRebuilt},
+		{"a garbage index entry", snapstore.IndexKey, []byte("\xc1 not msgpack"), projector.FailureIndexRebuilt},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,7 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/fold"
 	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/snapstore"
 )
 
 // smallChunks makes a few hundred messages span dozens of chunks, with
@@ -23,8 +25,8 @@ var smallChunks = projector.Config{ChunkBytes: 4 << 10, TailBytes: 1 << 10}
 
 // uncached returns a reader of e's snapshots without a chunk cache: every
 // Load reads every byte from KV, the reference the cached reader must match.
-func (e *env) uncached() *projector.Snapshots {
-	return projector.NewSnapshotsWith(e.res.Snapshots, projector.SnapshotsOptions{ChunkCacheBytes: -1})
+func (e *env) uncached() *snapstore.Store {
+	return snapstore.NewWith(e.res.Snapshots, snapstore.Options{ChunkCacheBytes: -1})
 }
 
 // appendMessages publishes n messages (user and assistant alternating,
@@ -49,7 +51,7 @@ func (e *env) appendMessages(t testing.TB, c *clock, tenant, thread string, from
 // requireSameLoad loads tenant/thread with the reader without a cache and
 // with cached, requires the two snapshots to be equal, and returns the
 // cached reader's.
-func requireSameLoad(t testing.TB, plain, cached *projector.Snapshots, tenant, thread string) *projector.Snapshot {
+func requireSameLoad(t testing.TB, plain, cached *snapstore.Store, tenant, thread string) *snapstore.Snapshot {
 	t.Helper()
 	ctx := context.Background()
 	want, err := plain.Load(ctx, tenant, thread)
@@ -65,7 +67,7 @@ func requireSameLoad(t testing.TB, plain, cached *projector.Snapshots, tenant, t
 	return got
 }
 
-func chunkBytes(s *projector.Snapshot) int {
+func chunkBytes(s *snapstore.Snapshot) int {
 	n := 0
 	for _, c := range s.Chunks {
 		n += c.Bytes
@@ -81,7 +83,7 @@ func TestCachedLoadsEqualUncachedLoads(t *testing.T) {
 	e := newEnv(t)
 	e.start(t, smallChunks)
 	c := &clock{t: time.Unix(1700000000, 0)}
-	plain, cached := e.uncached(), projector.NewSnapshots(e.res.Snapshots)
+	plain, cached := e.uncached(), snapstore.New(e.res.Snapshots)
 	const tenant = "cache"
 	lengths := []int{0, 3, 40, 300, 1200}
 	threads := make([]string, len(lengths))
@@ -110,7 +112,7 @@ func TestCachedLoadsEqualUncachedLoads(t *testing.T) {
 		require.Greater(t, len(requireSameLoad(t, plain, cached, tenant, "t1200").Chunks), 50)
 		st := cached.ChunkCacheStats()
 		require.NotZero(t, st.Hits)
-		require.Equal(t, int64(projector.DefaultChunkCacheBytes), st.MaxBytes)
+		require.Equal(t, int64(snapstore.DefaultChunkCacheBytes), st.MaxBytes)
 	})
 
 	t.Run("after more events, old chunks come from the cache and new ones from KV", func(t *testing.T) {
@@ -160,7 +162,7 @@ func TestCachedLoadsEqualUncachedLoads(t *testing.T) {
 		// A new reader, so that the cache holds exactly the chunks the
 		// heads name (a long-lived one also holds merged-away chunks
 		// until they age out).
-		fresh := projector.NewSnapshots(e.res.Snapshots)
+		fresh := snapstore.New(e.res.Snapshots)
 		gone := requireSameLoad(t, plain, fresh, tenant, "t1200")
 		kept := requireSameLoad(t, plain, fresh, tenant, "t300")
 		require.NotEmpty(t, gone.Chunks)
@@ -184,9 +186,9 @@ func TestCachedLoadsEqualUncachedLoads(t *testing.T) {
 
 		// A snapshot that disappears (its keys purged) takes its
 		// thread's chunks along too.
-		require.NoError(t, e.res.Snapshots.Purge(ctx, projector.HeadKey(tenant, "t300")))
+		require.NoError(t, e.res.Snapshots.Purge(ctx, snapstore.HeadKey(tenant, "t300")))
 		_, err := fresh.Load(ctx, tenant, "t300")
-		require.ErrorIs(t, err, projector.ErrNoSnapshot)
+		require.ErrorIs(t, err, snapstore.ErrNoSnapshot)
 		st = fresh.ChunkCacheStats()
 		require.Zero(t, st.Bytes)
 		require.Zero(t, st.Chunks)
@@ -202,7 +204,7 @@ func TestCachedLoadsReturnTheCallersOwnMessages(t *testing.T) {
 	e.publish(t, c.ev("own", "t", events.ThreadCreated{}))
 	seqs := e.appendMessages(t, c, "own", "t", 0, 200)
 	e.waitVersion(t, "own", "t", seqs[len(seqs)-1])
-	plain, cached := e.uncached(), projector.NewSnapshots(e.res.Snapshots)
+	plain, cached := e.uncached(), snapstore.New(e.res.Snapshots)
 
 	a := requireSameLoad(t, plain, cached, "own", "t")
 	b := requireSameLoad(t, plain, cached, "own", "t")
@@ -229,7 +231,7 @@ func TestChunkCacheStaysWithinItsBound(t *testing.T) {
 	c := &clock{t: time.Unix(1700000000, 0)}
 	const bound = 48 << 10
 	plain := e.uncached()
-	cached := projector.NewSnapshotsWith(e.res.Snapshots, projector.SnapshotsOptions{ChunkCacheBytes: bound})
+	cached := snapstore.NewWith(e.res.Snapshots, snapstore.Options{ChunkCacheBytes: bound})
 	var threads []string
 	for i := 0; i < 5; i++ {
 		th := fmt.Sprintf("t%d", i)
@@ -267,7 +269,7 @@ func TestConcurrentCachedLoads(t *testing.T) {
 	c := &clock{t: time.Unix(1700000000, 0)}
 	const tenant = "conc"
 	const bound = 512 << 10 // less than the three threads in the end (1.3 MB)
-	cached := projector.NewSnapshotsWith(e.res.Snapshots, projector.SnapshotsOptions{ChunkCacheBytes: bound})
+	cached := snapstore.NewWith(e.res.Snapshots, snapstore.Options{ChunkCacheBytes: bound})
 	threads := []string{"a", "b", "c"}
 	evs := map[string][]events.Event{}
 	for _, th := range threads {
@@ -315,7 +317,7 @@ func TestConcurrentCachedLoads(t *testing.T) {
 				}
 				th := threads[(r+i)%len(threads)]
 				s, err := cached.Load(ctx, tenant, th)
-				if errors.Is(err, projector.ErrNoSnapshot) {
+				if errors.Is(err, snapstore.ErrNoSnapshot) {
 					continue
 				}
 				mu.Lock()
@@ -351,11 +353,11 @@ func TestConcurrentCachedLoads(t *testing.T) {
 	// Fold each thread's events once, checking every version a reader saw.
 	checked := 0
 	for _, th := range threads {
-		mem := projector.NewState(tenant, th)
+		mem := fold.NewState(tenant, th)
 		for i, ev := range evs[th] {
 			b, err := events.Marshal(ev)
 			require.NoError(t, err)
-			_ = projector.ApplyBytes(mem, seqs[th][i], time.Time{}, b)
+			_ = fold.ApplyBytes(mem, seqs[th][i], time.Time{}, b)
 			if fp, ok := seen[key{th, seqs[th][i]}]; ok {
 				require.Equal(t, fingerprint(mem.Messages), fp, "thread %s at version %d", th, seqs[th][i])
 				checked++

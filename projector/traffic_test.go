@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/snapstore"
 )
 
 // traffic generates mixed, mostly valid conversations on many threads:
@@ -176,7 +176,7 @@ func (tr *traffic) round(t testing.TB, js jetstream.JetStream, k int) {
 // its summary), and that the snapshot bucket holds every chunk the heads
 // name; with strict, nothing else. (Without it, extra chunks are logged:
 // a step that lost a compare-and-swap can, rarely, leave one.)
-func (tr *traffic) verify(t *testing.T, e *env, snaps *projector.Snapshots, kv, index jetstream.KeyValue, strict bool) {
+func (tr *traffic) verify(t *testing.T, e *env, snaps *snapstore.Store, kv, index jetstream.KeyValue, strict bool) {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(45 * time.Second)
@@ -196,7 +196,7 @@ func (tr *traffic) verify(t *testing.T, e *env, snaps *projector.Snapshots, kv, 
 
 		named := map[string]bool{}
 		for _, c := range snap.Chunks {
-			named[projector.ChunkKey(th.tenant, th.thread, snap.Gen, c.First, c.Count)] = true
+			named[snapstore.ChunkKey(th.tenant, th.thread, snap.Gen, c.First, c.Count)] = true
 		}
 		// Garbage is purged right after the head is written: give it a moment.
 		for settle := time.Now().Add(2 * time.Second); ; {
@@ -220,11 +220,11 @@ func (tr *traffic) verify(t *testing.T, e *env, snaps *projector.Snapshots, kv, 
 		}
 
 		// The index entry is written right after the head: poll for it too.
-		var sum projector.Summary
+		var sum snapstore.Summary
 		for {
-			entry, err := index.Get(ctx, projector.IndexKey(th.tenant, th.thread))
+			entry, err := index.Get(ctx, snapstore.IndexKey(th.tenant, th.thread))
 			if err == nil {
-				sum, err = projector.UnmarshalSummary(entry.Value())
+				sum, err = snapstore.UnmarshalSummary(entry.Value())
 				require.NoError(t, err)
 				if sum.Version >= th.last {
 					break
@@ -233,7 +233,7 @@ func (tr *traffic) verify(t *testing.T, e *env, snaps *projector.Snapshots, kv, 
 			require.True(t, time.Now().Before(deadline), "thread %s: index entry not at %d in time (at %d, %v)", th.thread, th.last, sum.Version, err)
 			time.Sleep(5 * time.Millisecond) // polling interval
 		}
-		require.Equal(t, projector.SummaryOf(want), sum, "thread %s index entry", th.thread)
+		require.Equal(t, snapstore.SummaryOf(want), sum, "thread %s index entry", th.thread)
 	}
 }
 

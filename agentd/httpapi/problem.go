@@ -15,7 +15,7 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/fold"
 )
 
 // ProblemTypePrefix prefixes the type URI of every problem this API
@@ -160,7 +160,7 @@ func problemFor(err error, ec errCtx) *Problem {
 		maxBytes *http.MaxBytesError
 		idErr    *events.IDError
 		valErr   *events.ValidationError
-		rejErr   *projector.RejectionError
+		rejErr   *fold.RejectionError
 		conflict *client.ConflictError
 		nf       *client.NotFoundError
 		tooLarge *client.TooLargeError
@@ -200,7 +200,7 @@ func problemFor(err error, ec errCtx) *Problem {
 	case errors.As(err, &rejErr):
 		var q *Problem
 		switch rejErr.Code {
-		case projector.CodeNoThread, projector.CodeErased:
+		case fold.CodeNoThread, fold.CodeErased:
 			q = notFound(ec.thread)
 			q.Detail += " (" + rejErr.Reason + ")"
 		default:

@@ -32,7 +32,7 @@ import (
 	"github.com/convlog/convlog/agentd/worker"
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/fold"
 )
 
 // AgentName is the agent of replayed threads.
@@ -292,7 +292,7 @@ func drive(ctx context.Context, c *client.Client, cfg Config, thread string, rec
 		return 0, 0, err
 	}
 	defer w.Stop()
-	s := projector.NewState(cfg.Tenant, thread)
+	s := fold.NewState(cfg.Tenant, thread)
 	var conflicts int64
 	appended := -1 // history length at which we last appended user messages
 	for {
@@ -304,15 +304,15 @@ func drive(ctx context.Context, c *client.Client, cfg Config, thread string, rec
 			}
 			if u.Event != nil {
 				if u.Err != nil {
-					_ = projector.ApplyBytes(s, u.Event.Seq, u.Event.StoredAt, nil)
+					_ = fold.ApplyBytes(s, u.Event.Seq, u.Event.StoredAt, nil)
 				} else {
-					_ = projector.Apply(s, *u.Event)
+					_ = fold.Apply(s, *u.Event)
 				}
 			}
 			for len(w.C) > 0 {
 				u := <-w.C
 				if u.Event != nil && u.Err == nil {
-					_ = projector.Apply(s, *u.Event)
+					_ = fold.Apply(s, *u.Event)
 				}
 			}
 		case <-ctx.Done():

@@ -16,7 +16,7 @@ import (
 	"github.com/convlog/convlog/agent/model"
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/fold"
 )
 
 // Tools is what a worker needs from a tool set: the specs offered to the
@@ -394,7 +394,7 @@ func (p *Pool) turn(ctx context.Context, tenant, thread string, atLeast uint64) 
 			return res
 		}
 		res.Agent = agent.Name
-		evs, err := p.step(ctx, agent, th, replyTo, stepsSinceUser(th.State))
+		evs, err := p.step(ctx, agent, th, replyTo, stepsSinceUser(th.Messages))
 		if err != nil {
 			res.Outcome, res.Err = "error", err
 			if ctx.Err() == nil && errors.Is(err, model.ErrNoRecordedTurn) {
@@ -414,7 +414,7 @@ func (p *Pool) turn(ctx context.Context, tenant, thread string, atLeast uint64) 
 			// version the server reported: a replica may lag it.
 			atLeast = max(atLeast, conflict.Actual)
 			continue
-		case errors.Is(err, projector.ErrRejected):
+		case errors.Is(err, fold.ErrRejected):
 			res.Conflicts++
 			continue
 		case err != nil:
@@ -436,10 +436,10 @@ func (p *Pool) turn(ctx context.Context, tenant, thread string, atLeast uint64) 
 	}
 }
 
-func stepsSinceUser(s *projector.State) int {
+func stepsSinceUser(ms []events.Message) int {
 	n := 0
-	for i := len(s.Messages) - 1; i >= 0; i-- {
-		switch s.Messages[i].Role {
+	for i := len(ms) - 1; i >= 0; i-- {
+		switch ms[i].Role {
 		case events.RoleUser:
 			return n
 		case events.RoleAssistant:

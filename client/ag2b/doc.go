@@ -46,7 +46,7 @@
 //   - A writer appending with client.AnyVersion() (a tool runner posting a
 //     result) is checked against the history after the reset: the call its
 //     result answers is no longer pending, so the append is rejected
-//     (*projector.RejectionError, code tool_call_not_pending) and nothing
+//     (*fold.RejectionError, code tool_call_not_pending) and nothing
 //     is stored. An AnyVersion event that does not depend on the history
 //     (a user message, a state change) lands after the reset, as it would
 //     after any other event.

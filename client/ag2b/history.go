@@ -9,7 +9,7 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/fold"
 )
 
 // ErrClosed is returned by the methods of a [History] that was closed, or
@@ -71,17 +71,17 @@ func New(ctx context.Context, c *client.Client, tenant, thread string) (*History
 	if tenant == "" {
 		tenant = events.DefaultTenant
 	}
-	var s *projector.State
+	var s *fold.State
 	th, err := c.Get(ctx, tenant, thread, client.Consistent(), client.IncludeDeleted())
 	switch {
 	case errors.Is(err, client.ErrThreadNotFound):
-		s = projector.NewState(tenant, thread)
+		s = fold.NewState(tenant, thread)
 	case err != nil:
 		return nil, fmt.Errorf("ag2b: load %s/%s: %w", tenant, thread, err)
 	default:
 		// A copy: the fold appends to its messages, which must not share a
 		// backing array with anything else.
-		s = th.State.Clone()
+		s = th.FoldState()
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -100,7 +100,7 @@ func New(ctx context.Context, c *client.Client, tenant, thread string) (*History
 
 // fold applies the watched events to s, in stream order, until the watch
 // ends. It is the only goroutine that touches s.
-func (h *History) fold(s *projector.State) {
+func (h *History) fold(s *fold.State) {
 	defer close(h.foldDone)
 	for u := range h.w.C {
 		if u.Event == nil {
@@ -109,7 +109,7 @@ func (h *History) fold(s *projector.State) {
 		gen, count := s.Generation, s.MessageCount()
 		// Rejected events are recorded in s and change no history; s holds
 		// the whole history, so ErrNeedHistory cannot happen.
-		_ = projector.Apply(s, *u.Event)
+		_ = fold.Apply(s, *u.Event)
 		if s.Generation != gen || s.MessageCount() != count {
 			h.publish(s)
 			h.notify()
@@ -133,7 +133,7 @@ func (h *History) fold(s *projector.State) {
 // message in place and appends only past the snapshot's length (its
 // capacity is clipped), so the snapshot stays immutable while the fold
 // goes on.
-func (h *History) publish(s *projector.State) {
+func (h *History) publish(s *fold.State) {
 	ms := s.Messages[:len(s.Messages):len(s.Messages)]
 	h.snap.Store(&ms)
 }
@@ -255,7 +255,7 @@ func (h *History) WaitVersion(ctx context.Context, v uint64) error {
 // turn in flight.
 //
 // Errors: [ErrClosed]; the errors of client.Append (a
-// *client.ConflictError with ExpectVersion, a *projector.RejectionError
+// *client.ConflictError with ExpectVersion, a *fold.RejectionError
 // when the thread does not exist or is deleted, ctx and connection
 // errors); those of WaitVersion.
 func (h *History) Reset(ctx context.Context, opts ...client.AppendOption) (uint64, error) {
@@ -268,7 +268,7 @@ func (h *History) Reset(ctx context.Context, opts ...client.AppendOption) (uint6
 // pending at that point); their Seq, EventID and Time are replaced by the
 // restore event's.
 //
-// Errors: as for Reset; a *projector.RejectionError (code
+// Errors: as for Reset; a *fold.RejectionError (code
 // invalid_history) for an invalid history, before anything is stored.
 func (h *History) Restore(ctx context.Context, messages []events.Message, opts ...client.AppendOption) (uint64, error) {
 	ms := make([]events.Message, len(messages))

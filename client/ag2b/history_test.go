@@ -14,8 +14,8 @@ import (
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/client/ag2b"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/fold"
 	"github.com/convlog/convlog/internal/natstest"
-	"github.com/convlog/convlog/projector"
 )
 
 // env is one embedded server with two clients on separate connections:
@@ -254,9 +254,9 @@ func TestResetDuringATurnInFlight(t *testing.T) {
 		require.NoError(t, err)
 
 		_, err = e.other.Append(ctx, events.DefaultTenant, "inflight", []events.Event{{Payload: events.ToolResult{ToolCallID: "slow", Content: events.Text("noon")}}}, client.AnyVersion())
-		var rej *projector.RejectionError
+		var rej *fold.RejectionError
 		require.ErrorAs(t, err, &rej)
-		require.Equal(t, projector.CodeNotPending, rej.Code)
+		require.Equal(t, fold.CodeNotPending, rej.Code)
 		require.Equal(t, rv, h.Version())
 		require.Empty(t, h.Snapshot())
 	})
@@ -279,7 +279,7 @@ func TestRestoreOfAnInvalidHistoryStoresNothing(t *testing.T) {
 	h := open(t, e.c, "bad-restore")
 	before := h.Snapshot()
 	_, err := h.Restore(ctx, []events.Message{{Role: events.RoleTool, ToolCallID: "nobody", Content: events.Text("x")}})
-	require.ErrorIs(t, err, projector.ErrRejected)
+	require.ErrorIs(t, err, fold.ErrRejected)
 	require.True(t, sameSlice(before, h.Snapshot()))
 }
 

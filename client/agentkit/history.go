@@ -271,7 +271,7 @@ func (h *History) Begin(ctx context.Context, req RunRequest) (*Run, error) {
 // event id, so a retry with the same id stores the message once.
 //
 // Errors: as for client.Append: *client.ConflictError (with
-// ExpectVersion), *projector.RejectionError (the thread does not exist, or
+// ExpectVersion), *fold.RejectionError (the thread does not exist, or
 // tool calls are pending), *events.ValidationError (empty content, an id
 // that is not a canonical UUID), ctx and connection errors.
 func (h *History) AppendUserMessage(ctx context.Context, threadID string, msg UserMessage, opts ...client.AppendOption) (uint64, error) {
@@ -288,7 +288,7 @@ func (h *History) AppendUserMessage(ctx context.Context, threadID string, msg Us
 //
 // Errors: [ErrInvalidResult] (wrapped) for a result that does not map to
 // events; client.ErrInvalidAppend (wrapped) for no events or more than
-// client.MaxTurnEvents; *projector.RejectionError when the results do not
+// client.MaxTurnEvents; *fold.RejectionError when the results do not
 // fit the thread (a tool result for a call that is not pending, a message
 // while calls are pending); the other errors of AppendUserMessage.
 func (h *History) AppendResults(ctx context.Context, threadID string, results []InferenceResult, opts ...client.AppendOption) (client.AppendResult, error) {

@@ -12,7 +12,7 @@ import (
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/client/agentkit"
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/fold"
 )
 
 func TestCreateThreadPrecedence(t *testing.T) {
@@ -272,9 +272,9 @@ func TestAppendResultsIsAtomic(t *testing.T) {
 		{Agent: "a", ToolCalls: []events.Message{toolResult("never-called", "?")}},
 		{Agent: "a", Output: []events.Message{assistant("", "done")}},
 	})
-	var rej *projector.RejectionError
+	var rej *fold.RejectionError
 	require.ErrorAs(t, err, &rej)
-	require.Equal(t, projector.CodeNotPending, rej.Code)
+	require.Equal(t, fold.CodeNotPending, rej.Code)
 
 	th, err := c.Get(ctx, ref.Tenant, ref.ThreadID, client.Consistent())
 	require.NoError(t, err)

@@ -16,7 +16,7 @@ import (
 // log, and reads come from the thread's projected key-value state (with a
 // consistent read, so a read sees every write acknowledged before it,
 // from any writer). The fold bounds a thread's state to
-// projector.MaxStateBytes.
+// fold.MaxStateBytes.
 //
 // State holds no data of its own and is safe for concurrent use. Each read
 // reads the thread: to read many keys at once, use [State.All].
@@ -42,8 +42,8 @@ func (h *History) State(threadID string) *State { return NewState(h.log, h.cfg.T
 // does not depend on the history, so concurrent writers never conflict.
 //
 // Errors: a marshal error; *events.ValidationError (empty key, a key over
-// 256 bytes); *projector.RejectionError (the thread does not exist, or the
-// state would exceed projector.MaxStateBytes); ctx and connection errors.
+// 256 bytes); *fold.RejectionError (the thread does not exist, or the
+// state would exceed fold.MaxStateBytes); ctx and connection errors.
 func (s *State) Set(ctx context.Context, key string, value any) (uint64, error) {
 	raw, err := json.Marshal(value)
 	if err != nil {

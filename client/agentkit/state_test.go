@@ -10,8 +10,8 @@ import (
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/client/agentkit"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/fold"
 	"github.com/convlog/convlog/internal/natstest"
-	"github.com/convlog/convlog/projector"
 )
 
 type files map[string]string
@@ -127,7 +127,7 @@ func TestStateErrors(t *testing.T) {
 	_, _, err := missing.Get(ctx, "k")
 	require.ErrorIs(t, err, client.ErrThreadNotFound, "reading the state of a missing thread")
 	_, err = missing.Set(ctx, "k", 1)
-	require.ErrorIs(t, err, projector.ErrRejected, "writing the state of a missing thread")
+	require.ErrorIs(t, err, fold.ErrRejected, "writing the state of a missing thread")
 
 	ref, err := agentkit.NewHistory(c, agentkit.Config{}).CreateThread(ctx, agentkit.CreateThreadRequest{})
 	require.NoError(t, err)
@@ -136,8 +136,8 @@ func TestStateErrors(t *testing.T) {
 	require.Error(t, err, "a value encoding/json cannot marshal")
 	_, err = kv.Set(ctx, "", 1)
 	require.Error(t, err, "an empty key")
-	_, err = kv.Set(ctx, "big", strings.Repeat("x", projector.MaxStateBytes))
-	var rej *projector.RejectionError
+	_, err = kv.Set(ctx, "big", strings.Repeat("x", fold.MaxStateBytes))
+	var rej *fold.RejectionError
 	require.ErrorAs(t, err, &rej, "a value over the thread's state limit")
-	require.Equal(t, projector.CodeTooLarge, rej.Code)
+	require.Equal(t, fold.CodeTooLarge, rej.Code)
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/fold"
 )
 
 // Validate reports whether messages is a history a [Checkpointer] stores:
@@ -41,16 +41,16 @@ func Validate(messages []events.Message) error {
 		ms[i] = clean(m)
 	}
 	now := time.Now().UTC()
-	s := projector.NewState(events.DefaultTenant, "deepagents-validate")
+	s := fold.NewState(events.DefaultTenant, "deepagents-validate")
 	ev := func(seq uint64, p events.Payload) events.Stored {
 		return events.Stored{Seq: seq, Event: events.Event{ID: events.NewID(), Type: p.EventType(), Tenant: s.Tenant,
 			Thread: s.Thread, Time: now, Producer: "deepagents", SchemaVersion: events.SchemaVersion, Payload: p}}
 	}
-	if err := projector.Apply(s, ev(1, events.ThreadCreated{})); err != nil {
+	if err := fold.Apply(s, ev(1, events.ThreadCreated{})); err != nil {
 		return err
 	}
-	if err := projector.Apply(s, ev(2, events.Restore{Messages: ms})); err != nil {
-		var rej *projector.RejectionError
+	if err := fold.Apply(s, ev(2, events.Restore{Messages: ms})); err != nil {
+		var rej *fold.RejectionError
 		var inv *events.ValidationError
 		switch {
 		case errors.As(err, &rej):
@@ -224,7 +224,7 @@ type plan struct {
 //     followed by the new messages. The smallest such k (the longest kept
 //     suffix) is used.
 //  5. Otherwise: a thread.restored with next.
-func planSave(s *projector.State, next []events.Message) plan {
+func planSave(s *fold.State, next []events.Message) plan {
 	var stored []events.Message
 	if s != nil {
 		stored = s.Messages
@@ -244,7 +244,7 @@ func planSave(s *projector.State, next []events.Message) plan {
 	return plan{kind: planRestore}
 }
 
-func planCompaction(s *projector.State, next []events.Message) (plan, bool) {
+func planCompaction(s *fold.State, next []events.Message) (plan, bool) {
 	if s == nil || s.Base != 0 || len(next) < 2 || !isSummary(next[0]) {
 		return plan{}, false
 	}
@@ -258,7 +258,7 @@ func planCompaction(s *projector.State, next []events.Message) (plan, bool) {
 		if kept[0].Role == events.RoleTool || cut >= kept[0].Seq || cut == 0 {
 			continue
 		}
-		if slices.ContainsFunc(s.Pending, func(p projector.PendingCall) bool { return p.Seq <= cut }) {
+		if slices.ContainsFunc(s.Pending, func(p fold.PendingCall) bool { return p.Seq <= cut }) {
 			continue
 		}
 		if !hasPrefix(rest, kept) || hasSystem(rest[len(kept):]) {

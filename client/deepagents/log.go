@@ -7,7 +7,7 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/fold"
 )
 
 // Log is the part of [*client.Client] the checkpointer uses.
@@ -129,7 +129,7 @@ func (c *LogCheckpointer) save(ctx context.Context, threadID string, messages []
 	tenant := c.cfg.Tenant
 	var missing error // the not-found error of the previous attempt
 	for attempt := 1; ; attempt++ {
-		var s *projector.State
+		var s *fold.State
 		th, err := c.log.Get(ctx, tenant, threadID, client.Consistent(), client.IncludeDeleted())
 		switch {
 		case errors.Is(err, client.ErrThreadNotFound):
@@ -145,7 +145,7 @@ func (c *LogCheckpointer) save(ctx context.Context, threadID string, messages []
 			return 0, fmt.Errorf("deepagents: save %s/%s: %w", tenant, threadID,
 				&client.NotFoundError{Tenant: tenant, Thread: threadID, Reason: "deleted; undelete it to save to it"})
 		default:
-			s, missing = th.State, nil
+			s, missing = th.FoldState(), nil
 		}
 		var version uint64
 		if s != nil {
@@ -196,7 +196,7 @@ func (c *LogCheckpointer) appendAll(ctx context.Context, threadID string, evs []
 // an empty id does nothing. To remove a thread physically, use
 // client.Erase.
 //
-// Errors: *events.IDError; *projector.RejectionError (a soft-deleted
+// Errors: *events.IDError; *fold.RejectionError (a soft-deleted
 // thread); ctx and connection errors.
 func (c *LogCheckpointer) Clear(ctx context.Context, threadID string) error {
 	if threadID == "" {

@@ -16,7 +16,9 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/fold"
 	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/snapstore"
 )
 
 // checked is what verify found.
@@ -51,7 +53,7 @@ func verify(t *testing.T, nc *nats.Conn, js jetstream.JetStream, c *client.Clien
 	require.NoError(t, err, "the projector's consumer")
 	kv, err := js.KeyValue(ctx, rc.SnapshotBucket)
 	require.NoError(t, err)
-	snaps := projector.NewSnapshots(kv)
+	snaps := snapstore.New(kv)
 
 	var out checked
 	for _, l := range loads {
@@ -68,7 +70,7 @@ func verify(t *testing.T, nc *nats.Conn, js jetstream.JetStream, c *client.Clien
 	return out
 }
 
-func verifyThread(t *testing.T, nc *nats.Conn, c *client.Client, snaps *projector.Snapshots, lt *loadThread) (n, users, stale int) {
+func verifyThread(t *testing.T, nc *nats.Conn, c *client.Client, snaps *snapstore.Store, lt *loadThread) (n, users, stale int) {
 	t.Helper()
 	rc := c.Config().Resources
 	subject, err := c.Subjects().Thread(loadTenant, lt.id)
@@ -142,16 +144,16 @@ func verifyThread(t *testing.T, nc *nats.Conn, c *client.Client, snaps *projecto
 	require.Zero(t, full.RejectedCount, "thread %s: rejections %v", lt.id, full.Rejections)
 
 	// One state, however it is read.
-	fold := projector.NewState(loadTenant, lt.id)
+	folded := fold.NewState(loadTenant, lt.id)
 	for _, e := range full.Events {
-		require.NoError(t, projector.Apply(fold, e), "thread %s: fold of seq %d", lt.id, e.Seq)
+		require.NoError(t, fold.Apply(folded, e), "thread %s: fold of seq %d", lt.id, e.Seq)
 	}
-	want := jsonOf(t, fold)
-	require.JSONEq(t, want, jsonOf(t, full.State), "thread %s: consistent read with events vs fold", lt.id)
-	require.JSONEq(t, want, jsonOf(t, get(client.Consistent()).State), "thread %s: consistent read vs fold", lt.id)
-	require.JSONEq(t, want, jsonOf(t, get(client.AtSeq(last)).State), "thread %s: replay at seq %d vs fold", lt.id, last)
+	want := jsonOf(t, folded)
+	require.JSONEq(t, want, jsonOf(t, full.FoldState()), "thread %s: consistent read with events vs fold", lt.id)
+	require.JSONEq(t, want, jsonOf(t, get(client.Consistent()).FoldState()), "thread %s: consistent read vs fold", lt.id)
+	require.JSONEq(t, want, jsonOf(t, get(client.AtSeq(last)).FoldState()), "thread %s: replay at seq %d vs fold", lt.id, last)
 	// The projector's snapshot, once it has caught up with the log.
-	var snap *projector.Snapshot
+	var snap *snapstore.Snapshot
 	require.NoError(t, poll(60*time.Second, 50*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -170,7 +172,7 @@ func verifyThread(t *testing.T, nc *nats.Conn, c *client.Client, snaps *projecto
 
 // jsonOf is s as JSON, with no messages written as [] whether Messages is
 // nil or empty (a fold gives nil, a decoded snapshot an empty slice).
-func jsonOf(t *testing.T, s *projector.State) string {
+func jsonOf(t *testing.T, s *fold.State) string {
 	t.Helper()
 	if len(s.Messages) == 0 {
 		c := *s

@@ -19,7 +19,7 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/fold"
 )
 
 const (
@@ -212,7 +212,7 @@ func (l *load) append(lt *loadThread, ev events.Event, expect uint64) (client.Ap
 			l.conflicts.Add(1)
 			return res, fmt.Errorf("thread %s: event %s (%s) at version %d: %w", lt.id, ev.ID, ev.Type, expect, err)
 		}
-		if errors.Is(err, projector.ErrRejected) || errors.Is(err, client.ErrInvalidAppend) || errors.Is(err, client.ErrClosed) {
+		if errors.Is(err, fold.ErrRejected) || errors.Is(err, client.ErrInvalidAppend) || errors.Is(err, client.ErrClosed) {
 			return res, fmt.Errorf("thread %s: event %s: %w", lt.id, ev.ID, err)
 		}
 		l.retried.Add(1)
@@ -241,7 +241,7 @@ func (l *load) awaitAnswer(lt *loadThread, userID string, seq uint64) (uint64, e
 				l.stale.Add(1)
 			}
 			first = false
-			if answeredBy(th.State, userID) {
+			if answeredBy(th.FoldState(), userID) {
 				l.answered.Add(1)
 				return th.Version, nil
 			}
@@ -262,7 +262,7 @@ func (l *load) awaitAnswer(lt *loadThread, userID string, seq uint64) (uint64, e
 
 // answeredBy reports whether s's last user message is userID and the
 // history ends with an assistant answer to it without pending tool calls.
-func answeredBy(s *projector.State, userID string) bool {
+func answeredBy(s *fold.State, userID string) bool {
 	if s.LastUser == nil || s.LastUser.EventID != userID || len(s.Pending) > 0 || len(s.Messages) == 0 {
 		return false
 	}

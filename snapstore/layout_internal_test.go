@@ -1,4 +1,4 @@
-package projector
+package snapstore
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/fold"
 )
 
 // layoutMsgs returns n user messages with sequences from seq on, each with
@@ -24,18 +25,18 @@ func layoutMsgs(seq uint64, n, size int) []events.Message {
 	return ms
 }
 
-// layoutWork is a work whose stored chunks (named in chunks, their values in
+// layoutWork is an Edit whose stored chunks (named in chunks, their values in
 // stored) hold msgs in order, and whose tail is tail.
-func layoutWork(t *testing.T, cfg layoutConfig, chunks []ChunkRef, msgs, tail []events.Message) (*work, map[string][]byte) {
+func layoutWork(t *testing.T, cfg layoutConfig, chunks []ChunkRef, msgs, tail []events.Message) (*Edit, map[string][]byte) {
 	t.Helper()
 	stored := map[string][]byte{}
 	for _, c := range chunks {
 		stored[ChunkKey("acme", "t1", 3, c.First, c.Count)] = appendMessages(nil, msgs[c.First:c.First+c.Count])
 	}
-	s := NewState("acme", "t1")
+	s := fold.NewState("acme", "t1")
 	s.Base = len(msgs)
 	s.Messages = tail
-	w := &work{cfg: cfg, tenant: "acme", thread: "t1", s: s, gen: 3, chunks: append([]ChunkRef(nil), chunks...),
+	w := &Edit{cfg: cfg, tenant: "acme", thread: "t1", s: s, gen: 3, chunks: append([]ChunkRef(nil), chunks...),
 		fetch: func(_ context.Context, key string) ([]byte, error) {
 			b, ok := stored[key]
 			if !ok {

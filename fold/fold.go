@@ -1,4 +1,4 @@
-package projector
+package fold
 
 import (
 	"encoding/json"

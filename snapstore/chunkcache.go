@@ -1,4 +1,4 @@
-package projector
+package snapstore
 
 import (
 	"sync"
@@ -6,13 +6,13 @@ import (
 	"github.com/convlog/convlog/events"
 )
 
-// DefaultChunkCacheBytes is the size of the chunk cache of a [Snapshots]
-// made by [NewSnapshots]: 64 MiB of encoded chunk bytes.
+// DefaultChunkCacheBytes is the size of the chunk cache of a [Store]
+// made by [New]: 64 MiB of encoded chunk bytes.
 const DefaultChunkCacheBytes = 64 << 20
 
-// SnapshotsOptions configures a [Snapshots]. The zero value means the
-// defaults ([NewSnapshots]).
-type SnapshotsOptions struct {
+// Options configures a [Store]. The zero value means the
+// defaults ([New]).
+type Options struct {
 	// ChunkCacheBytes bounds the cache of decoded history chunks, in
 	// encoded chunk bytes: the sum of the cached chunks' KV value sizes
 	// (ChunkRef.Bytes) never exceeds it. 0 means [DefaultChunkCacheBytes];
@@ -28,8 +28,8 @@ type SnapshotsOptions struct {
 	ChunkCacheBytes int
 }
 
-// ChunkCacheStats describes the chunk cache of a [Snapshots] (see
-// [Snapshots.ChunkCacheStats]). Counters start at zero when the Snapshots
+// ChunkCacheStats describes the chunk cache of a [Store] (see
+// [Store.ChunkCacheStats]). Counters start at zero when the Store
 // is made and only grow.
 type ChunkCacheStats struct {
 	// MaxBytes is the bound in encoded chunk bytes; 0 when the cache is

@@ -1,9 +1,10 @@
-package projector
+package snapstore
 
 import (
 	"fmt"
 	"time"
 
+	"github.com/convlog/convlog/fold"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -35,12 +36,12 @@ type Summary struct {
 	// Rejected counts the thread's rejected events.
 	Rejected uint64 `msgpack:"rejected,omitempty" json:"rejected,omitempty"`
 	// Deleted is true while the thread is soft-deleted.
-	Deleted    bool     `msgpack:"deleted,omitempty" json:"deleted,omitempty"`
-	ForkedFrom *ForkRef `msgpack:"forked_from,omitempty" json:"forked_from,omitempty"`
+	Deleted    bool          `msgpack:"deleted,omitempty" json:"deleted,omitempty"`
+	ForkedFrom *fold.ForkRef `msgpack:"forked_from,omitempty" json:"forked_from,omitempty"`
 }
 
 // SummaryOf returns the index entry for a projected state.
-func SummaryOf(s *State) Summary {
+func SummaryOf(s *fold.State) Summary {
 	return Summary{Tenant: s.Tenant, Thread: s.Thread, Owner: s.Owner, Agent: s.Agent, Title: s.Title,
 		Metadata: s.Metadata, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, Version: s.Version,
 		Messages: s.MessageCount(), Pending: len(s.Pending), Rejected: s.RejectedCount, Deleted: s.Deleted,
@@ -63,4 +64,4 @@ func UnmarshalSummary(b []byte) (Summary, error) {
 
 // indexed reports whether a state gets an index entry: it exists and is
 // not erased.
-func indexed(s *State) bool { return s.Exists && !s.Erased }
+func indexed(s *fold.State) bool { return s.Exists && !s.Erased }

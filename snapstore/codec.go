@@ -1,4 +1,4 @@
-package projector
+package snapstore
 
 import (
 	"encoding/binary"
@@ -26,7 +26,7 @@ import (
 // checks it against the reflection-based codec in both directions.
 
 // errCodec is wrapped by every error of the fast decoder.
-var errCodec = errors.New("projector: malformed message list")
+var errCodec = errors.New("snapstore: malformed message list")
 
 // appendMessages appends ms as a msgpack array of message maps.
 func appendMessages(b []byte, ms []events.Message) []byte {

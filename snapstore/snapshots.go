@@ -1,4 +1,4 @@
-package projector
+package snapstore
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/fold"
 )
 
 // fetchConcurrency is how many chunks one read fetches at once.
@@ -19,14 +20,14 @@ const fetchConcurrency = 8
 // purged by a newer head in the meantime.
 const loadAttempts = 8
 
-// Snapshots reads thread snapshots from the snapshot bucket (see the
+// Store reads thread snapshots from the snapshot bucket (see the
 // package doc for the layout). Every read is a KV Get by key, so it needs
 // no more than get permission on the thread's keys
 // ("$JS.API.DIRECT.GET.KV_<bucket>.$KV.<bucket>.<tenant>.>"). It is safe
 // for concurrent use; keep one per process.
 //
-// A Snapshots keeps the chunks it read, decoded, in a cache bounded by
-// their encoded size (SnapshotsOptions.ChunkCacheBytes, 64 MiB by default,
+// A Store keeps the chunks it read, decoded, in a cache bounded by
+// their encoded size (Options.ChunkCacheBytes, 64 MiB by default,
 // least recently used first out). A chunk's key names content that never
 // changes, so a cached chunk the current head names is always right: a
 // Load of a thread read recently costs one head get, the gets of the
@@ -36,7 +37,7 @@ const loadAttempts = 8
 // thread at a newer layout generation (reset, restore, compaction), erased,
 // or without a snapshot.
 //
-// A Snapshots also remembers the chunk list it last saw for each of up to
+// A Store also remembers the chunk list it last saw for each of up to
 // 16,384 threads (and 65,536 chunk references in all, about 3 MiB), so
 // that the next Load of a thread fetches the chunks that are not cached
 // while the head is on its way instead of after it.
@@ -44,42 +45,42 @@ const loadAttempts = 8
 // (A multi-last direct get can return a head and all its chunks in one
 // request, but measured here it was slower than a head get followed by
 // parallel chunk gets, 1.26 ms against 0.94 ms for 1,000 messages, and it
-// needs body-based direct-get permission; so Snapshots does not use it.)
-type Snapshots struct {
+// needs body-based direct-get permission; so Store does not use it.)
+type Store struct {
 	kv    jetstream.KeyValue
 	hints *chunkHints
 	cache *chunkCache // nil: disabled
 }
 
-// NewSnapshots returns a reader of the snapshots in kv, the snapshot
+// New returns a reader of the snapshots in kv, the snapshot
 // bucket (default "convlog_snapshots"), with a chunk cache of
-// [DefaultChunkCacheBytes]: NewSnapshotsWith(kv, SnapshotsOptions{}).
-func NewSnapshots(kv jetstream.KeyValue) *Snapshots {
-	return NewSnapshotsWith(kv, SnapshotsOptions{})
+// [DefaultChunkCacheBytes]: NewWith(kv, Options{}).
+func New(kv jetstream.KeyValue) *Store {
+	return NewWith(kv, Options{})
 }
 
-// NewSnapshotsWith returns a reader of the snapshots in kv configured by
-// opts (see [SnapshotsOptions]; ChunkCacheBytes < 0 disables the cache).
-func NewSnapshotsWith(kv jetstream.KeyValue, opts SnapshotsOptions) *Snapshots {
+// NewWith returns a reader of the snapshots in kv configured by
+// opts (see [Options]; ChunkCacheBytes < 0 disables the cache).
+func NewWith(kv jetstream.KeyValue, opts Options) *Store {
 	size := int64(opts.ChunkCacheBytes)
 	if size == 0 {
 		size = DefaultChunkCacheBytes
 	}
-	return &Snapshots{kv: kv, hints: &chunkHints{m: map[string]chunkHint{}}, cache: newChunkCache(size)}
+	return &Store{kv: kv, hints: &chunkHints{m: map[string]chunkHint{}}, cache: newChunkCache(size)}
 }
 
 // ChunkCacheStats returns the figures of the chunk cache (all zero when it
 // is disabled). It is safe to call concurrently with reads.
-func (s *Snapshots) ChunkCacheStats() ChunkCacheStats { return s.cache.currentStats() }
+func (s *Store) ChunkCacheStats() ChunkCacheStats { return s.cache.currentStats() }
 
 // Snapshot is a thread's projected state as read from the snapshot bucket.
 type Snapshot struct {
-	// State is the projection. From [Snapshots.Load] it is complete (Base
-	// 0, every message); from [Snapshots.LoadHead] it is a window: Messages
+	// State is the projection. From [Store.Load] it is complete (Base
+	// 0, every message); from [Store.LoadHead] it is a window: Messages
 	// holds only the newest messages (at most Config.TailBytes of them, often
 	// none) and Base counts the ones before, so MessageCount() is exact.
 	// State.Version is the stream sequence of the last event folded.
-	State *State
+	State *fold.State
 	// Revision is the KV revision of the head read. It grows with every
 	// projection of the thread.
 	Revision uint64
@@ -91,7 +92,7 @@ type Snapshot struct {
 	// Bytes is how many value bytes this call read from KV: the head plus
 	// the chunks that were not in the chunk cache.
 	Bytes int
-	// CachedBytes is the encoded size of the chunks [Snapshots.Load] took
+	// CachedBytes is the encoded size of the chunks [Store.Load] took
 	// from the chunk cache instead of KV (0 from LoadHead): Bytes +
 	// CachedBytes is the size of the whole snapshot.
 	CachedBytes int
@@ -103,7 +104,7 @@ type Snapshot struct {
 // Errors: an *events.IDError for a bad tenant or thread id; [ErrNoSnapshot]
 // (wrapped) when the thread has none; [ErrCorrupt] (wrapped); KV and
 // context errors as returned by nats.go, which are retryable.
-func (s *Snapshots) LoadHead(ctx context.Context, tenant, thread string) (*Snapshot, error) {
+func (s *Store) LoadHead(ctx context.Context, tenant, thread string) (*Snapshot, error) {
 	if err := validIDs(tenant, thread); err != nil {
 		return nil, err
 	}
@@ -125,7 +126,7 @@ func (s *Snapshots) LoadHead(ctx context.Context, tenant, thread string) (*Snaps
 // whatever chunks the head names that are neither cached nor on their way.
 // Every chunk is decoded by its fetch as soon as it arrives, whether or not
 // the head is there yet.
-func (s *Snapshots) load(ctx context.Context, f *chunkFetcher, tenant, thread string) (*Snapshot, error) {
+func (s *Store) load(ctx context.Context, f *chunkFetcher, tenant, thread string) (*Snapshot, error) {
 	key := HeadKey(tenant, thread)
 	if hint, ok := s.hints.get(key); ok && f.pre == nil {
 		var cached []*chunkEntry
@@ -223,7 +224,7 @@ func (f *chunkFetcher) start(ctx context.Context, key string, count int, into []
 		e, err := f.kv.Get(ctx, key)
 		<-f.sem
 		if err != nil {
-			r.err = fmt.Errorf("projector: read chunk %s: %w", key, err)
+			r.err = fmt.Errorf("snapstore: read chunk %s: %w", key, err)
 			return
 		}
 		r.data = e.Value()
@@ -332,9 +333,9 @@ func (c *chunkHints) put(key string, gen uint64, chunks []ChunkRef, tail int) {
 // the chunk cache and with other Loads and must not be modified in place;
 // the fold never does (it appends new messages and replaces slices).
 //
-// Errors: as [Snapshots.LoadHead], plus [ErrSnapshotChanged] (wrapped,
+// Errors: as [Store.LoadHead], plus [ErrSnapshotChanged] (wrapped,
 // retryable) when the history kept being replaced while it read.
-func (s *Snapshots) Load(ctx context.Context, tenant, thread string) (*Snapshot, error) {
+func (s *Store) Load(ctx context.Context, tenant, thread string) (*Snapshot, error) {
 	if err := validIDs(tenant, thread); err != nil {
 		return nil, err
 	}
@@ -372,7 +373,7 @@ func getHead(ctx context.Context, kv jetstream.KeyValue, tenant, thread string, 
 		return nil, 0, 0, fmt.Errorf("%w for thread %s/%s", ErrNoSnapshot, tenant, thread)
 	}
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("projector: read head of %s/%s: %w", tenant, thread, err)
+		return nil, 0, 0, fmt.Errorf("snapstore: read head of %s/%s: %w", tenant, thread, err)
 	}
 	h, err = decodeHead(e.Value(), sizes)
 	if err != nil {
@@ -397,7 +398,7 @@ func getHead(ctx context.Context, kv jetstream.KeyValue, tenant, thread string, 
 // values (appendMessage, closePending), builds new slices (checkHistory,
 // compact) or replaces the slice (replaceHistory). State.Clone relies on
 // the same rule.
-func (s *Snapshots) fillChunks(ctx context.Context, f *chunkFetcher, tenant, thread string, h *head) (read, cached int, err error) {
+func (s *Store) fillChunks(ctx context.Context, f *chunkFetcher, tenant, thread string, h *head) (read, cached int, err error) {
 	st := h.State
 	if len(h.Chunks) == 0 {
 		return 0, 0, nil

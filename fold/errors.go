@@ -1,4 +1,4 @@
-package projector
+package fold
 
 import (
 	"errors"
@@ -28,12 +28,12 @@ const (
 )
 
 // ErrRejected is wrapped by every *RejectionError.
-var ErrRejected = errors.New("projector: event rejected")
+var ErrRejected = errors.New("fold: event rejected")
 
 // ErrNeedHistory is returned by [Apply] when the event needs messages that
 // are not in a windowed State (a compaction that cuts before the window).
 // The caller loads the full history into the State and applies again.
-var ErrNeedHistory = errors.New("projector: event needs the full history")
+var ErrNeedHistory = errors.New("fold: event needs the full history")
 
 // RejectionError is the verdict of the fold on one event. It wraps
 // [ErrRejected]; Rejection says which event and why.
@@ -44,26 +44,9 @@ type RejectionError struct {
 
 // Error implements error.
 func (e *RejectionError) Error() string {
-	return fmt.Sprintf("projector: thread %s/%s: event %s (%s) at seq %d rejected: %s: %s",
+	return fmt.Sprintf("fold: thread %s/%s: event %s (%s) at seq %d rejected: %s: %s",
 		e.Tenant, e.Thread, e.EventID, e.Type, e.Seq, e.Code, e.Reason)
 }
 
 // Unwrap returns [ErrRejected].
 func (e *RejectionError) Unwrap() error { return ErrRejected }
-
-// ErrNoSnapshot is returned (wrapped) by [Snapshots.Load] and
-// [Snapshots.LoadHead] when the thread has no snapshot: it does not exist,
-// or the projector has not reached its first event yet. A writer that holds
-// a sequence can fold the thread from the stream instead.
-var ErrNoSnapshot = errors.New("projector: no snapshot")
-
-// ErrCorrupt is returned (wrapped) when a head or chunk in the snapshot
-// bucket cannot be decoded or does not match its head. It is not retryable;
-// deleting the thread's head makes the projector rebuild it from the stream.
-var ErrCorrupt = errors.New("projector: corrupt snapshot")
-
-// ErrSnapshotChanged is returned (wrapped) by [Snapshots.Load] when the
-// thread's history was replaced (reset, restore, compaction) several times
-// while it was being read, so no consistent version could be read. It is
-// retryable.
-var ErrSnapshotChanged = errors.New("projector: snapshot changed while it was read")

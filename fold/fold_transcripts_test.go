@@ -1,4 +1,4 @@
-package projector_test
+package fold_test
 
 import (
 	"encoding/json"
@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/fold"
 	"github.com/convlog/convlog/internal/transcripts"
-	"github.com/convlog/convlog/projector"
 )
 
 // Every conversation of the real transcripts folds with zero rejections and
@@ -26,11 +26,11 @@ func TestFoldReproducesEveryTranscript(t *testing.T) {
 			thread := transcripts.ThreadID(c)
 			evs, err := transcripts.Events(c, "default", thread, "test", time.Unix(1700000000, 0))
 			require.NoError(t, err)
-			s := projector.NewState("default", thread)
+			s := fold.NewState("default", thread)
 			for i, ev := range evs {
 				b, err := events.Marshal(ev)
 				require.NoError(t, err)
-				require.NoError(t, projector.ApplyBytes(s, uint64(i+1), ev.Time, b), "%s %s event %d", f, c.ID, i)
+				require.NoError(t, fold.ApplyBytes(s, uint64(i+1), ev.Time, b), "%s %s event %d", f, c.ID, i)
 			}
 			require.Zero(t, s.RejectedCount)
 			src := c.Messages

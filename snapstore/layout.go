@@ -1,4 +1,4 @@
-package projector
+package snapstore
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/fold"
 )
 
 // headFormat is the layout version written in every head.
@@ -83,8 +84,8 @@ type head struct {
 	Format int `msgpack:"format"`
 	// Gen is the layout generation: it names the chunk keys and grows on
 	// every history replacement (reset, restore, compaction, erasure).
-	Gen   uint64 `msgpack:"gen"`
-	State *State `msgpack:"state"`
+	Gen   uint64      `msgpack:"gen"`
+	State *fold.State `msgpack:"state"`
 	// Tail is State.Messages, encoded with the fast codec (a msgpack array
 	// of message maps, as in a chunk) and carried as msgpack bin, which
 	// decodes with one copy.
@@ -97,7 +98,7 @@ type head struct {
 }
 
 // encodeHead encodes h; tail is the encoding of h.State.Messages, each
-// message by appendMessage, concatenated (as work.tailEnc keeps it), so
+// message by appendMessage, concatenated (as Edit.tailEnc keeps it), so
 // that a step does not encode its tail again.
 func encodeHead(h *head, tail []byte) ([]byte, error) {
 	st := *h.State
@@ -158,7 +159,7 @@ func decodeHead(b []byte, sizes *[]int) (*head, error) {
 }
 
 // normalizeState puts decoded times in UTC, as the fold produces them.
-func normalizeState(s *State) {
+func normalizeState(s *fold.State) {
 	s.CreatedAt = s.CreatedAt.UTC()
 	s.UpdatedAt = s.UpdatedAt.UTC()
 }
@@ -175,21 +176,22 @@ type newChunk struct {
 	data []byte
 }
 
-// work is one projection of one thread in progress: the head it started
-// from, folded forward event by event. After every event, settle applies
-// the layout rules, so the chunks a head refers to depend only on the
-// events, never on how they were batched or which instance folded them.
-type work struct {
+// Edit is one projection of one thread in progress ([Writer.Edit]): the
+// head it started from, folded forward event by event by the caller. After
+// every event, [Edit.Settle] applies the layout rules, so the chunks a head
+// refers to depend only on the events, never on how they were batched or
+// which instance folded them. An Edit belongs to one goroutine.
+type Edit struct {
 	cfg            layoutConfig
 	tenant, thread string
-	s              *State
+	s              *fold.State
 	gen            uint64
 	chunks         []ChunkRef
 	tailSizes      []int
 	tailBytes      int
 	// tailEnc is s.Messages encoded (appendMessage of each, concatenated;
 	// tailSizes are the lengths). It may share its array with the cursor
-	// the work started from, up to its length: only append to it, and
+	// the Edit started from, up to its length: only append to it, and
 	// start a new one (nil) to drop it.
 	tailEnc []byte
 	created []newChunk // to write before the head, in order
@@ -199,8 +201,9 @@ type work struct {
 	fetch func(ctx context.Context, key string) ([]byte, error)
 }
 
-// mark is what settle compares against: the state before an event.
-type mark struct {
+// Mark is what [Edit.Settle] compares against: the state before an event
+// ([Edit.Mark]).
+type Mark struct {
 	gen     uint64
 	base    int
 	n       int
@@ -208,12 +211,19 @@ type mark struct {
 	version uint64
 }
 
-func (w *work) mark() mark {
-	return mark{gen: w.s.Generation, base: w.s.Base, n: len(w.s.Messages), erased: w.s.Erased, version: w.s.Version}
+// Mark records the edit's state before an event is folded into it.
+func (w *Edit) Mark() Mark {
+	return Mark{gen: w.s.Generation, base: w.s.Base, n: len(w.s.Messages), erased: w.s.Erased, version: w.s.Version}
 }
 
-// settle updates the layout after one event was folded into w.s.
-func (w *work) settle(ctx context.Context, before mark) error {
+// Settle updates the layout after one event was folded into the edit's
+// state (before is [Edit.Mark] taken just before the fold): a new
+// generation when the history was replaced or erased, else the new tail
+// messages are encoded and the tail is cut into chunks when it reaches
+// TailBytes. Errors: [ErrConflict] (wrapped) when a chunk it must extend
+// is gone (a newer head replaced it), [ErrCorrupt] (wrapped) for a chunk
+// that does not match its head, KV and context errors.
+func (w *Edit) Settle(ctx context.Context, before Mark) error {
 	s := w.s
 	switch {
 	case s.Erased && !before.erased:
@@ -230,7 +240,7 @@ func (w *work) settle(ctx context.Context, before mark) error {
 		w.gen++
 		w.chunks, w.created = nil, nil
 		if s.Base != 0 {
-			return fmt.Errorf("projector: fold replaced the history of %s/%s but left base %d", w.tenant, w.thread, s.Base)
+			return fmt.Errorf("snapstore: fold replaced the history of %s/%s but left base %d", w.tenant, w.thread, s.Base)
 		}
 		w.resetTail()
 	default:
@@ -240,7 +250,7 @@ func (w *work) settle(ctx context.Context, before mark) error {
 }
 
 // encodeTail encodes the tail messages from index i on onto tailEnc.
-func (w *work) encodeTail(i int) {
+func (w *Edit) encodeTail(i int) {
 	for ; i < len(w.s.Messages); i++ {
 		n := len(w.tailEnc)
 		w.tailEnc = appendMessage(w.tailEnc, &w.s.Messages[i])
@@ -250,7 +260,7 @@ func (w *work) encodeTail(i int) {
 	}
 }
 
-func (w *work) resetTail() {
+func (w *Edit) resetTail() {
 	w.tailSizes = w.tailSizes[:0]
 	w.tailBytes = 0
 	w.tailEnc = nil
@@ -267,7 +277,7 @@ func (w *work) resetTail() {
 // becomes final chunks of at most chunkBytes each (a message larger than
 // that gets a chunk of its own). Sizes include the chunk's array header, so
 // a chunk's value never exceeds chunkBytes unless it is one message.
-func (w *work) cut(ctx context.Context) error {
+func (w *Edit) cut(ctx context.Context) error {
 	if w.tailBytes < w.cfg.tailBytes || len(w.s.Messages) == 0 {
 		return nil
 	}
@@ -315,7 +325,7 @@ func (w *work) cut(ctx context.Context) error {
 
 // addChunk adds a chunk of the messages ms, whose encodings (appendMessage
 // of each, concatenated) are enc.
-func (w *work) addChunk(ms []events.Message, enc []byte, level uint8) {
+func (w *Edit) addChunk(ms []events.Message, enc []byte, level uint8) {
 	data := append(appendArrayLen(make([]byte, 0, len(enc)+5), len(ms)), enc...)
 	first := w.s.Base
 	if n := len(w.chunks); n > 0 {
@@ -328,7 +338,7 @@ func (w *work) addChunk(ms []events.Message, enc []byte, level uint8) {
 
 // closeRun makes the chunks from index k on final (level 1). Their keys and
 // values stay as they are: the level only steers the next cut.
-func (w *work) closeRun(k int) {
+func (w *Edit) closeRun(k int) {
 	for _, c := range w.chunks[k:] {
 		for i := range w.created {
 			if w.created[i].ref.First == c.First && w.created[i].ref.Count == c.Count {
@@ -344,7 +354,7 @@ func (w *work) closeRun(k int) {
 // extend replaces the open chunk (the level-0 chunks from index k on) by a
 // new open chunk holding their messages followed by the tail's, built by
 // concatenating encoded messages: nothing is decoded or encoded again.
-func (w *work) extend(ctx context.Context, k int) error {
+func (w *Edit) extend(ctx context.Context, k int) error {
 	run := w.chunks[k:]
 	ms := w.s.Messages
 	count, size := len(ms), len(w.tailEnc)
@@ -390,7 +400,7 @@ func (w *work) extend(ctx context.Context, k int) error {
 	return nil
 }
 
-func (w *work) createdData(c ChunkRef) []byte {
+func (w *Edit) createdData(c ChunkRef) []byte {
 	for _, n := range w.created {
 		if n.ref.First == c.First && n.ref.Count == c.Count {
 			return n.data
@@ -399,7 +409,7 @@ func (w *work) createdData(c ChunkRef) []byte {
 	return nil
 }
 
-func (w *work) dropCreated(c ChunkRef) {
+func (w *Edit) dropCreated(c ChunkRef) {
 	for i, n := range w.created {
 		if n.ref.First == c.First && n.ref.Count == c.Count {
 			w.created = append(w.created[:i], w.created[i+1:]...)
@@ -408,9 +418,11 @@ func (w *work) dropCreated(c ChunkRef) {
 	}
 }
 
-// loadFrom puts the messages of chunks[from:] in front of the tail (for a
-// compaction that cuts before the tail) and returns how many it added.
-func (w *work) loadFrom(ctx context.Context, from int) (int, error) {
+// LoadFrom puts the messages of the edit's chunks from index from on in
+// front of its state's messages (for a compaction that cuts before the
+// tail: [fold.ErrNeedHistory]), lowers Base by as many, and returns how
+// many it added. Errors: as [Edit.Settle].
+func (w *Edit) LoadFrom(ctx context.Context, from int) (int, error) {
 	refs := w.chunks[from:]
 	parts := make([][]events.Message, len(refs))
 	err := forEach(ctx, len(refs), fetchConcurrency, func(ctx context.Context, i int) error {
@@ -450,10 +462,10 @@ func (w *work) loadFrom(ctx context.Context, from int) (int, error) {
 	return n, nil
 }
 
-// compactionStart is the first chunk to load so that a compaction up to
+// CompactionStart is the first chunk to load so that a compaction up to
 // seq upTo sees every message it keeps plus at least one it cuts: the chunk
 // before the first one holding a message after upTo.
-func (w *work) compactionStart(upTo uint64) int {
+func (w *Edit) CompactionStart(upTo uint64) int {
 	k := 0
 	for k < len(w.chunks) && w.chunks[k].LastSeq <= upTo {
 		k++

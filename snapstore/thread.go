@@ -1,0 +1,68 @@
+package snapstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Purged names the keys [PurgeThread] removed.
+type Purged struct {
+	// SnapshotKeys are the thread's keys in the snapshot bucket: its head
+	// and the chunks of every generation, including chunks no head names.
+	SnapshotKeys []string
+	// IndexKeys is the thread's key in the index bucket.
+	IndexKeys []string
+}
+
+// PurgeThread removes every key of tenant/thread from the snapshot bucket
+// (snapshots) and the index bucket (index), leaving no delete markers
+// (KV purge). Erasure calls it after the thread's events are purged from
+// the stream; a projector that folds the erasure marker purges the chunks
+// again (idempotent). A key already gone is not an error.
+//
+// Errors: listing or purging a key failed (KV and context errors), naming
+// the key; Purged then holds the keys found so far.
+func PurgeThread(ctx context.Context, snapshots, index jetstream.KeyValue, tenant, thread string) (Purged, error) {
+	var p Purged
+	h := HeadKey(tenant, thread)
+	lister, err := snapshots.ListKeysFiltered(ctx, h, h+".>")
+	if err != nil {
+		return p, fmt.Errorf("snapstore: list snapshot keys of %s/%s: %w", tenant, thread, err)
+	}
+	for k := range lister.Keys() {
+		p.SnapshotKeys = append(p.SnapshotKeys, k)
+	}
+	for _, k := range p.SnapshotKeys {
+		if err := snapshots.Purge(ctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return p, fmt.Errorf("snapstore: purge snapshot key %s: %w", k, err)
+		}
+	}
+	ik := IndexKey(tenant, thread)
+	if err := index.Purge(ctx, ik); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return p, fmt.Errorf("snapstore: purge index key %s: %w", ik, err)
+	}
+	p.IndexKeys = []string{ik}
+	return p, nil
+}
+
+// WatchIndex watches the index entries of every thread of tenant in index:
+// first each current entry, then a nil entry, then changes (deletes are
+// not delivered). Stop the watcher when done. Decode values with
+// [UnmarshalSummary] and name their thread with [ThreadOfIndexKey].
+func WatchIndex(ctx context.Context, index jetstream.KeyValue, tenant string) (jetstream.KeyWatcher, error) {
+	return index.WatchFiltered(ctx, []string{tenant + ".*"}, jetstream.IgnoreDeletes())
+}
+
+// ThreadOfIndexKey returns the thread id of an index key of tenant (the
+// key [IndexKey] made); "" when key is not one of tenant's.
+func ThreadOfIndexKey(tenant, key string) string {
+	th, ok := strings.CutPrefix(key, tenant+".")
+	if !ok {
+		return ""
+	}
+	return th
+}

@@ -1,0 +1,403 @@
+package snapstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/convlog/convlog/fold"
+)
+
+// maxConflicts is how many compare-and-swap conflicts in a row an index
+// write tolerates before it gives up.
+const maxConflicts = 64
+
+// ErrConflict is returned (wrapped) by [Writer.Commit] and [Edit] methods
+// when another writer changed the thread's head first: the head the edit
+// started from is stale. Read the head again and redo the edit.
+var ErrConflict = errors.New("snapstore: compare-and-swap conflict")
+
+// WriterConfig configures a [Writer].
+type WriterConfig struct {
+	// SnapshotBucket holds heads and chunks; IndexBucket one [Summary] per
+	// thread. Both must exist (internal/provision creates them).
+	SnapshotBucket, IndexBucket string
+	// ChunkBytes is the most bytes a chunk's value holds unless it is one
+	// message; TailBytes is how many bytes of newest messages a head
+	// carries before they move to the open chunk (rule 1 of the package
+	// doc). The projector's Config documents their defaults and ranges.
+	ChunkBytes, TailBytes int
+	// Logger receives warnings (failed purges, unreadable index entries);
+	// nil discards them.
+	Logger *slog.Logger
+	// OnIndexRebuilt, when set, is called when an index entry did not
+	// decode and is written again from the head. It is called from the
+	// goroutine of [Writer.SyncIndex] and must not block.
+	OnIndexRebuilt func(tenant, thread string, err error)
+}
+
+// Writer writes thread snapshots: heads, chunks and index entries, in the
+// order and with the compare-and-swap rules of the package doc. It is the
+// projector's side of the store; readers use [Store]. It is safe for
+// concurrent use by goroutines that work on different threads; two
+// goroutines (or instances) working on one thread are kept apart by the
+// compare-and-swap of the head ([ErrConflict]).
+type Writer struct {
+	js       jetstream.JetStream
+	cfg      WriterConfig
+	log      *slog.Logger
+	snaps    jetstream.KeyValue
+	index    jetstream.KeyValue
+	kvStream jetstream.Stream
+}
+
+// NewWriter binds the snapshot and index buckets named in cfg through js.
+// Errors name each bucket that cannot be found (errors.Join).
+func NewWriter(ctx context.Context, js jetstream.JetStream, cfg WriterConfig) (*Writer, error) {
+	w := &Writer{js: js, cfg: cfg, log: cfg.Logger}
+	if w.log == nil {
+		w.log = slog.New(slog.DiscardHandler)
+	}
+	var errs []error
+	var err error
+	if w.snaps, err = js.KeyValue(ctx, cfg.SnapshotBucket); err != nil {
+		errs = append(errs, fmt.Errorf("snapstore: snapshot bucket %s: %w", cfg.SnapshotBucket, err))
+	}
+	if w.index, err = js.KeyValue(ctx, cfg.IndexBucket); err != nil {
+		errs = append(errs, fmt.Errorf("snapstore: index bucket %s: %w", cfg.IndexBucket, err))
+	}
+	if w.kvStream, err = js.Stream(ctx, "KV_"+cfg.SnapshotBucket); err != nil {
+		errs = append(errs, fmt.Errorf("snapstore: snapshot bucket stream KV_%s: %w", cfg.SnapshotBucket, err))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return w, nil
+}
+
+// Head is a thread's head as a [Writer] last read or wrote it: the
+// windowed fold state, the chunk list, the KV revision and what the index
+// entry is known to hold. A Head is never modified once it is shared (the
+// projector caches them); an edit works on a copy ([Writer.Edit]).
+type Head struct {
+	h     *head
+	sizes []int  // encoded size of each tail message
+	enc   []byte // the tail messages encoded (see Edit.tailEnc); never modified
+	rev   uint64 // KV revision of the head, 0 if there is none yet
+	// idxVersion is the version the index entry is known to hold (or, for
+	// an erased thread, the version at which it was known to be gone).
+	idxVersion uint64
+	idxRev     uint64 // KV revision of the index entry, 0 if unknown
+}
+
+// Version is the thread version the head holds (the stream sequence of the
+// last event folded; 0 for a thread without a head).
+func (c *Head) Version() uint64 { return c.h.State.Version }
+
+// State is the head's windowed fold state. It is shared: do not modify it.
+func (c *Head) State() *fold.State { return c.h.State }
+
+// Settled reports whether the head and the index entry both hold seq, so
+// a trigger for seq needs no projection step.
+func (c *Head) Settled(seq uint64) bool {
+	v := c.Version()
+	return seq != 0 && seq <= v && c.idxVersion == v
+}
+
+// Cost estimates what a Head holds in memory, in bytes: its tail's encoded
+// bytes (decoded strings alias them), a decoded Message per tail message,
+// and the rest of the state. Caches bound themselves with it.
+func (c *Head) Cost() int {
+	n := 1024 + 256*len(c.sizes) + cap(c.enc)
+	for _, s := range c.sizes {
+		n += s
+	}
+	return n
+}
+
+// ReadHead reads the thread's head from the snapshot bucket, or returns
+// the empty head (version 0, [fold.NewState]) when there is none. Errors:
+// [ErrCorrupt] (wrapped) for a head that does not decode; KV and context
+// errors.
+func (w *Writer) ReadHead(ctx context.Context, tenant, thread string) (*Head, error) {
+	var sizes []int
+	h, rev, _, err := getHead(ctx, w.snaps, tenant, thread, &sizes)
+	switch {
+	case errors.Is(err, ErrNoSnapshot):
+		return &Head{h: &head{Format: headFormat, State: fold.NewState(tenant, thread)}}, nil
+	case err != nil:
+		return nil, err
+	}
+	enc := h.Tail
+	h.Tail = nil
+	return &Head{h: h, sizes: sizes, enc: enc, rev: rev}, nil
+}
+
+// RebuildHead is the head to fold a thread's whole log onto when its head
+// or chunks cannot be read (garbage, or a format this version does not
+// know): an empty state at version 0, to be written over the unreadable
+// head at its revision (compare-and-swap as always). Its chunks take
+// generation rev, above every generation the thread used before (a
+// generation only grows with a head write, and rev counts every write of
+// the bucket), so no chunk key of the unreadable head is reused; those
+// chunks are left behind until the thread is erased.
+func (w *Writer) RebuildHead(ctx context.Context, tenant, thread string) (*Head, error) {
+	var rev uint64
+	e, err := w.snaps.Get(ctx, HeadKey(tenant, thread))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		return nil, fmt.Errorf("snapstore: read head of %s/%s: %w", tenant, thread, err)
+	default:
+		rev = e.Revision()
+	}
+	return &Head{h: &head{Format: headFormat, Gen: rev, State: fold.NewState(tenant, thread)}, rev: rev}, nil
+}
+
+// Edit starts an edit of cur: a working copy of its state, folded forward
+// event by event by the caller, with the layout kept by [Edit.Settle].
+// It first purges the garbage cur lists (nothing refers to it any more)
+// and carries over only what could not be purged.
+func (w *Writer) Edit(ctx context.Context, cur *Head) *Edit {
+	s := cur.h.State
+	e := &Edit{
+		cfg:    layoutConfig{chunkBytes: w.cfg.ChunkBytes, tailBytes: w.cfg.TailBytes},
+		tenant: s.Tenant, thread: s.Thread,
+		s:      s.Clone(),
+		gen:    cur.h.Gen,
+		chunks: append([]ChunkRef(nil), cur.h.Chunks...),
+		fetch: func(ctx context.Context, key string) ([]byte, error) {
+			e, err := w.snaps.Get(ctx, key)
+			if err != nil {
+				if errors.Is(err, jetstream.ErrKeyNotFound) {
+					// A newer head extended or replaced it: ours is stale.
+					return nil, fmt.Errorf("%w: chunk %s is gone", ErrConflict, key)
+				}
+				return nil, fmt.Errorf("snapstore: read chunk %s: %w", key, err)
+			}
+			return e.Value(), nil
+		},
+	}
+	e.tailSizes = append([]int(nil), cur.sizes...)
+	e.tailEnc = cur.enc[:len(cur.enc):len(cur.enc)] // appending copies
+	for _, n := range cur.sizes {
+		e.tailBytes += n
+	}
+	e.garbage = w.purge(ctx, cur.h.Garbage)
+	return e
+}
+
+// Commit is what [Writer.Commit] wrote.
+type Commit struct {
+	// Head is the new head, to start the thread's next edit from.
+	Head *Head
+	// HeadBytes is the size of the head value written; ChunksWritten the
+	// number of chunks created.
+	HeadBytes, ChunksWritten int
+}
+
+// Commit writes an edit of cur: its new chunks, then the head with
+// compare-and-swap at cur's revision. Then purge the garbage the new head
+// lists with [Writer.Tidy] and write the index entry with
+// [Writer.SyncIndex] (the new head's index fields are cur's).
+//
+// Errors: [ErrConflict] (wrapped) when another writer replaced cur first;
+// an error naming the thread when the head would exceed the server's max
+// payload (state, metadata or rejections too large); KV and context
+// errors. After any error nothing the new head would name is missing:
+// written chunks are adopted or purged by a later step.
+func (w *Writer) Commit(ctx context.Context, cur *Head, e *Edit) (Commit, error) {
+	if err := w.writeChunks(ctx, e); err != nil {
+		return Commit{}, err
+	}
+	nh := &head{Format: headFormat, Gen: e.gen, State: e.s, Chunks: e.chunks, Garbage: e.garbage}
+	data, err := encodeHead(nh, e.tailEnc)
+	if err != nil {
+		return Commit{}, fmt.Errorf("snapstore: encode head of %s/%s: %w", e.tenant, e.thread, err)
+	}
+	if mp := w.js.Conn().MaxPayload(); mp > 0 && int64(len(data)) > mp-1024 {
+		return Commit{}, fmt.Errorf("snapstore: head of %s/%s is %d bytes, over the server's max payload %d (state, metadata or rejections too large)", e.tenant, e.thread, len(data), mp)
+	}
+	rev, err := w.cas(ctx, w.snaps, HeadKey(e.tenant, e.thread), data, cur.rev)
+	if errors.Is(err, ErrConflict) {
+		return Commit{}, err
+	}
+	if err != nil {
+		return Commit{}, fmt.Errorf("snapstore: write head of %s/%s: %w", e.tenant, e.thread, err)
+	}
+	next := &Head{h: nh, sizes: e.tailSizes, enc: e.tailEnc, rev: rev, idxVersion: cur.idxVersion, idxRev: cur.idxRev}
+	return Commit{Head: next, HeadBytes: len(data), ChunksWritten: len(e.created)}, nil
+}
+
+// Tidy purges the garbage cur lists (after a [Writer.Commit], or what a
+// crashed or cancelled step left) and returns the head to keep: a copy of
+// cur, without the garbage once it is purged. A purge that fails is
+// logged and left listed for the next edit.
+func (w *Writer) Tidy(ctx context.Context, cur *Head) *Head {
+	c2 := *cur
+	if len(c2.h.Garbage) > 0 && len(w.purge(ctx, c2.h.Garbage)) == 0 {
+		h2 := *c2.h
+		h2.Garbage = nil
+		c2.h = &h2
+	}
+	return &c2
+}
+
+// writeChunks creates the edit's new chunks. A chunk that exists already
+// was written by another instance (or a crashed step) with the same bytes:
+// its key names its content.
+func (w *Writer) writeChunks(ctx context.Context, e *Edit) error {
+	return forEach(ctx, len(e.created), 4, func(ctx context.Context, i int) error {
+		c := e.created[i]
+		key := ChunkKey(e.tenant, e.thread, e.gen, c.ref.First, c.ref.Count)
+		if _, err := w.snaps.Create(ctx, key, c.data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("snapstore: write chunk %s: %w", key, err)
+		}
+		return nil
+	})
+}
+
+// cas writes key: Create when rev is 0, else Update at rev. It returns
+// ErrConflict when another writer got there first.
+func (w *Writer) cas(ctx context.Context, kv jetstream.KeyValue, key string, data []byte, rev uint64) (uint64, error) {
+	var (
+		r   uint64
+		err error
+	)
+	if rev == 0 {
+		r, err = kv.Create(ctx, key, data)
+	} else {
+		r, err = kv.Update(ctx, key, data, rev)
+	}
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return 0, ErrConflict
+	}
+	return r, err
+}
+
+// purge removes chunk keys and patterns from the snapshot bucket's stream
+// (no delete markers are left). It returns those it could not purge.
+func (w *Writer) purge(ctx context.Context, garbage []string) []string {
+	var left []string
+	for _, g := range garbage {
+		subj := "$KV." + w.cfg.SnapshotBucket + "." + g
+		if err := w.kvStream.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
+			level := slog.LevelWarn
+			if ctx.Err() != nil {
+				level = slog.LevelDebug // shutting down
+			}
+			w.log.Log(ctx, level, "snapstore: purge of old chunks failed; the next projection of the thread retries", "subject", subj, "err", err)
+			left = append(left, g)
+		}
+	}
+	return left
+}
+
+// SyncIndex makes the thread's index entry match cur's state: written
+// (never moved to a lower version) for an existing thread, absent for an
+// erased one. It updates cur's index fields, so call it before cur is
+// shared. Errors: KV and context errors, and too many conflicts in a row.
+func (w *Writer) SyncIndex(ctx context.Context, cur *Head) error {
+	s := cur.h.State
+	tenant, thread := s.Tenant, s.Thread
+	key := IndexKey(tenant, thread)
+	if cur.idxVersion == s.Version && s.Version != 0 {
+		return nil
+	}
+	if !indexed(s) {
+		if s.Erased {
+			if err := w.dropIndex(ctx, key); err != nil {
+				return err
+			}
+		}
+		cur.idxVersion, cur.idxRev = s.Version, 0
+		return nil
+	}
+	data, err := MarshalSummary(SummaryOf(s))
+	if err != nil {
+		return fmt.Errorf("snapstore: encode summary of %s/%s: %w", tenant, thread, err)
+	}
+	for attempt := 0; attempt < maxConflicts; attempt++ {
+		if cur.idxRev != 0 {
+			rev, err := w.index.Update(ctx, key, data, cur.idxRev)
+			if err == nil {
+				cur.idxRev, cur.idxVersion = rev, s.Version
+				return nil
+			}
+			if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+				return fmt.Errorf("snapstore: write index entry %s: %w", key, err)
+			}
+		}
+		e, err := w.index.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			rev, err := w.index.Create(ctx, key, data)
+			if errors.Is(err, jetstream.ErrKeyExists) {
+				cur.idxRev = 0
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("snapstore: write index entry %s: %w", key, err)
+			}
+			cur.idxRev, cur.idxVersion = rev, s.Version
+			// An entry that was absent may have been deleted by an erasure
+			// projected meanwhile by another instance: if the head moved on,
+			// let the newest head decide.
+			return w.recheckIndex(ctx, cur)
+		case err != nil:
+			return fmt.Errorf("snapstore: read index entry %s: %w", key, err)
+		}
+		sum, derr := UnmarshalSummary(e.Value())
+		cur.idxRev = e.Revision()
+		if derr == nil && sum.Version >= s.Version {
+			cur.idxVersion = s.Version // a newer projection wrote it
+			return nil
+		}
+		if derr != nil {
+			// Written over at its revision in the next round.
+			w.log.Warn("snapstore: unreadable index entry; writing it again", "key", key, "err", derr)
+			if w.cfg.OnIndexRebuilt != nil {
+				w.cfg.OnIndexRebuilt(tenant, thread, derr)
+			}
+		}
+	}
+	return fmt.Errorf("snapstore: index entry %s: too many conflicts", key)
+}
+
+// recheckIndex deletes the index entry just created if the newest head
+// says the thread is erased.
+func (w *Writer) recheckIndex(ctx context.Context, cur *Head) error {
+	s := cur.h.State
+	h, rev, _, err := getHead(ctx, w.snaps, s.Tenant, s.Thread, nil)
+	if err != nil || rev == cur.rev {
+		return nil //nolint:nilerr // best effort: the entry stands for our head
+	}
+	if h.State.Erased {
+		return w.dropIndex(ctx, IndexKey(s.Tenant, s.Thread))
+	}
+	return nil
+}
+
+func (w *Writer) dropIndex(ctx context.Context, key string) error {
+	_, err := w.index.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("snapstore: read index entry %s: %w", key, err)
+	}
+	if err := w.index.Purge(ctx, key); err != nil {
+		return fmt.Errorf("snapstore: delete index entry %s: %w", key, err)
+	}
+	return nil
+}
+
+// State is the edit's working state: fold events into it with
+// [fold.Apply] (between [Edit.Mark] and [Edit.Settle]).
+func (e *Edit) State() *fold.State { return e.s }
+
+// Thread returns the edit's tenant and thread.
+func (e *Edit) Thread() (tenant, thread string) { return e.tenant, e.thread }
