@@ -23,17 +23,17 @@ const mod = "github.com/convlog/convlog/"
 //	events                         nothing of ours, no NATS
 //	fold (the fold)                events; no NATS: a pure function
 //	snapstore (the snapshot store) events, fold; nats.go's KV, no internal/
-//	projector (the runner)         events, fold, snapstore, the internal leaves
+//	projector (the runner)         client (its durable consume) and below
 //	client                         events, fold, snapstore, the internal leaves; never the runner
 //	agent/...                      events only, no NATS
 //	client adapters                client and below, nothing of agentd
 //	agentd/httpapi                 client and below, schemas; no server, no worker
 //
-// The internal leaves (directget, provision, lru) are NATS plumbing and a
-// cache that import nothing of ours; only internal/embedded (and tests)
+// The internal leaves (directget, provision, lru, shutdown) are NATS
+// plumbing, a cache and a stop gate that import nothing of ours; only internal/embedded (and tests)
 // import nats-server.
 func TestDependencyDirection(t *testing.T) {
-	leaves := []string{"internal/provision", "internal/directget", "internal/lru"}
+	leaves := []string{"internal/provision", "internal/directget", "internal/lru", "internal/shutdown"}
 	below := func(extra ...string) []string {
 		return append(append([]string{"events", "fold", "snapstore"}, leaves...), extra...)
 	}
@@ -46,11 +46,12 @@ func TestDependencyDirection(t *testing.T) {
 		{"internal/directget", []string{"github.com/nats-io/nats-server"}, nil},
 		{"internal/provision", []string{"github.com/nats-io/nats-server"}, nil},
 		{"internal/lru", []string{"github.com/nats-io/"}, nil},
+		{"internal/shutdown", []string{"github.com/nats-io/"}, nil},
 		// The data directory's lock and credentials: a leaf, no server.
 		{"internal/datadir", []string{"github.com/nats-io/nats-server", "github.com/nats-io/nats.go"}, nil},
 		{"fold", []string{"github.com/nats-io/"}, []string{"events"}},
 		{"snapstore", []string{"github.com/nats-io/nats-server"}, []string{"events", "fold"}},
-		{"projector", []string{"github.com/nats-io/nats-server"}, below()},
+		{"projector", []string{"github.com/nats-io/nats-server"}, below("client")},
 		{"client", []string{"github.com/nats-io/nats-server"}, below()},
 		// The agent loop's model and tools depend on events only (agent/doc.go):
 		// another service can use them without NATS or convlog's storage.

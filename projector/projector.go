@@ -14,8 +14,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/internal/lru"
+	"github.com/convlog/convlog/internal/shutdown"
 	"github.com/convlog/convlog/snapstore"
 )
 
@@ -33,6 +35,7 @@ type Projector struct {
 	subjects events.Subjects
 	ready    chan struct{}
 	started  atomic.Bool
+	gate     shutdown.Gate
 	// defaultChunk: cfg.ChunkBytes was left to its default, which Run
 	// lowers to fit the server's max payload.
 	defaultChunk bool
@@ -126,15 +129,14 @@ func (p *Projector) Run(ctx context.Context) error {
 	if !p.started.CompareAndSwap(false, true) {
 		return errors.New("projector: Run called twice")
 	}
-	cons, err := p.bind(ctx)
+	ctx, end := p.gate.Begin(ctx)
+	defer end()
+	if p.gate.Requested() {
+		return nil // Shutdown came first
+	}
+	it, err := p.bind(ctx)
 	if err != nil {
 		return err
-	}
-	// A short pull expiry (heartbeat 2.5 s) notices a consumer leader lost
-	// with its NATS node within seconds instead of the default 30 s.
-	it, err := cons.Messages(jetstream.PullMaxMessages(min(512, p.cfg.MaxAckPending)), jetstream.PullExpiry(5*time.Second))
-	if err != nil {
-		return fmt.Errorf("projector: consume %s/%s: %w", p.cfg.Stream, p.cfg.Durable, err)
 	}
 	// The ready queue holds each thread with unacked triggers at most once,
 	// so MaxAckPending bounds it and the dispatcher never waits on it:
@@ -154,7 +156,7 @@ func (p *Projector) Run(ctx context.Context) error {
 	for {
 		msg, err := it.Next()
 		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+			if errors.Is(err, client.ErrDurableStopped) {
 				if ctx.Err() == nil {
 					runErr = fmt.Errorf("projector: consumer %s/%s stopped: %w", p.cfg.Stream, p.cfg.Durable, err)
 				}
@@ -172,8 +174,15 @@ func (p *Projector) Run(ctx context.Context) error {
 	return runErr
 }
 
+// Shutdown stops Run as cancelling its context does (the steps of the
+// shutdown are in Run's doc) and waits until Run has returned, or until
+// ctx ends: then it returns ctx's error, wrapped, and Run goes on
+// stopping. Called before Run, it makes Run return at once. It is safe to
+// call concurrently and more than once.
+func (p *Projector) Shutdown(ctx context.Context) error { return p.gate.Shutdown(ctx) }
+
 // bind looks up the stream and buckets and creates or joins the consumer.
-func (p *Projector) bind(ctx context.Context) (jetstream.Consumer, error) {
+func (p *Projector) bind(ctx context.Context) (*client.Durable, error) {
 	c := p.cfg
 	var errs []error
 	if _, err := p.js.Stream(ctx, c.Stream); err != nil {
@@ -202,20 +211,17 @@ func (p *Projector) bind(ctx context.Context) (jetstream.Consumer, error) {
 		return nil, errors.Join(errs...)
 	}
 	p.store = store
-	cons, err := p.js.CreateOrUpdateConsumer(ctx, c.Stream, jetstream.ConsumerConfig{
-		Durable:       c.Durable,
-		Description:   "convlog projector: triggers snapshot updates (shared by every instance)",
-		FilterSubject: p.subjects.StreamSubjects(),
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       c.AckWait,
-		MaxDeliver:    -1,
-		MaxAckPending: c.MaxAckPending,
+	// A short pull expiry (heartbeat 2.5 s) notices a consumer leader lost
+	// with its NATS node within seconds instead of the default 30 s.
+	return client.ConsumeDurable(ctx, p.js, c.Stream, p.subjects, client.DurableConfig{
+		Name:            c.Durable,
+		Description:     "convlog projector: triggers snapshot updates (shared by every instance)",
+		AckWait:         c.AckWait,
+		MaxAckPending:   c.MaxAckPending,
+		PullMaxMessages: min(512, c.MaxAckPending),
+		PullExpiry:      5 * time.Second,
+		Logger:          p.log,
 	})
-	if err != nil {
-		return nil, fmt.Errorf("projector: consumer %s on %s: %w", c.Durable, c.Stream, err)
-	}
-	return cons, nil
 }
 
 // dispatch queues msg on its thread and hands the thread to a worker if no

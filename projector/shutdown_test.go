@@ -59,3 +59,33 @@ func TestGracefulRestartCatchesUpWithinAckWait(t *testing.T) {
 		})
 	}
 }
+
+// Shutdown stops a running projector and returns once Run has returned,
+// with every trigger it received acked or handed back (none left pending
+// on the consumer beyond what AckWait brings back); before Run it makes
+// Run return at once.
+func TestShutdownStopsRunAndWaits(t *testing.T) {
+	e := newEnv(t)
+	p, err := projector.New(e.js, projector.Config{})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(context.Background()) }()
+	<-p.Ready()
+	v := e.publish(t, events.Event{Tenant: "default", Thread: "t1", Payload: events.ThreadCreated{}})
+	e.waitVersion(t, "default", "t1", v)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, p.Shutdown(ctx))
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	default:
+		t.Fatal("Shutdown returned before Run did")
+	}
+
+	early, err := projector.New(e.js, projector.Config{Durable: "early"})
+	require.NoError(t, err)
+	require.NoError(t, early.Shutdown(ctx))
+	require.NoError(t, early.Run(context.Background()), "Run after Shutdown returns at once")
+}

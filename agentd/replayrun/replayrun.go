@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/convlog/convlog/agent/model"
 	"github.com/convlog/convlog/agentd/worker"
@@ -361,22 +360,15 @@ type toolRunner struct {
 }
 
 func (t *toolRunner) run(ctx context.Context, consumer string, ready chan<- error) {
-	rc := t.c.Config().Resources
-	cons, err := t.c.JetStream().CreateOrUpdateConsumer(ctx, rc.Stream, jetstream.ConsumerConfig{
-		Durable: consumer, FilterSubjects: []string{rc.SubjectPrefix + "." + t.tenant + ".*"},
-		DeliverPolicy: jetstream.DeliverNewPolicy, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
-		MaxAckPending: 256,
+	it, err := t.c.ConsumeDurable(ctx, client.DurableConfig{
+		Name: consumer, Tenant: t.tenant, DeliverNew: true, AckWait: 30 * time.Second,
+		MaxAckPending: 256, PullMaxMessages: 256, PullExpiry: 30 * time.Second,
 	})
 	if err != nil {
 		ready <- err
 		return
 	}
-	defer func() { _ = t.c.JetStream().DeleteConsumer(context.Background(), rc.Stream, consumer) }()
-	it, err := cons.Messages()
-	if err != nil {
-		ready <- err
-		return
-	}
+	defer func() { _ = it.Delete(context.Background()) }()
 	ready <- nil
 	go func() { <-ctx.Done(); it.Stop() }()
 	var wg sync.WaitGroup

@@ -17,6 +17,7 @@ import (
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/fold"
+	"github.com/convlog/convlog/internal/shutdown"
 )
 
 // Tools is what a worker needs from a tool set: the specs offered to the
@@ -103,6 +104,7 @@ type Pool struct {
 	nc    *nats.Conn
 	ready chan struct{}
 	once  sync.Once
+	gate  shutdown.Gate
 
 	mu       sync.Mutex
 	inflight map[string]*flight // threads this process is working on
@@ -159,27 +161,40 @@ func New(c *client.Client, nc *nats.Conn, cfg Config) (*Pool, error) {
 // Ready is closed once the pool consumes.
 func (p *Pool) Ready() <-chan struct{} { return p.ready }
 
+// Shutdown stops Run as cancelling its context does and waits until Run
+// has returned (in-flight turns finished), or until ctx ends: then it
+// returns ctx's error, wrapped, and Run goes on stopping. Called before
+// Run, it makes Run return at once. Safe to call concurrently.
+func (p *Pool) Shutdown(ctx context.Context) error { return p.gate.Shutdown(ctx) }
+
 // Run consumes work until ctx ends, then waits for in-flight turns (their
 // appends are atomic; an interrupted turn is redelivered elsewhere). It
 // returns nil on ctx cancellation, or the error that stopped consumption.
 func (p *Pool) Run(ctx context.Context) error {
-	rc := p.c.Config().Resources
-	ccfg := jetstream.ConsumerConfig{
-		Durable:        p.cfg.Consumer,
-		Description:    "convlog agent workers: threads waiting for their agent",
-		FilterSubjects: []string{rc.SubjectPrefix + ".*.*"},
-		DeliverPolicy:  jetstream.DeliverNewPolicy,
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        p.cfg.AckWait,
-		MaxAckPending:  max(64, p.cfg.Concurrency*16),
-		MaxDeliver:     -1,
+	ctx, end := p.gate.Begin(ctx)
+	defer end()
+	if p.gate.Requested() {
+		return nil // Shutdown came first
+	}
+	dcfg := client.DurableConfig{
+		Name:        p.cfg.Consumer,
+		Description: "convlog agent workers: threads waiting for their agent",
+		DeliverNew:  true,
+		AckWait:     p.cfg.AckWait,
+		// A short pull expiry (heartbeat 2.5 s) notices a consumer leader
+		// lost with its NATS node within seconds; the default (30 s) stalls
+		// the workers that long (deploy/clustertest).
+		MaxAckPending:   max(64, p.cfg.Concurrency*16),
+		PullMaxMessages: p.cfg.Concurrency * 4,
+		PullExpiry:      5 * time.Second,
+		Logger:          p.cfg.Logger,
 	}
 	// The consumer may not be creatable yet (NATS starting, a cluster
 	// electing leaders): retry with backoff until ctx ends.
-	var cons jetstream.Consumer
+	var it *client.Durable
 	var err error
 	for backoff := 100 * time.Millisecond; ; backoff = min(backoff*2, 5*time.Second) {
-		cons, err = p.js.CreateOrUpdateConsumer(ctx, rc.Stream, ccfg)
+		it, err = p.c.ConsumeDurable(ctx, dcfg)
 		if err == nil {
 			break
 		}
@@ -193,13 +208,6 @@ func (p *Pool) Run(ctx context.Context) error {
 	sem := make(chan struct{}, p.cfg.Concurrency)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	// A short pull expiry (heartbeat 2.5 s) notices a consumer leader lost
-	// with its NATS node within seconds; the default (30 s) stalls the
-	// workers that long (deploy/clustertest).
-	it, err := cons.Messages(jetstream.PullMaxMessages(p.cfg.Concurrency*4), jetstream.PullExpiry(5*time.Second))
-	if err != nil {
-		return fmt.Errorf("worker: consume: %w", err)
-	}
 	stopped := make(chan struct{})
 	go func() {
 		select {
@@ -213,15 +221,10 @@ func (p *Pool) Run(ctx context.Context) error {
 	for {
 		msg, err := it.Next()
 		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+			if ctx.Err() != nil || errors.Is(err, client.ErrDurableStopped) {
 				return nil
 			}
-			if errors.Is(err, jetstream.ErrNoHeartbeat) {
-				// The consumer leader changed or a node was lost: the
-				// iterator pulls again by itself.
-				continue
-			}
-			return fmt.Errorf("worker: consume: %w", err)
+			return fmt.Errorf("worker: %w", err)
 		}
 		switch events.Type(msg.Headers().Get(events.HeaderType)) {
 		case events.TypeUserMessage, events.TypeRestore, events.TypeCompaction:

@@ -223,3 +223,32 @@ func TestToolStepIsGeneratedOnce(t *testing.T) {
 	}
 	require.Equal(t, int64(2*turns), cp.n.Load())
 }
+
+// Shutdown stops a running pool after its turns in flight and returns once
+// Run has returned; before Run it makes Run return at once.
+func TestPoolShutdownStopsRunAndWaits(t *testing.T) {
+	c, s, agents := setup(t)
+	p, err := worker.New(c, s.NC, worker.Config{Agents: agents})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(context.Background()) }()
+	<-p.Ready()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, th, _, err := c.CreateThread(ctx, client.CreateOptions{ThreadCreated: events.ThreadCreated{Agent: "demo"}})
+	require.NoError(t, err)
+	_, err = c.Append(ctx, "default", th, []events.Event{{Payload: events.UserMessage{Content: events.Text("hello")}}}, client.AnyVersion())
+	require.NoError(t, err)
+	require.NoError(t, p.Shutdown(ctx))
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	default:
+		t.Fatal("Shutdown returned before Run did")
+	}
+
+	early, err := worker.New(c, s.NC, worker.Config{Agents: agents, Consumer: "early"})
+	require.NoError(t, err)
+	require.NoError(t, early.Shutdown(ctx))
+	require.NoError(t, early.Run(context.Background()), "Run after Shutdown returns at once")
+}
