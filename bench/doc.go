@@ -4,7 +4,7 @@
 //
 //	bench/run.sh            # full run, with PostgreSQL and Redis (started and stopped by the script)
 //	bench/run.sh -quick     # development run, under 2 minutes (prints the report; -out and -png to write it)
-//	go run ./bench -quick   # convlog and raw JetStream only
+//	go run -C bench . -quick # convlog and raw JetStream only
 //
 // # What runs where
 //

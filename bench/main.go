@@ -199,8 +199,23 @@ func main() {
 	os.Exit(benchMain())
 }
 
+// toRepoRoot changes to the repository root when the bench was started in
+// bench/ (as `go run -C bench .` and bench/run.sh do: bench is a module of
+// its own), so that its paths (-out, -png, -notes) are relative to the
+// root wherever it runs from.
+func toRepoRoot() {
+	wd, err := os.Getwd()
+	if err != nil || filepath.Base(wd) != "bench" {
+		return
+	}
+	if _, err := os.Stat(filepath.Join(wd, "..", "BENCHMARKS.md")); err == nil {
+		_ = os.Chdir("..")
+	}
+}
+
 // benchMain is main without os.Exit, so that deferred calls run.
 func benchMain() int {
+	toRepoRoot()
 	var (
 		quick    = flag.Bool("quick", false, "development run: smaller sizes, under 2 minutes")
 		out      = flag.String("out", "BENCHMARKS.md", "markdown report to write (empty: stdout only; -quick: empty unless set)")
@@ -277,7 +292,7 @@ func benchMain() int {
 		}
 		res.Command = *command
 		if res.Command == "" {
-			res.Command = "go run ./bench " + strings.Join(os.Args[1:], " ")
+			res.Command = "go run -C bench . " + strings.Join(os.Args[1:], " ")
 		}
 	}
 	if *jsonOut != "" {

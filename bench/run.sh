@@ -5,7 +5,8 @@
 #   bench/run.sh            full run (about 8 minutes on 2 cores)
 #   bench/run.sh -quick     development run (under 2 minutes), report on stdout
 #
-# Other flags are passed to `go run ./bench` (see `go run ./bench -h`).
+# Other flags are passed to the bench (see `go run -C bench . -h`; bench/ is
+# a Go module of its own).
 #
 # PostgreSQL and Redis come from Debian's packages (installed with apt-get
 # when missing; needs root). They are started here, on loopback ports of
@@ -95,5 +96,5 @@ for _ in $(seq 50); do
 	sleep 0.1
 done
 
-go run ./bench -pg "postgres://postgres@127.0.0.1:$PGPORT/postgres?sslmode=disable" -redis "127.0.0.1:$REDISPORT" \
+go run -C bench . -pg "postgres://postgres@127.0.0.1:$PGPORT/postgres?sslmode=disable" -redis "127.0.0.1:$REDISPORT" \
 	-dir "$TMP" -cmd "bench/run.sh${*:+ $*}" "$@"
