@@ -27,7 +27,8 @@ const mod = "github.com/convlog/convlog/"
 //	client                         events, fold, snapstore, the internal leaves; never the runner
 //	agent/...                      events only, no NATS
 //	client adapters                client and below, nothing of agentd
-//	agentd/httpapi                 client and below, schemas; no server, no worker
+//	agentd/chat (the chat service)  client and below; not the HTTP API
+//	agentd/httpapi                 client and below, schemas, agentd/chat; no server, no worker
 //
 // The internal leaves (directget, provision, lru, shutdown) are NATS
 // plumbing, a cache and a stop gate that import nothing of ours; only internal/embedded (and tests)
@@ -64,7 +65,10 @@ func TestDependencyDirection(t *testing.T) {
 		{"client/deepagents", []string{"github.com/nats-io/nats-server"}, below("client")},
 		// The HTTP API is a layer on client: no agent loop, no embedded
 		// server, no worker, no runner.
-		{"agentd/httpapi", []string{"github.com/nats-io/nats-server"}, below("client", "schemas")},
+		{"agentd/httpapi", []string{"github.com/nats-io/nats-server"}, below("client", "schemas", "agentd/chat")},
+		// The chat service is an application on client: no HTTP API, no
+		// worker, no server.
+		{"agentd/chat", []string{"github.com/nats-io/nats-server"}, below("client")},
 	}
 	for _, c := range cases {
 		t.Run(c.pkg, func(t *testing.T) {

@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/convlog/convlog/agentd/chat"
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
 )
@@ -32,40 +32,13 @@ type chatStreamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
 }
 
-// chatTurn is a parsed chat request.
+// chatTurn is a parsed chat request: the service's turn and what only
+// the HTTP answer needs.
 type chatTurn struct {
-	tenant, model string
-	stream        bool
-	includeUsage  bool
-	system        *string
-	// msgs are the non-system messages; idx their positions in the request.
-	msgs   []events.Message
-	idx    []int
-	key    client.ConvKey
-	thread string
-	idem   string
-}
-
-// turnPlan is what one attempt at a turn does.
-type turnPlan struct {
-	mode string // "create", "append", "delta", "replay", "wait"
-	// version is the expected thread version of the append.
-	version uint64
-	evs     []events.Event
-	// evIndex maps appended event ids to request message positions.
-	evIndex map[string]int
-	// replyTo is the user message being answered (set before the append
-	// when it is already stored, else the id of the appended one).
-	replyTo    string
-	replySeq   uint64
-	watchAfter uint64
-	// base is the number of the turn's steps stored before watchAfter.
-	base int
-}
-
-// chatProblem is a 4xx answer to a chat request that names the conversation.
-func chatProblem(status int, slug, title, detail, thread string) *Problem {
-	return newProblem(status, slug, title, detail).thread(thread)
+	chat.Turn
+	thread       string
+	stream       bool
+	includeUsage bool
 }
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) (err error) {
@@ -104,76 +77,40 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) (err er
 	if p != nil {
 		return p
 	}
-	key = t.key
-	info.Agent, info.Thread, info.Stream = t.model, t.thread, t.stream
+	key = t.Key
+	info.Agent, info.Thread, info.Stream = t.Agent, t.thread, t.stream
 
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.AnswerTimeout)
 	defer cancel()
 	stop := context.AfterFunc(s.base, cancel)
 	defer stop()
 
-	var (
-		plan turnPlan
-		wt   *client.Watcher
-	)
-	for attempt := 1; ; attempt++ {
-		plan, err = s.planTurn(ctx, t)
-		if err != nil {
-			return err
-		}
-		// Watch before appending, so that no live delta of the answer is missed.
-		wt, err = s.c.Watch(ctx, tenant, t.thread, client.WatchOptions{After: plan.watchAfter, Deltas: t.stream, Buffer: 1024})
-		if err != nil {
-			return err
-		}
-		if len(plan.evs) == 0 {
-			break
-		}
-		res, aerr := s.c.Append(ctx, tenant, t.thread, plan.evs, client.ExpectVersion(plan.version))
-		var conflict *client.ConflictError
-		if errors.As(aerr, &conflict) && attempt < 8 {
-			// Another request moved the thread on: re-plan against it.
-			wt.Stop()
-			continue
-		}
-		if aerr != nil {
-			wt.Stop()
-			return problemFor(aerr, errCtx{thread: t.thread, eventIndex: plan.evIndex,
+	ans, err := s.chat.Start(ctx, &t.Turn)
+	if err != nil {
+		var ae *chat.AppendError
+		if errors.As(err, &ae) {
+			return problemFor(ae.Err, errCtx{thread: t.thread, eventIndex: ae.EventIndex,
 				fieldPrefix: func(i int) string { return fmt.Sprintf("messages[%d].", i) }})
 		}
-		for _, st := range res.Events {
-			if st.ID == plan.replyTo {
-				plan.replySeq = st.Seq
-			}
-		}
-		if res.Duplicate {
-			// A retry (same Idempotency-Key) of an append already stored:
-			// watch from the stored user message instead.
-			wt.Stop()
-			plan.watchAfter, plan.base = plan.replySeq, 0
-			if wt, err = s.c.Watch(ctx, tenant, t.thread, client.WatchOptions{After: plan.watchAfter, Deltas: t.stream, Buffer: 1024}); err != nil {
-				return err
-			}
-		}
-		break
+		return s.chatErr(err, t)
 	}
-	defer wt.Stop()
+	defer ans.Stop()
 	info.Outcome = "answered"
-	if plan.mode == "replay" || plan.mode == "wait" {
+	if ans.Replayed() {
 		info.Outcome = "replayed"
 	}
 
 	h := w.Header()
 	h.Set("X-Convlog-Thread", t.thread)
-	h.Set("X-Conversation-Id", t.key.Key)
-	h.Set("X-Convlog-Conversation-Tier", t.key.Tier.String())
-	h.Set("X-Convlog-Stateless", strconv.FormatBool(t.key.Stateless()))
-	a := &answer{s: s, t: t, plan: plan, id: "chatcmpl-" + plan.replyTo, created: time.Now().Unix()}
+	h.Set("X-Conversation-Id", t.Key.Key)
+	h.Set("X-Convlog-Conversation-Tier", t.Key.Tier.String())
+	h.Set("X-Convlog-Stateless", strconv.FormatBool(t.Key.Stateless()))
+	a := &answer{s: s, t: t, ans: ans, id: "chatcmpl-" + ans.ReplyTo(), created: time.Now().Unix()}
 	if t.stream {
-		return a.stream(ctx, w, r, wt)
+		return a.stream(ctx, w)
 	}
-	if err := a.collect(ctx, wt); err != nil {
-		return err
+	if err := ans.Wait(ctx, nil, nil); err != nil {
+		return s.chatErr(a.ctxErr(ctx, err), t)
 	}
 	return writeJSON(w, http.StatusOK, a.completion())
 }
@@ -201,7 +138,7 @@ func (s *Server) parseChat(r *http.Request, tenant string) (*chatTurn, *Problem)
 	if p != nil {
 		return nil, p
 	}
-	t := &chatTurn{tenant: tenant, model: req.Model, stream: req.Stream, idem: idem}
+	t := &chatTurn{Turn: chat.Turn{Tenant: tenant, Agent: req.Model, Deltas: req.Stream}, stream: req.Stream}
 	t.includeUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	firstUser, hasUser := "", false
 	for i, raw := range req.Messages {
@@ -227,21 +164,21 @@ func (s *Server) parseChat(r *http.Request, tenant string) (*chatTurn, *Problem)
 				return nil, invalid(f+".role", "a system (or developer) message is supported only as the first message: it becomes the thread's system prompt").index(i)
 			}
 			sp := m.Content.String()
-			t.system = &sp
+			t.System = &sp
 			continue
 		}
 		if m.Role == events.RoleUser && !hasUser {
 			firstUser, hasUser = m.Content.String(), true
 		}
-		t.msgs = append(t.msgs, m)
-		t.idx = append(t.idx, i)
+		t.Messages = append(t.Messages, m)
+		t.Positions = append(t.Positions, i)
 	}
-	if len(t.msgs) == 0 {
+	if len(t.Messages) == 0 {
 		return nil, invalid("messages", "messages hold only a system message: add a user message")
 	}
 	sys := ""
-	if t.system != nil {
-		sys = *t.system
+	if t.System != nil {
+		sys = *t.System
 	}
 	key, err := client.ResolveConvKey(client.ConvRequest{Agent: req.Model, Header: r.Header,
 		ConversationID: req.Metadata["conversation_id"], User: req.User, SystemPrompt: sys,
@@ -258,217 +195,46 @@ func (s *Server) parseChat(r *http.Request, tenant string) (*chatTurn, *Problem)
 		}
 		return nil, invalid("model", err.Error())
 	}
-	t.key, t.thread = key, key.ThreadID()
+	t.Key, t.thread = key, key.ThreadID()
+	if idem != "" {
+		t.EventID = func(purpose string) string { return idemID(tenant, t.thread, idem, "chat:"+purpose) }
+	}
 	return t, nil
 }
 
-// planTurn reads the conversation's thread and decides what to append and
-// which user message's answer to wait for (the divergence policy in doc.go).
-func (s *Server) planTurn(ctx context.Context, t *chatTurn) (turnPlan, error) {
-	th, err := s.c.Get(ctx, t.tenant, t.thread, client.Consistent(), client.IncludeDeleted())
-	var nf *client.NotFoundError
-	if errors.As(err, &nf) {
-		if errors.Is(err, client.ErrThreadErased) {
-			return turnPlan{}, chatProblem(http.StatusGone, "conversation-erased", "Conversation erased",
-				fmt.Sprintf("the thread of this conversation (%s) was erased: start a new conversation id", t.thread), t.thread)
-		}
-		if p := lastMustBeAnswerable(t.msgs, t.idx, t.thread); p != nil {
-			return turnPlan{}, p
-		}
-		return s.planCreate(t), nil
+// chatErr maps the chat service's refusals to problems.
+func (s *Server) chatErr(err error, t *chatTurn) error {
+	var ce *chat.Error
+	if !errors.As(err, &ce) {
+		return err
 	}
-	if err != nil {
-		return turnPlan{}, err
+	status, title := http.StatusConflict, ""
+	switch ce.Code {
+	case chat.CodeInvalid:
+		status, title = http.StatusUnprocessableEntity, "Invalid request"
+	case chat.CodeErased:
+		status, title = http.StatusGone, "Conversation erased"
+	case chat.CodeDeleted:
+		title = "Conversation deleted"
+	case chat.CodeRepliesOff:
+		title = "Thread takes no replies"
+	case chat.CodeAgentMismatch:
+		title = "Thread answered by another agent"
+	case chat.CodeHistoryDiverged:
+		title = "Conversation history diverged"
+	case chat.CodeSuperseded:
+		title = "Turn superseded"
+	case chat.CodeInterrupted:
+		title = "Turn interrupted"
 	}
-	switch {
-	case th.Deleted:
-		return turnPlan{}, chatProblem(http.StatusConflict, "conversation-deleted", "Conversation deleted",
-			fmt.Sprintf("the thread of this conversation (%s) is deleted: undelete it with POST /v1/threads/%s/undelete or start a new conversation id", t.thread, t.thread), t.thread)
-	case th.Replies == events.RepliesOff:
-		return turnPlan{}, chatProblem(http.StatusConflict, "replies-off", "Thread takes no replies",
-			fmt.Sprintf("thread %s has replies turned off: no agent answers it", t.thread), t.thread)
-	case th.Agent != t.model:
-		return turnPlan{}, chatProblem(http.StatusConflict, "agent-mismatch", "Thread answered by another agent",
-			fmt.Sprintf("thread %s is answered by agent %q, not %q", t.thread, th.Agent, t.model), t.thread)
+	p := newProblem(status, string(ce.Code), title, ce.Detail).thread(ce.Thread)
+	p.Field = ce.Field
+	if ce.Index >= 0 {
+		p.index(ce.Index)
 	}
-	hv, rv := viewOf(th.Messages), viewOf(t.msgs)
-	kind, n := match(hv, rv)
-	plan := turnPlan{version: th.Version, watchAfter: th.Version, evIndex: map[string]int{}}
-	var suffix []events.Message
-	var suffixIdx []int
-	switch kind {
-	case matchDiverged:
-		return turnPlan{}, s.divergedProblem(t, th, hv, rv, n)
-	case matchReplay:
-		x := hv[n].msgs[0]
-		plan.mode, plan.replyTo, plan.replySeq, plan.watchAfter = "replay", x.EventID, x.Seq, x.Seq
-		return plan, nil
-	case matchDelta:
-		plan.mode = "delta"
-		suffix, suffixIdx = t.msgs, t.idx
-	case matchAppend:
-		plan.mode = "append"
-		if n > 0 && !hv[n-1].user && len(th.Pending) > 0 {
-			// The client ran the pending tools: take its results for them.
-			pending := map[string]bool{}
-			for _, pc := range th.Pending {
-				pending[pc.ID] = true
-			}
-			it := rv[n-1]
-			for j, m := range it.msgs {
-				if m.Role == events.RoleTool && pending[m.ToolCallID] {
-					suffix = append(suffix, m)
-					suffixIdx = append(suffixIdx, t.idx[it.from+j])
-					delete(pending, m.ToolCallID)
-				}
-			}
-		}
-		if n < len(rv) {
-			from := rv[n].from
-			suffix = append(suffix, t.msgs[from:]...)
-			suffixIdx = append(suffixIdx, t.idx[from:]...)
-		}
+	if ce.Seq != 0 {
+		p.seq(ce.Seq)
 	}
-	if len(suffix) == 0 {
-		if th.WaitingForAgent() && th.LastUser != nil {
-			// A retry of a turn not answered yet: wait for the answer.
-			plan.mode, plan.replyTo, plan.replySeq, plan.watchAfter = "wait", th.LastUser.EventID, th.LastUser.Seq, th.LastUser.Seq
-			return plan, nil
-		}
-		return turnPlan{}, invalid("messages", fmt.Sprintf("nothing new to answer: thread %s already holds every message of the request and its last one is answered; add a user message", t.thread)).thread(t.thread)
-	}
-	if p := lastMustBeAnswerable(suffix, suffixIdx, t.thread); p != nil {
-		return turnPlan{}, p
-	}
-	if t.system != nil && (th.SystemPrompt == nil || *th.SystemPrompt != *t.system) {
-		sp := *t.system
-		plan.evs = append(plan.evs, events.Event{ID: s.chatEventID(t, "system"), Payload: events.ThreadUpdated{SystemPrompt: &sp}, Producer: s.cfg.Producer})
-	}
-	s.addMessages(t, &plan, suffix, suffixIdx)
-	if plan.replyTo == "" {
-		if th.LastUser == nil {
-			return turnPlan{}, invalid("messages", "the thread has no user message for the agent to answer").thread(t.thread)
-		}
-		plan.replyTo, plan.replySeq = th.LastUser.EventID, th.LastUser.Seq
-		plan.base = stepsSince(th.Messages, th.LastUser.EventID)
-	}
-	return plan, nil
-}
-
-// lastMustBeAnswerable checks that the messages to append end on a user
-// message or tool results: something for the agent to answer.
-func lastMustBeAnswerable(msgs []events.Message, idx []int, thread string) *Problem {
-	if last := msgs[len(msgs)-1]; last.Role == events.RoleAssistant {
-		i := idx[len(idx)-1]
-		return invalid(fmt.Sprintf("messages[%d].role", i),
-			"the last message must be a user message (or tool results for pending tool calls): there is nothing for the agent to answer").
-			thread(thread).index(i)
-	}
-	return nil
-}
-
-// planCreate is the first turn of a conversation: thread.created and the
-// request's messages, appended atomically.
-func (s *Server) planCreate(t *chatTurn) turnPlan {
-	md := map[string]string{"conv_key": t.key.Key, "conv_tier": t.key.Tier.String(), "conv_source": t.key.Source}
-	if t.key.Stateless() {
-		md["stateless"] = "true"
-	}
-	created := events.ThreadCreated{Owner: t.key.User, Agent: t.model, SystemPrompt: t.system, Metadata: md,
-		Title: titleOf(t.msgs)}
-	plan := turnPlan{mode: "create", evIndex: map[string]int{}}
-	plan.evs = append(plan.evs, events.Event{ID: s.chatEventID(t, "created"), Payload: created, Producer: s.cfg.Producer})
-	s.addMessages(t, &plan, t.msgs, t.idx)
-	return plan
-}
-
-// addMessages appends the events of msgs to the plan; the last user
-// message becomes the one to answer.
-func (s *Server) addMessages(t *chatTurn, plan *turnPlan, msgs []events.Message, idx []int) {
-	for i, m := range msgs {
-		id := s.chatEventID(t, "message:"+strconv.Itoa(idx[i]))
-		plan.evs = append(plan.evs, events.Event{ID: id, Payload: m.Payload(), Producer: s.cfg.Producer})
-		plan.evIndex[id] = idx[i]
-		if m.Role == events.RoleUser {
-			plan.replyTo = id
-		}
-	}
-}
-
-// chatEventID is a new event id, or one derived from the Idempotency-Key.
-func (s *Server) chatEventID(t *chatTurn, purpose string) string {
-	if t.idem == "" {
-		return events.NewID()
-	}
-	return idemID(t.tenant, t.thread, t.idem, "chat:"+purpose)
-}
-
-// divergedProblem explains where a request's history left the thread's.
-func (s *Server) divergedProblem(t *chatTurn, th *client.Thread, hv, rv []viewItem, n int) *Problem {
-	var detail string
-	q := chatProblem(http.StatusConflict, "history-diverged", "Conversation history diverged", "", t.thread)
-	switch {
-	case n < len(rv) && n < len(hv):
-		mi := t.idx[rv[n].from]
-		detail = fmt.Sprintf("messages[%d] (%s) differs from the thread's message at seq %d (%s)",
-			mi, describe(rv[n]), hv[n].msgs[0].Seq, describe(hv[n]))
-		q.index(mi).seq(hv[n].msgs[0].Seq)
-		q.Field = fmt.Sprintf("messages[%d]", mi)
-	case n < len(hv):
-		detail = fmt.Sprintf("the request ends before the thread does: the thread goes on with %s at seq %d", describe(hv[n]), hv[n].msgs[0].Seq)
-		q.seq(hv[n].msgs[0].Seq)
-		q.Field = "messages"
-	default:
-		detail = "the request's history differs from the thread's"
-	}
-	q.Detail = fmt.Sprintf("the conversation's thread %s (version %d) does not continue with the request's messages: %s. "+
-		"The thread is the record and is never rewritten: start a new conversation id (X-Conversation-Id), "+
-		"or fork the thread at the last common message with POST /v1/threads/%s/fork {\"at_seq\": N} and continue the fork.",
-		t.thread, th.Version, detail, t.thread)
-	v := th.Version
-	q.CurrentVersion = &v
-	return q
-}
-
-func describe(it viewItem) string {
-	kind := "an answer"
-	if it.user {
-		kind = "a user message"
-	} else if len(it.msgs) > 0 && it.msgs[0].Role == events.RoleSystem {
-		kind = "a system message"
-	}
-	text := it.text
-	if utf8.RuneCountInString(text) > 40 {
-		text = string([]rune(text)[:40]) + "..."
-	}
-	return fmt.Sprintf("%s %q", kind, text)
-}
-
-// titleOf is a thread title from the first user message.
-func titleOf(msgs []events.Message) string {
-	for _, m := range msgs {
-		if m.Role == events.RoleUser {
-			s := strings.Join(strings.Fields(m.Content.String()), " ")
-			if utf8.RuneCountInString(s) > 80 {
-				s = string([]rune(s)[:79]) + "…"
-			}
-			return s
-		}
-	}
-	return ""
-}
-
-// stepsSince counts the assistant messages after the user message with id.
-func stepsSince(msgs []events.Message, userID string) int {
-	n, seen := 0, false
-	for _, m := range msgs {
-		if m.EventID == userID {
-			seen, n = true, 0
-			continue
-		}
-		if seen && m.Role == events.RoleAssistant {
-			n++
-		}
-	}
-	return n
+	p.CurrentVersion = ce.Version
+	return p
 }

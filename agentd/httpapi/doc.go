@@ -179,38 +179,20 @@
 //
 // # Divergence policy
 //
-// OpenAI clients resend the whole history on every turn. The request's
-// messages (without the leading system message) are compared with the
-// thread's history, both reduced to user messages (by text) and answer
-// blocks (consecutive assistant and tool messages, by the text of their
-// assistant contents; tool calls and results are not compared, because
-// clients keep them in different shapes):
-//
-//  1. The thread's history is a prefix of the request: the new suffix is
-//     appended (user messages, and tool results for pending calls when the
-//     client ran tools), conditional on the version read; a conflict with a
-//     concurrent request re-reads and re-plans. A changed system prompt is
-//     recorded with thread.updated in the same atomic append. If nothing is
-//     new and the thread still waits for its agent, the handler waits for
-//     that answer.
-//  2. The request is the thread's history up to a user message the thread
-//     has already answered, and nothing else: a retry. The stored answer is
-//     returned; nothing is appended ("replayed": true).
-//  3. The request holds only user messages that do not continue the
-//     history: the client sends just the new message (the seed's curl
-//     example); they are appended.
-//  4. Otherwise the histories diverge (an edited earlier message, a
-//     different answer, a regenerated turn): the request is REJECTED with
-//     409 history-diverged, naming the first differing message (field
-//     "messages[i]", index) and the thread's sequence it was compared
-//     with. The thread is the record and is never rewritten or silently
-//     forked. The client should start a new conversation id (a new
-//     X-Conversation-Id), or fork the thread at the last common sequence
-//     (POST /v1/threads/{id}/fork {"at_seq": N}) and continue the fork
-//     through the REST and SSE API.
-//
-// A history compacted or restored through the REST API no longer matches
-// full-history clients (rule 4); delta clients (rule 3) are unaffected.
+// The chat service behind /v1/chat/completions is package agentd/chat
+// (turn planning, history matching, answer collection; its doc has the
+// divergence policy). This package parses the request into a chat.Turn,
+// derives the turn's event ids from the Idempotency-Key, and maps the
+// service's refusals to problems: 409 history-diverged (naming the first
+// differing message, field "messages[i]" and index, and the thread's
+// sequence it was compared with, with current_version for a fork), 410
+// conversation-erased, 409 conversation-deleted, replies-off,
+// agent-mismatch, superseded and interrupted, and 422 invalid-request.
+// The thread is the record and is never rewritten or silently forked: the
+// client should start a new conversation id (a new X-Conversation-Id), or
+// fork the thread at the last common sequence (POST
+// /v1/threads/{id}/fork {"at_seq": N}) and continue the fork through the
+// REST and SSE API.
 //
 // # Lifecycle
 //

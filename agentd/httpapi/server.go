@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/convlog/convlog/agentd/chat"
 	"github.com/convlog/convlog/client"
 )
 
@@ -44,6 +45,7 @@ type Server struct {
 	handler http.Handler
 	routes  []Route
 	agents  map[string]bool
+	chat    *chat.Service
 	started time.Time
 
 	// base is canceled by Shutdown: long-lived handlers (SSE, chat
@@ -68,6 +70,7 @@ func New(cfg Config) (*Server, error) {
 	for _, a := range cfg.Agents {
 		s.agents[a] = true
 	}
+	s.chat = chat.New(cfg.Client, chat.Config{Producer: cfg.Producer, Logger: cfg.Logger})
 	s.base, s.stopBase = context.WithCancel(context.Background())
 
 	s.route("GET /openapi.json", true, false, s.getOpenAPI)

@@ -1,4 +1,4 @@
-package httpapi
+package chat
 
 import (
 	"encoding/json"
@@ -7,10 +7,10 @@ import (
 	"github.com/convlog/convlog/events"
 )
 
-// History matching for /v1/chat/completions: OpenAI-compatible clients
+// History matching: OpenAI-compatible clients
 // resend the whole conversation on every turn. The request's messages are
 // compared with the thread's history to find what is new. Both sides are
-// reduced to the same view (see doc.go, "Divergence policy"):
+// reduced to the same view (see the package doc, "Divergence policy"):
 //
 //   - a user message is one item, compared by its text (CRLF as LF,
 //     surrounding white space trimmed; non-text parts compared as JSON);

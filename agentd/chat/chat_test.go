@@ -1,0 +1,227 @@
+package chat_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/convlog/convlog/agent/model"
+	"github.com/convlog/convlog/agentd/chat"
+	"github.com/convlog/convlog/agentd/worker"
+	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/natstest"
+)
+
+// clockTools is the test agent's tool set: a fixed clock (the offline
+// model calls it for "what time is it?").
+type clockTools struct{}
+
+func (clockTools) Specs() []model.Tool {
+	return []model.Tool{{Name: model.ToolClock, Description: "current time", Parameters: json.RawMessage(`{"type":"object"}`)}}
+}
+
+func (clockTools) Run(ctx context.Context, call events.ToolCall, env worker.Env) events.ToolResult {
+	return events.ToolResult{ToolCallID: call.ID, Name: call.Name, Content: events.Text("2026-01-02T03:04:05Z")}
+}
+
+// setup runs an embedded server, agent workers for agent "demo" (the
+// offline model) unless noWorkers, and a chat service on a client.
+func setup(t *testing.T, noWorkers bool) (*chat.Service, *client.Client) {
+	t.Helper()
+	ns := natstest.Run(t)
+	c, err := client.New(context.Background(), ns.NC, client.Config{Provision: true})
+	require.NoError(t, err)
+	if !noWorkers {
+		off, err := model.NewOffline(model.OfflineConfig{TokenDelay: time.Millisecond})
+		require.NoError(t, err)
+		pool, err := worker.New(c, ns.NC, worker.Config{Agents: map[string]*worker.Agent{"demo": {Provider: off, Tools: clockTools{}}}})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = pool.Run(ctx) }()
+		<-pool.Ready()
+		t.Cleanup(func() { cancel(); <-done })
+	}
+	return chat.New(c, chat.Config{}), c
+}
+
+// turn is a request of the conversation conv with the given messages
+// (user, assistant, user, ...).
+func turn(t *testing.T, conv string, texts ...string) *chat.Turn {
+	t.Helper()
+	key, err := client.ResolveConvKey(client.ConvRequest{Agent: "demo", Header: http.Header{"X-Conversation-Id": {conv}}}, client.ConvKeyOptions{})
+	require.NoError(t, err)
+	tr := &chat.Turn{Tenant: "acme", Agent: "demo", Key: key}
+	for i, s := range texts {
+		m := events.Message{Role: events.RoleUser, Content: events.Text(s)}
+		if i%2 == 1 {
+			m.Role = events.RoleAssistant
+		}
+		tr.Messages = append(tr.Messages, m)
+		tr.Positions = append(tr.Positions, i)
+	}
+	return tr
+}
+
+// answer runs a turn to its answer.
+func answer(t *testing.T, svc *chat.Service, tr *chat.Turn) *chat.Answer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a, err := svc.Start(ctx, tr)
+	require.NoError(t, err)
+	t.Cleanup(a.Stop)
+	require.NoError(t, a.Wait(ctx, nil, nil))
+	return a
+}
+
+// A conversation continued by resending its history lands in one thread;
+// a retry of an answered turn appends nothing and gives the stored answer.
+func TestTurnsOfOneConversationShareItsThread(t *testing.T) {
+	svc, c := setup(t, false)
+	first := answer(t, svc, turn(t, "conv-1", "my name is colt"))
+	content, _ := first.Text()
+	require.Contains(t, content, `You said: "my name is colt"`)
+	require.False(t, first.Replayed())
+
+	again := answer(t, svc, turn(t, "conv-1", "my name is colt"))
+	require.True(t, again.Replayed(), "a retry of the answered turn appends nothing")
+	replayed, _ := again.Text()
+	require.Equal(t, content, replayed)
+	require.Equal(t, first.Thread(), again.Thread())
+
+	second := answer(t, svc, turn(t, "conv-1", "my name is colt", content, "what is my name?"))
+	require.Equal(t, first.Thread(), second.Thread())
+	require.False(t, second.Replayed())
+	got, _ := second.Text()
+	require.Contains(t, got, "This thread has 3 messages")
+	th, err := c.Get(context.Background(), "acme", second.Thread(), client.Consistent())
+	require.NoError(t, err)
+	require.Len(t, th.Messages, 4, "only the new user message was appended")
+}
+
+// A tool call the agent runs is part of the answer, with its result, and
+// a streamed answer hands out the same text piece by piece, the tool call
+// among them.
+func TestAStreamedToolTurnHandsOutEveryPiece(t *testing.T) {
+	svc, _ := setup(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	tr := turn(t, "conv-tool", "what time is it?")
+	tr.Deltas = true
+	a, err := svc.Start(ctx, tr)
+	require.NoError(t, err)
+	defer a.Stop()
+	var text string
+	var calls []chat.ToolCallPiece
+	a.Stream(func(p chat.Piece) error {
+		switch {
+		case p.Content != nil:
+			text += *p.Content
+		case p.ToolCall != nil:
+			calls = append(calls, *p.ToolCall)
+		}
+		return nil
+	})
+	require.NoError(t, a.Wait(ctx, nil, nil))
+	content, _ := a.Text()
+	require.Equal(t, content, text, "the pieces add up to the answer")
+	require.Contains(t, content, "2026-01-02T03:04:05Z")
+	executed := a.Calls()
+	require.Len(t, executed, 1)
+	require.Equal(t, model.ToolClock, executed[0].Name)
+	require.Equal(t, "2026-01-02T03:04:05Z", executed[0].Result)
+	require.NotEmpty(t, calls)
+	require.True(t, calls[0].New)
+	require.Equal(t, executed[0].ID, calls[0].ID)
+	require.GreaterOrEqual(t, len(a.Steps()), 2, "a tool step and the final step")
+}
+
+// The policy's refusals are *chat.Error values that name the code, the
+// thread and, where there is one, the request message at fault.
+func TestRefusedTurnsSayWhy(t *testing.T) {
+	svc, c := setup(t, false)
+	ctx := context.Background()
+	first := answer(t, svc, turn(t, "conv-r", "hello"))
+	content, _ := first.Text()
+
+	start := func(tr *chat.Turn) *chat.Error {
+		t.Helper()
+		a, err := svc.Start(ctx, tr)
+		if a != nil {
+			a.Stop()
+		}
+		var ce *chat.Error
+		require.ErrorAs(t, err, &ce)
+		require.Equal(t, first.Thread(), ce.Thread)
+		return ce
+	}
+
+	ce := start(turn(t, "conv-r", "HELLO?", content, "next"))
+	require.Equal(t, chat.CodeHistoryDiverged, ce.Code)
+	require.Equal(t, "messages[0]", ce.Field)
+	require.Equal(t, 0, ce.Index)
+	require.NotZero(t, ce.Seq)
+	require.NotNil(t, ce.Version)
+
+	ce = start(turn(t, "conv-r", "hello", content, "new question", "an answer the agent never gave"))
+	require.Equal(t, chat.CodeInvalid, ce.Code, "the last message must be answerable")
+	require.Equal(t, "messages[3].role", ce.Field)
+	require.Equal(t, 3, ce.Index)
+
+	other := turn(t, "conv-r", "hello", content, "next")
+	other.Agent = "someone-else"
+	ce = start(other)
+	require.Equal(t, chat.CodeAgentMismatch, ce.Code)
+
+	_, err := c.Delete(ctx, "acme", first.Thread(), "test")
+	require.NoError(t, err)
+	require.Equal(t, chat.CodeDeleted, start(turn(t, "conv-r", "hello", content, "next")).Code)
+
+	_, err = c.Erase(ctx, "acme", first.Thread(), "test")
+	require.NoError(t, err)
+	require.Equal(t, chat.CodeErased, start(turn(t, "conv-r", "hello", content, "next")).Code)
+}
+
+// A newer user message stored before the answer supersedes the turn: the
+// wait ends with CodeSuperseded instead of waiting for an answer that
+// will not come.
+func TestANewerUserMessageSupersedesTheTurn(t *testing.T) {
+	svc, c := setup(t, true) // no workers: nobody answers
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a, err := svc.Start(ctx, turn(t, "conv-s", "first"))
+	require.NoError(t, err)
+	defer a.Stop()
+	_, err = c.Append(ctx, "acme", a.Thread(), []events.Event{{Payload: events.UserMessage{Content: events.Text("second")}}}, client.AnyVersion())
+	require.NoError(t, err)
+	err = a.Wait(ctx, nil, nil)
+	require.True(t, chat.IsCode(err, chat.CodeSuperseded), "got %v", err)
+}
+
+// An append the client refuses comes back as *chat.AppendError, whose
+// EventIndex names the request message of each event.
+func TestARefusedAppendNamesTheRequestMessages(t *testing.T) {
+	svc, _ := setup(t, true)
+	tr := turn(t, "conv-a", "hi")
+	tr.Messages[0].Content = events.Text(string(make([]byte, 2<<20))) // beyond the server's max payload
+	_, err := svc.Start(context.Background(), tr)
+	var ae *chat.AppendError
+	require.ErrorAs(t, err, &ae)
+	require.Contains(t, ae.EventIndex, func() string {
+		for id := range ae.EventIndex {
+			return id
+		}
+		return ""
+	}())
+	var positions []int
+	for _, p := range ae.EventIndex {
+		positions = append(positions, p)
+	}
+	require.Equal(t, []int{0}, positions)
+}
