@@ -72,10 +72,10 @@ type Config struct {
 	CacheThreads int
 	// CacheBytes bounds the memory of those cached heads (estimated: their
 	// tails' encoded bytes plus per-message overhead), least recently
-	// projected evicted first. Default 64 MiB. (At 256 threads, the old
-	// default, a steady 1,000 events/s round robin over 1,000 threads
-	// missed the cache on every event and read the head from KV each
-	// step: ~25% of the projector's CPU.)
+	// projected evicted first. Default 64 MiB. A cache smaller than the
+	// threads written at once costs a head read from KV per step (with 256
+	// threads cached, a round robin over 1,000 threads at 1,000 events/s
+	// spent about 25% of the projector's CPU on them; BENCHMARKS.md).
 	CacheBytes int
 
 	// Logger receives the runner's logs; nil discards them.

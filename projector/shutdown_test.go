@@ -21,7 +21,7 @@ import (
 // triggers in transit (delivered to its pull request after the drain began;
 // nats.go cannot withdraw a pull request). The restarted projector gets
 // them after AckWait: with the default of 5 s every trigger is acked within
-// 10 s. With the former default of 30 s this failed in every round (1 to
+// 10 s. With an AckWait of 30 s this fails in every round (1 to
 // 32 triggers waited 30 s and their threads' snapshots lagged meanwhile).
 func TestGracefulRestartCatchesUpWithinAckWait(t *testing.T) {
 	for round := range 3 {

@@ -42,9 +42,10 @@
 //     The price is in writes: each cut rewrites the open chunk, so every
 //     message is written about ChunkBytes/(2*TailBytes) times into chunks
 //     (12 at the defaults), against about TailBytes/(2*its size) times into
-//     heads (32 for 512-byte messages). A head of the older layout, which
-//     kept up to eight small (level 0) chunks before merging them, has its
-//     trailing small chunks joined into the open chunk at its next cut.
+//     heads (32 for 512-byte messages). A head that ends with several level-0
+//     chunks (written by convlog before the open chunk, which kept up to
+//     eight small ones) has them joined into the open chunk at its next
+//     cut.
 //  2. A history replacement (reset, restore, compaction) starts a new
 //     generation: new chunk keys; the old generation's chunks become
 //     garbage (one key pattern). Erasure makes every chunk of the thread

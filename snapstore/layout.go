@@ -35,7 +35,7 @@ type ChunkRef struct {
 	FirstSeq uint64
 	LastSeq  uint64
 	// Level is 0 for the open chunk (the last one, which the next cut
-	// extends under a new key; heads of the older layout may end with
+	// extends under a new key; heads written before the open chunk may end with
 	// several) and 1 for a final chunk.
 	Level uint8
 }
@@ -269,8 +269,8 @@ func (w *Edit) resetTail() {
 
 // cut moves the tail into chunks once it reaches tailBytes (rule 1 of the
 // package doc). The tail is appended to the open chunk (the trailing run of
-// level-0 chunks; one, except in heads written by the older layout that
-// kept several small ones), which is written again under a new key, as long
+// level-0 chunks; one, except in heads written before the open chunk,
+// which kept several small ones), which is written again under a new key, as long
 // as the result stays within chunkBytes. Otherwise the open chunk is closed
 // (it becomes level 1, under the same key) and the tail starts a new open
 // chunk; a tail that does not fit in chunkBytes by itself (a restore)

@@ -1,0 +1,212 @@
+package client
+
+// This file publishes an append (one message, or an atomic batch) and maps
+// the server's answers: the JetStream error codes, retries and conflicts.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+)
+
+// JetStream error codes convlog handles. Source: nats-server errors.json,
+// measured on v2.15.2 (shared/research/nats_jetstream_facts.md §1.2, §3.1).
+const (
+	errCodeMsgNotFound          = 10037 // no message found (last_by_subj on an empty subject)
+	errCodeMsgTooLarge          = 10054 // message exceeds maximum
+	errCodeWrongLastSeq         = 10071 // wrong last sequence: N
+	errCodeDupInProcess         = 10158 // duplicate message id is in process (R>1)
+	errCodeExpectedNotReady     = 10163 // expected last seq per subject temporarily unavailable
+	errCodeWrongLastSeqConstant = 10164 // wrong last sequence (R>1, a write to the subject is in flight)
+	errCodeTooManyRequests      = 10167 // stream ingest queue full
+	errCodeBatchIncomplete      = 10176 // atomic batch incomplete (abandoned): nothing stored
+	errCodeBatchDuplicate       = 10201 // atomic batch contains duplicate message id
+	errCodeBatchTooManyInflight = 10210 // too many atomic batches in flight
+)
+
+// serverConflict is a publish answered with a version conflict (10071,
+// 10164) or, for a batch, a duplicate id (10201). actual is the thread's
+// version when the server said it (10071).
+type serverConflict struct {
+	code   int
+	actual uint64
+	err    *jetstream.APIError // the server's answer
+}
+
+func (e *serverConflict) Error() string {
+	return fmt.Sprintf("client: server conflict %d (last sequence %d)", e.code, e.actual)
+}
+
+// publish sends p conditionally on the thread being at version expect and
+// returns the sequences. dup is true when the server acknowledged the event
+// as already stored (a duplicate within the window). maybeStored is true
+// when a send whose outcome is unknown (no answer, a lost connection, an id
+// in flight) was repeated: that send may have stored the events. A version
+// conflict returns *serverConflict. Transient errors are retried.
+func (c *Client) publish(ctx context.Context, p *prepared, expect uint64) (seqs []uint64, dup, maybeStored bool, err error) {
+	backoff := c.cfg.RetryBackoff
+	inFlight := 0
+	for attempt := 0; ; {
+		seqs, dup, err = c.publishOnce(ctx, p, expect)
+		if err == nil {
+			return seqs, dup, maybeStored, nil
+		}
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) {
+			switch apiErr.ErrorCode {
+			case errCodeWrongLastSeq:
+				return nil, false, maybeStored, &serverConflict{code: errCodeWrongLastSeq, actual: parseLastSeq(apiErr.Description), err: apiErr}
+			case errCodeWrongLastSeqConstant:
+				// Refused while another write to the thread is replicated:
+				// send again once it has settled.
+				if inFlight < inFlightRetries && ctx.Err() == nil {
+					inFlight++
+					if err := sleep(ctx, time.Duration(rand.Int64N(int64(time.Millisecond)<<inFlight))); err == nil {
+						continue
+					}
+				}
+				return nil, false, maybeStored, &serverConflict{code: errCodeWrongLastSeqConstant, err: apiErr}
+			case errCodeBatchDuplicate:
+				return nil, false, maybeStored, &serverConflict{code: errCodeBatchDuplicate, err: apiErr}
+			case errCodeInsufficientResources, errCodeStorageResourcesExceeded:
+				return nil, false, maybeStored, storageFull(p.tenant, p.thread, err)
+			case errCodeMsgTooLarge:
+				i := largest(p.msgs)
+				return nil, false, maybeStored, &TooLargeError{Tenant: p.tenant, Thread: p.thread, EventID: p.ids[i],
+					Size: len(p.msgs[i].Data), Limit: c.maxEventSize()}
+			}
+		}
+		unknown := "(the outcome is unknown: append the same events again to learn it)"
+		if ctx.Err() != nil {
+			return nil, false, true, fmt.Errorf("client: append to %s/%s: %w %s", p.tenant, p.thread, ctx.Err(), unknown)
+		}
+		if !retryable(err) {
+			return nil, false, true, fmt.Errorf("client: append to %s/%s: %w", p.tenant, p.thread, err)
+		}
+		if attempt >= c.cfg.MaxRetries {
+			return nil, false, true, fmt.Errorf("client: append to %s/%s: %w (after %d attempts) %s", p.tenant, p.thread, err, attempt+1, unknown)
+		}
+		// A server's error answer, or no responders, stored nothing; other
+		// failures may have.
+		if apiErr == nil || apiErr.ErrorCode == errCodeDupInProcess {
+			maybeStored = maybeStored || !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, nats.ErrNoResponders)
+		}
+		attempt++
+		c.cfg.Logger.Debug("retrying append", "tenant", p.tenant, "thread", p.thread, "attempt", attempt, "err", err)
+		if err := sleep(ctx, backoff/2+time.Duration(rand.Int64N(int64(backoff/2)+1))); err != nil {
+			return nil, false, true, fmt.Errorf("client: append to %s/%s: %w %s", p.tenant, p.thread, err, unknown)
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+// attemptTimeout is how long one publish attempt waits for its ack: a
+// quarter of Config.Timeout, at least minAttemptTimeout, so that a lost ack
+// is retried (with the same ids) within the call.
+func (c *Client) attemptTimeout() time.Duration {
+	return max(c.cfg.Timeout/4, minAttemptTimeout)
+}
+
+func (c *Client) publishOnce(ctx context.Context, p *prepared, expect uint64) ([]uint64, bool, error) {
+	timeout := c.attemptTimeout()
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	exp := strconv.FormatUint(expect, 10)
+	if len(p.msgs) == 1 {
+		m := p.msgs[0]
+		// Headers set here rather than with publish options: the message is
+		// reused as is by retries.
+		m.Header[jetstream.ExpectedLastSubjSeqHeader] = []string{exp}
+		m.Header[jetstream.ExpectedStreamHeader] = []string{c.stream}
+		ack, err := c.js.PublishMsg(actx, m)
+		if err != nil {
+			return nil, false, err
+		}
+		return []uint64{ack.Sequence}, ack.Duplicate, nil
+	}
+	batch := make([]*nats.Msg, len(p.msgs))
+	for i, m := range p.msgs {
+		batch[i] = copyMsg(m)
+	}
+	// OCC on the first message only: a second expected-sequence check on
+	// the same subject in one batch is refused (10164).
+	batch[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, exp)
+	batch[0].Header.Set(jetstream.ExpectedStreamHeader, c.stream)
+	ack, err := jetstreamext.PublishMsgBatch(actx, c.js, batch,
+		jetstreamext.BatchFlowControl{AckFirst: true, AckTimeout: timeout})
+	if err != nil {
+		return nil, false, err
+	}
+	// An atomic batch is stored at consecutive stream sequences.
+	seqs := make([]uint64, len(p.msgs))
+	for i := range seqs {
+		seqs[i] = ack.Sequence - uint64(len(p.msgs)-1-i)
+	}
+	return seqs, false, nil
+}
+
+func copyMsg(m *nats.Msg) *nats.Msg {
+	n := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: make(nats.Header, len(m.Header)+4)}
+	for k, v := range m.Header {
+		n.Header[k] = append([]string(nil), v...)
+	}
+	return n
+}
+
+func largest(msgs []*nats.Msg) int {
+	j := 0
+	for i, m := range msgs {
+		if len(m.Data) > len(msgs[j].Data) {
+			j = i
+		}
+	}
+	return j
+}
+
+// retryable reports whether err is a transient publish error: the same
+// publish (same ids, same expected version) may be sent again.
+func retryable(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case errCodeDupInProcess, errCodeExpectedNotReady, errCodeTooManyRequests,
+			errCodeBatchIncomplete, errCodeBatchTooManyInflight:
+			return true
+		}
+		return apiErr.Code == 503 || apiErr.Code == 429
+	}
+	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected) ||
+		errors.Is(err, jetstreamext.ErrInvalidBatchAck) || errors.Is(err, jetstream.ErrInvalidJSAck)
+}
+
+// parseLastSeq reads N from "wrong last sequence: N"; 0 if absent.
+func parseLastSeq(desc string) uint64 {
+	i := strings.LastIndex(desc, ":")
+	if i < 0 {
+		return 0
+	}
+	n, _ := strconv.ParseUint(strings.TrimSpace(desc[i+1:]), 10, 64)
+	return n
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
