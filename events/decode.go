@@ -7,7 +7,9 @@ import (
 )
 
 // This file is the hand-written msgpack decoder behind [Unmarshal]: the
-// envelope and every payload type, without reflection.
+// envelope and every payload type, without reflection. The messages of a
+// restore or fork are read by the message-list codec (msgcodec.go), the
+// one decoder of [Message], in its strict mode.
 //
 // It is a fast path, not a second definition of the wire format. It
 // accepts only the forms it decodes exactly as the reflection decoder
@@ -452,80 +454,24 @@ func (r *reader) erased() (p Erased, ok bool) {
 	return p, ok
 }
 
-// message reads one [Message] of a Restore or Forked payload.
-func (r *reader) message(m *Message) bool {
-	return r.fields(func(k []byte) (uint32, bool) {
-		switch string(k) {
-		case "role":
-			t, ok := r.strBytes()
-			m.Role = roleOf(t)
-			return 1 << 0, ok
-		case "content":
-			return 1 << 1, r.contentInto(&m.Content)
-		case "name":
-			return 1 << 2, r.strInto(&m.Name)
-		case "reasoning":
-			return 1 << 3, r.strInto(&m.Reasoning)
-		case "tool_calls":
-			return 1 << 4, r.toolCallsInto(&m.ToolCalls)
-		case "tool_call_id":
-			return 1 << 5, r.strInto(&m.ToolCallID)
-		case "is_error":
-			return 1 << 6, r.boolInto(&m.IsError)
-		case "agent":
-			return 1 << 7, r.strInto(&m.Agent)
-		case "model":
-			return 1 << 8, r.strInto(&m.Model)
-		case "usage":
-			return 1 << 9, r.usageInto(&m.Usage)
-		case "metadata":
-			return 1 << 10, r.bytesInto((*[]byte)(&m.Metadata))
-		case "seq":
-			return 1 << 11, r.uint64Into(&m.Seq)
-		case "event_id":
-			return 1 << 12, r.strInto(&m.EventID)
-		case "time":
-			t, ok := r.time()
-			m.Time = t
-			return 1 << 13, ok
-		case "synthetic":
-			return 1 << 14, r.boolInto(&m.Synthetic)
-		}
-		return 0, true
-	})
-}
-
-// roleOf returns t as a Role, without allocating for the known roles.
-func roleOf(t []byte) Role {
-	switch string(t) {
-	case string(RoleUser):
-		return RoleUser
-	case string(RoleAssistant):
-		return RoleAssistant
-	case string(RoleTool):
-		return RoleTool
-	case string(RoleSystem):
-		return RoleSystem
-	}
-	return Role(t)
-}
-
-// messagesInto reads a []Message: nil, or an array of maps.
+// messagesInto reads a []Message: nil, or an array of maps, with the
+// message-list codec (msgcodec.go), the one decoder of Message; strings are
+// copied. Anything the codec refuses goes to the reflection decoder.
 func (r *reader) messagesInto(dst *[]Message) bool {
 	if r.nilValue() {
 		*dst = nil
 		return true
 	}
-	n, ok := r.arrayHeader()
-	if !ok {
+	lr := listReader{b: r.b, i: r.i, strict: true}
+	n, err := lr.arrayLen()
+	if err != nil || n < 0 || n > len(r.b)-lr.i {
 		return false
 	}
 	ms := make([]Message, n)
-	for i := range ms {
-		if !r.message(&ms[i]) {
-			return false
-		}
+	if lr.messages(ms, nil) != nil {
+		return false
 	}
+	r.i = lr.i
 	*dst = ms
 	return true
 }

@@ -1,6 +1,8 @@
 // Package snapstore is the snapshot store: the layout of thread snapshots
-// in JetStream KV (heads, chunks, the thread index), its codec, the reader
-// [Store] with its caches, and the [Writer] the projector writes through.
+// in JetStream KV (heads, chunks, the thread index), the reader [Store]
+// with its caches, and the [Writer] the projector writes through. Message
+// lists are encoded by events' message-list codec (events.AppendMessages,
+// events.ParseMessages), the one codec of events.Message.
 // It owns every fact about keys: other packages name a thread, never a
 // key or a wildcard ([PurgeThread], [WatchIndex]). It imports events and
 // fold, and nats.go's KV API.

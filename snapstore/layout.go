@@ -105,7 +105,7 @@ func encodeHead(h *head, tail []byte) ([]byte, error) {
 	st.Messages = nil
 	w := *h
 	w.State = &st
-	w.Tail = append(appendArrayLen(make([]byte, 0, len(tail)+5), len(h.State.Messages)), tail...)
+	w.Tail = append(events.AppendArrayHeader(make([]byte, 0, len(tail)+5), len(h.State.Messages)), tail...)
 	// msgpack.Marshal with a buffer sized for the tail up front: growing
 	// from empty copied the tail several times.
 	buf := bytes.NewBuffer(make([]byte, 0, len(w.Tail)+headSlack))
@@ -133,17 +133,17 @@ func decodeHead(b []byte, sizes *[]int) (*head, error) {
 	if h.Format != headFormat || h.State == nil {
 		return nil, fmt.Errorf("%w: head format %d (this version reads %d)", ErrCorrupt, h.Format, headFormat)
 	}
-	ms, err := parseMessagesOpt(h.Tail, sizes, true)
+	ms, err := events.ParseMessages(h.Tail, sizes, true)
 	if err != nil {
 		return nil, fmt.Errorf("%w: head tail: %v", ErrCorrupt, err)
 	}
 	h.State.Messages = ms
 	if sizes != nil {
-		r := &reader{b: h.Tail}
-		if _, err := r.arrayLen(); err != nil {
+		_, hdr, err := events.ArrayHeader(h.Tail)
+		if err != nil {
 			return nil, fmt.Errorf("%w: head tail: %v", ErrCorrupt, err)
 		}
-		h.Tail = h.Tail[r.i:]
+		h.Tail = h.Tail[hdr:]
 	} else {
 		h.Tail = nil
 	}
@@ -253,7 +253,7 @@ func (w *Edit) Settle(ctx context.Context, before Mark) error {
 func (w *Edit) encodeTail(i int) {
 	for ; i < len(w.s.Messages); i++ {
 		n := len(w.tailEnc)
-		w.tailEnc = appendMessage(w.tailEnc, &w.s.Messages[i])
+		w.tailEnc = events.AppendMessage(w.tailEnc, &w.s.Messages[i])
 		sz := len(w.tailEnc) - n
 		w.tailSizes = append(w.tailSizes, sz)
 		w.tailBytes += sz
@@ -284,7 +284,7 @@ func (w *Edit) cut(ctx context.Context) error {
 	ms := w.s.Messages
 	// fits reports whether a chunk of n messages whose encodings take b
 	// bytes stays within chunkBytes, its array header included.
-	fits := func(n, b int) bool { return b+arrayLenSize(n) <= w.cfg.chunkBytes }
+	fits := func(n, b int) bool { return b+events.ArrayHeaderSize(n) <= w.cfg.chunkBytes }
 	// The open chunk: chunks[k:], holding openN messages in openB bytes
 	// of encodings.
 	k, openN, openB := len(w.chunks), 0, 0
@@ -292,7 +292,7 @@ func (w *Edit) cut(ctx context.Context) error {
 		k--
 		c := w.chunks[k]
 		openN += c.Count
-		openB += c.Bytes - arrayLenSize(c.Count)
+		openB += c.Bytes - events.ArrayHeaderSize(c.Count)
 	}
 	switch {
 	case !fits(len(ms), w.tailBytes):
@@ -326,7 +326,7 @@ func (w *Edit) cut(ctx context.Context) error {
 // addChunk adds a chunk of the messages ms, whose encodings (appendMessage
 // of each, concatenated) are enc.
 func (w *Edit) addChunk(ms []events.Message, enc []byte, level uint8) {
-	data := append(appendArrayLen(make([]byte, 0, len(enc)+5), len(ms)), enc...)
+	data := append(events.AppendArrayHeader(make([]byte, 0, len(enc)+5), len(ms)), enc...)
 	first := w.s.Base
 	if n := len(w.chunks); n > 0 {
 		first = w.chunks[n-1].First + w.chunks[n-1].Count
@@ -368,17 +368,16 @@ func (w *Edit) extend(ctx context.Context, k int) error {
 				return err
 			}
 		}
-		r := &reader{b: data}
-		n, err := r.arrayLen()
+		n, hdr, err := events.ArrayHeader(data)
 		if err != nil || n != c.Count {
 			return fmt.Errorf("%w: chunk %s holds %d messages, its head says %d (%v)", ErrCorrupt,
 				ChunkKey(w.tenant, w.thread, w.gen, c.First, c.Count), n, c.Count, err)
 		}
-		bodies[i] = data[r.i:]
+		bodies[i] = data[hdr:]
 		count += c.Count
 		size += len(bodies[i])
 	}
-	data := appendArrayLen(make([]byte, 0, size+5), count)
+	data := events.AppendArrayHeader(make([]byte, 0, size+5), count)
 	for _, b := range bodies {
 		data = append(data, b...)
 	}
@@ -435,7 +434,7 @@ func (w *Edit) LoadFrom(ctx context.Context, from int) (int, error) {
 				return err
 			}
 		}
-		ms, err := decodeMessages(data)
+		ms, err := events.DecodeMessages(data)
 		if err != nil {
 			return fmt.Errorf("%w: chunk %s: %v", ErrCorrupt, key, err)
 		}

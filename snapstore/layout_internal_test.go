@@ -31,7 +31,7 @@ func layoutWork(t *testing.T, cfg layoutConfig, chunks []ChunkRef, msgs, tail []
 	t.Helper()
 	stored := map[string][]byte{}
 	for _, c := range chunks {
-		stored[ChunkKey("acme", "t1", 3, c.First, c.Count)] = appendMessages(nil, msgs[c.First:c.First+c.Count])
+		stored[ChunkKey("acme", "t1", 3, c.First, c.Count)] = events.AppendMessages(nil, msgs[c.First:c.First+c.Count])
 	}
 	s := fold.NewState("acme", "t1")
 	s.Base = len(msgs)
@@ -50,7 +50,7 @@ func layoutWork(t *testing.T, cfg layoutConfig, chunks []ChunkRef, msgs, tail []
 
 // ref is the ChunkRef of msgs[first:first+count] at level.
 func ref(msgs []events.Message, first, count int, level uint8) ChunkRef {
-	b := appendMessages(nil, msgs[first:first+count])
+	b := events.AppendMessages(nil, msgs[first:first+count])
 	return ChunkRef{First: first, Count: count, Bytes: len(b), FirstSeq: msgs[first].Seq, LastSeq: msgs[first+count-1].Seq, Level: level}
 }
 
@@ -90,7 +90,7 @@ func TestCutKeepsOneOpenChunk(t *testing.T) {
 	// 10 messages in the open chunk and 6 in the tail: the joined chunk's
 	// array header takes 3 bytes instead of 1, which makes it one byte too
 	// big for this chunkBytes; so the open chunk is closed.
-	tight := ref(all, 0, 10, 0).Bytes - 1 + len(appendMessages(nil, all[10:16])) - 1 + 2
+	tight := ref(all, 0, 10, 0).Bytes - 1 + len(events.AppendMessages(nil, all[10:16])) - 1 + 2
 	cases = append(cases, cutCase{"the array header counts", []ChunkRef{ref(all, 0, 10, 0)}, 10, 6,
 		[]ChunkRef{ref(all, 0, 10, 1), ref(all, 10, 6, 0)}, nil, tight})
 	for _, tc := range cases {
@@ -127,7 +127,7 @@ func TestCutKeepsOneOpenChunk(t *testing.T) {
 				}
 				require.True(t, ok, "chunk %s", key(c))
 				require.Len(t, b, c.Bytes, "chunk %s", key(c))
-				ms, err := decodeMessages(b)
+				ms, err := events.DecodeMessages(b)
 				require.NoError(t, err)
 				require.Equal(t, all[c.First:c.First+c.Count], ms, "chunk %s", key(c))
 			}

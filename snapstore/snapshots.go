@@ -231,7 +231,7 @@ func (f *chunkFetcher) start(ctx context.Context, key string, count int, into []
 		if len(into) != count {
 			into = make([]events.Message, count)
 		}
-		if err := parseMessagesInto(r.data, into); err != nil {
+		if err := events.ParseMessagesInto(r.data, into); err != nil {
 			r.decErr = fmt.Errorf("%w: chunk %s: %v", ErrCorrupt, key, err)
 			return
 		}

@@ -1,4 +1,4 @@
-package snapstore
+package events
 
 import (
 	"encoding/binary"
@@ -10,34 +10,40 @@ import (
 	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5"
-
-	"github.com/convlog/convlog/events"
 )
 
 // This file is the codec of message lists, the bulk of every snapshot: a
-// hand-written msgpack encoder and decoder for []events.Message.
+// hand-written msgpack encoder and decoder for []Message.
 //
 // The bytes are plain msgpack, one map per message with the field names and
-// omitempty rules of events.Message's msgpack tags, so any msgpack library
+// omitempty rules of Message's msgpack tags, so any msgpack library
 // decodes a chunk into a list of messages. The hand-written path exists for
-// speed: reflection-based msgpack decodes about 500 MB/s and encodes about
-// 250 MB/s on our 2-core machine, which would make decoding as expensive as
-// fetching the bytes from KV; this codec is several times faster. A test
-// checks it against the reflection-based codec in both directions.
+// speed (BenchmarkMessageList: the reflection-based decoder of msgpack/v5
+// is the baseline, see the ratios there). A test checks it against the
+// reflection-based codec in both directions, and a fuzzer.
 
 // errCodec is wrapped by every error of the fast decoder.
-var errCodec = errors.New("snapstore: malformed message list")
+var errCodec = errors.New("events: malformed message list")
 
-// appendMessages appends ms as a msgpack array of message maps.
-func appendMessages(b []byte, ms []events.Message) []byte {
-	b = appendArrayLen(b, len(ms))
+// ErrMessageList is wrapped by every error of [ParseMessages],
+// [ParseMessagesInto], [DecodeMessages] and [ArrayHeader]: the bytes are
+// not a msgpack array of messages.
+var ErrMessageList = errCodec
+
+// AppendMessages appends ms as a msgpack array of message maps (the
+// format of a snapshot chunk: see the top of this file). It never fails.
+func AppendMessages(b []byte, ms []Message) []byte {
+	b = AppendArrayHeader(b, len(ms))
 	for i := range ms {
-		b = appendMessage(b, &ms[i])
+		b = AppendMessage(b, &ms[i])
 	}
 	return b
 }
 
-func appendMessage(b []byte, m *events.Message) []byte {
+// AppendMessage appends m as one msgpack map with the field names and
+// omitempty rules of Message's msgpack tags, without an array header: a
+// list is [AppendArrayHeader] followed by its messages. It never fails.
+func AppendMessage(b []byte, m *Message) []byte {
 	n := 2
 	for _, present := range [...]bool{m.Name != "", m.Reasoning != "", len(m.ToolCalls) > 0,
 		m.ToolCallID != "", m.IsError, m.Agent != "", m.Model != "", m.Usage != nil,
@@ -61,7 +67,7 @@ func appendMessage(b []byte, m *events.Message) []byte {
 	}
 	if len(m.ToolCalls) > 0 {
 		b = appendString(b, "tool_calls")
-		b = appendArrayLen(b, len(m.ToolCalls))
+		b = AppendArrayHeader(b, len(m.ToolCalls))
 		for _, c := range m.ToolCalls {
 			b = appendMapLen(b, 3)
 			b = appendString(b, "id")
@@ -133,12 +139,12 @@ func appendMessage(b []byte, m *events.Message) []byte {
 	return b
 }
 
-func appendContent(b []byte, c events.Content) []byte {
+func appendContent(b []byte, c Content) []byte {
 	switch c.Kind {
-	case events.ContentText:
+	case ContentText:
 		return appendString(b, c.Text)
-	case events.ContentParts:
-		b = appendArrayLen(b, len(c.Parts))
+	case ContentParts:
+		b = AppendArrayHeader(b, len(c.Parts))
 		for _, p := range c.Parts {
 			n := 1
 			for _, s := range [...]string{p.Text, p.URL, p.Data, p.MediaType, p.Detail, p.FileID, p.Filename} {
@@ -162,8 +168,9 @@ func appendContent(b []byte, c events.Content) []byte {
 	return append(b, 0xc0)
 }
 
-// arrayLenSize is the size of appendArrayLen's header for n elements.
-func arrayLenSize(n int) int {
+// ArrayHeaderSize is the size in bytes (1, 3 or 5) of the msgpack array
+// header [AppendArrayHeader] writes for n elements.
+func ArrayHeaderSize(n int) int {
 	switch {
 	case n < 16:
 		return 1
@@ -173,7 +180,8 @@ func arrayLenSize(n int) int {
 	return 5
 }
 
-func appendArrayLen(b []byte, n int) []byte {
+// AppendArrayHeader appends a msgpack array header for n elements (n >= 0).
+func AppendArrayHeader(b []byte, n int) []byte {
 	switch {
 	case n < 16:
 		return append(b, 0x90|byte(n))
@@ -274,28 +282,32 @@ func appendTime(b []byte, t time.Time) []byte {
 	return binary.BigEndian.AppendUint64(b, secs)
 }
 
-// reader is a msgpack cursor over a byte slice. Every method checks bounds;
+// listReader is a msgpack cursor over a byte slice. Every method checks bounds;
 // a malformed input yields an error wrapping errCodec, never a panic.
-type reader struct {
+type listReader struct {
 	b []byte
 	i int
 	// alias makes decoded strings share b's memory instead of copying it.
 	// Only for buffers nobody modifies afterwards (values read from NATS).
 	alias bool
+	// strict refuses the forms the reflection decoder refuses (a nil
+	// time), for the event decoder, which must decode exactly as
+	// reflection does (decode.go).
+	strict bool
 }
 
-func (r *reader) fail(format string, args ...any) error {
+func (r *listReader) fail(format string, args ...any) error {
 	return fmt.Errorf("%w: at byte %d: %s", errCodec, r.i, fmt.Sprintf(format, args...))
 }
 
-func (r *reader) need(n int) error {
+func (r *listReader) need(n int) error {
 	if n < 0 || len(r.b)-r.i < n {
 		return r.fail("unexpected end of data (need %d bytes)", n)
 	}
 	return nil
 }
 
-func (r *reader) byte1() (byte, error) {
+func (r *listReader) byte1() (byte, error) {
 	if err := r.need(1); err != nil {
 		return 0, err
 	}
@@ -304,7 +316,7 @@ func (r *reader) byte1() (byte, error) {
 	return c, nil
 }
 
-func (r *reader) uintN(n int) (uint64, error) {
+func (r *listReader) uintN(n int) (uint64, error) {
 	if err := r.need(n); err != nil {
 		return 0, err
 	}
@@ -318,7 +330,7 @@ func (r *reader) uintN(n int) (uint64, error) {
 
 // lenOf reads the length of a container or string whose code is c and whose
 // fix form has base f with mask m, 16-bit form c16 and 32-bit form c32.
-func (r *reader) lenOf(c, f, m, c8, c16, c32 byte) (int, error) {
+func (r *listReader) lenOf(c, f, m, c8, c16, c32 byte) (int, error) {
 	switch {
 	case c&^m == f:
 		return int(c & m), nil
@@ -339,7 +351,7 @@ func (r *reader) lenOf(c, f, m, c8, c16, c32 byte) (int, error) {
 }
 
 // arrayLen reads an array header; nil reads as -1.
-func (r *reader) arrayLen() (int, error) {
+func (r *listReader) arrayLen() (int, error) {
 	c, err := r.byte1()
 	if err != nil {
 		return 0, err
@@ -355,7 +367,7 @@ func (r *reader) arrayLen() (int, error) {
 }
 
 // mapLen reads a map header; nil reads as -1.
-func (r *reader) mapLen() (int, error) {
+func (r *listReader) mapLen() (int, error) {
 	c, err := r.byte1()
 	if err != nil {
 		return 0, err
@@ -371,7 +383,7 @@ func (r *reader) mapLen() (int, error) {
 }
 
 // rawString reads a str (or bin) without copying; nil reads as empty.
-func (r *reader) rawString() ([]byte, error) {
+func (r *listReader) rawString() ([]byte, error) {
 	// Fast path for the common forms (fixstr, str8, str16) when they fit
 	// in the data; everything else, including every error, goes the
 	// checked way below.
@@ -429,7 +441,7 @@ func (r *reader) rawString() ([]byte, error) {
 	return s, nil
 }
 
-func (r *reader) str() (string, error) {
+func (r *listReader) str() (string, error) {
 	s, err := r.rawString()
 	if r.alias && len(s) > 0 {
 		return unsafe.String(&s[0], len(s)), err
@@ -438,22 +450,22 @@ func (r *reader) str() (string, error) {
 }
 
 // role reads a role, without allocating for the four known ones.
-func (r *reader) role() (events.Role, error) {
+func (r *listReader) role() (Role, error) {
 	s, err := r.rawString()
 	switch string(s) {
 	case "user":
-		return events.RoleUser, err
+		return RoleUser, err
 	case "assistant":
-		return events.RoleAssistant, err
+		return RoleAssistant, err
 	case "tool":
-		return events.RoleTool, err
+		return RoleTool, err
 	case "system":
-		return events.RoleSystem, err
+		return RoleSystem, err
 	}
-	return events.Role(s), err
+	return Role(s), err
 }
 
-func (r *reader) bool1() (bool, error) {
+func (r *listReader) bool1() (bool, error) {
 	c, err := r.byte1()
 	if err != nil {
 		return false, err
@@ -467,7 +479,7 @@ func (r *reader) bool1() (bool, error) {
 	return false, r.fail("expected a bool, got code 0x%02x", c)
 }
 
-func (r *reader) int64() (int64, error) {
+func (r *listReader) int64() (int64, error) {
 	// Fast path: positive fixint and the unsigned forms up to 32 bits.
 	if b, i := r.b, r.i; i < len(b) {
 		switch c := b[i]; {
@@ -519,7 +531,7 @@ func (r *reader) int64() (int64, error) {
 	return int64(v), err
 }
 
-func (r *reader) time1() (time.Time, error) {
+func (r *listReader) time1() (time.Time, error) {
 	// Fast path: the 64-bit form (timestamp 64), what Marshal writes for
 	// nanosecond times before 2514.
 	if b, i := r.b, r.i; len(b)-i >= 10 && b[i] == 0xd7 && b[i+1] == 0xff {
@@ -534,6 +546,11 @@ func (r *reader) time1() (time.Time, error) {
 	var n int
 	switch c {
 	case 0xc0:
+		if r.strict {
+			// msgpack/v5 refuses nil for a time.Time (the reflection
+			// decoder fails the event): so must the event decoder.
+			return time.Time{}, r.fail("nil time")
+		}
 		return time.Time{}, nil
 	case 0xd6:
 		n = 4
@@ -574,7 +591,7 @@ func (r *reader) time1() (time.Time, error) {
 }
 
 // skip skips one value of any type.
-func (r *reader) skip(depth int) error {
+func (r *listReader) skip(depth int) error {
 	if depth > 64 {
 		return r.fail("nesting too deep")
 	}
@@ -672,7 +689,7 @@ func (r *reader) skip(depth int) error {
 	return r.fail("invalid code 0x%02x", c)
 }
 
-func (r *reader) advance(n int) error {
+func (r *listReader) advance(n int) error {
 	if err := r.need(n); err != nil {
 		return err
 	}
@@ -680,7 +697,7 @@ func (r *reader) advance(n int) error {
 	return nil
 }
 
-func (r *reader) skipN(n, depth int) error {
+func (r *listReader) skipN(n, depth int) error {
 	for ; n > 0; n-- {
 		if err := r.skip(depth + 1); err != nil {
 			return err
@@ -691,13 +708,18 @@ func (r *reader) skipN(n, depth int) error {
 
 // parseMessages decodes a msgpack array of messages. If sizes is not nil,
 // the encoded size of each message is appended to *sizes.
-func parseMessages(b []byte, sizes *[]int) ([]events.Message, error) {
-	return parseMessagesOpt(b, sizes, false)
+func parseMessages(b []byte, sizes *[]int) ([]Message, error) {
+	return ParseMessages(b, sizes, false)
 }
 
-// parseMessagesOpt is parseMessages; alias as in reader.
-func parseMessagesOpt(b []byte, sizes *[]int, alias bool) ([]events.Message, error) {
-	r := &reader{b: b, alias: alias}
+// ParseMessages decodes a msgpack array of messages with the hand-written
+// decoder only (no fallback: see [DecodeMessages]). When sizes is not nil,
+// the encoded size of each message is appended to *sizes. With alias, the
+// decoded strings share b's memory instead of copying it: only for bytes
+// nobody modifies afterwards (values read from NATS). Errors wrap
+// [ErrMessageList] and give the byte offset.
+func ParseMessages(b []byte, sizes *[]int, alias bool) ([]Message, error) {
+	r := &listReader{b: b, alias: alias}
 	n, err := r.arrayLen()
 	if err != nil {
 		return nil, err
@@ -710,12 +732,12 @@ func parseMessagesOpt(b []byte, sizes *[]int, alias bool) ([]events.Message, err
 	}
 	// A message takes at least 8 bytes in practice; do not let a bogus
 	// count allocate more than the data can fill.
-	ms := make([]events.Message, min(n, len(b)/8+1))
+	ms := make([]Message, min(n, len(b)/8+1))
 	if n > len(ms) {
 		ms = ms[:0]
 		for i := 0; i < n; i++ {
 			start := r.i
-			var m events.Message
+			var m Message
 			if err := r.message(&m); err != nil {
 				return nil, fmt.Errorf("message %d: %w", i, err)
 			}
@@ -730,11 +752,12 @@ func parseMessagesOpt(b []byte, sizes *[]int, alias bool) ([]events.Message, err
 	return ms, r.end()
 }
 
-// parseMessagesInto decodes a msgpack array of exactly len(dst) messages
+// ParseMessagesInto decodes a msgpack array of exactly len(dst) messages
 // into dst, falling back to the reflection-based decoder. Decoded strings
-// share b's memory: b must not be modified afterwards.
-func parseMessagesInto(b []byte, dst []events.Message) error {
-	r := &reader{b: b, alias: true}
+// share b's memory: b must not be modified afterwards. Errors wrap
+// [ErrMessageList] (also for a list of another length).
+func ParseMessagesInto(b []byte, dst []Message) error {
+	r := &listReader{b: b, alias: true}
 	n, err := r.arrayLen()
 	if err == nil && n != len(dst) {
 		return r.fail("the list holds %d messages, %d expected", max(n, 0), len(dst))
@@ -754,7 +777,7 @@ func parseMessagesInto(b []byte, dst []events.Message) error {
 	return nil
 }
 
-func (r *reader) messages(ms []events.Message, sizes *[]int) error {
+func (r *listReader) messages(ms []Message, sizes *[]int) error {
 	for i := range ms {
 		start := r.i
 		if err := r.message(&ms[i]); err != nil {
@@ -767,14 +790,14 @@ func (r *reader) messages(ms []events.Message, sizes *[]int) error {
 	return nil
 }
 
-func (r *reader) end() error {
+func (r *listReader) end() error {
 	if r.i != len(r.b) {
 		return r.fail("%d trailing bytes", len(r.b)-r.i)
 	}
 	return nil
 }
 
-func (r *reader) message(m *events.Message) error {
+func (r *listReader) message(m *Message) error {
 	n, err := r.mapLen()
 	if err != nil {
 		return err
@@ -831,43 +854,43 @@ func (r *reader) message(m *events.Message) error {
 	return nil
 }
 
-func (r *reader) content() (events.Content, error) {
+func (r *listReader) content() (Content, error) {
 	if err := r.need(1); err != nil {
-		return events.Content{}, err
+		return Content{}, err
 	}
 	c := r.b[r.i]
 	switch {
 	case c == 0xc0:
 		r.i++
-		return events.Content{}, nil
+		return Content{}, nil
 	case c&0xe0 == 0xa0 || c == 0xd9 || c == 0xda || c == 0xdb:
 		s, err := r.str()
-		return events.Text(s), err
+		return Text(s), err
 	}
 	n, err := r.arrayLen()
 	if err != nil {
-		return events.Content{}, err
+		return Content{}, err
 	}
 	if n < 0 || n > len(r.b) {
-		return events.Content{}, r.fail("content parts length %d", n)
+		return Content{}, r.fail("content parts length %d", n)
 	}
-	ps := make([]events.Part, n)
+	ps := make([]Part, n)
 	for i := range ps {
 		k, err := r.mapLen()
 		if err != nil {
-			return events.Content{}, err
+			return Content{}, err
 		}
 		for ; k > 0; k-- {
 			key, err := r.rawString()
 			if err != nil {
-				return events.Content{}, err
+				return Content{}, err
 			}
 			var dst *string
 			switch string(key) {
 			case "type":
 				var s string
 				s, err = r.str()
-				ps[i].Type = events.PartType(s)
+				ps[i].Type = PartType(s)
 			case "text":
 				dst = &ps[i].Text
 			case "url":
@@ -889,14 +912,14 @@ func (r *reader) content() (events.Content, error) {
 				*dst, err = r.str()
 			}
 			if err != nil {
-				return events.Content{}, err
+				return Content{}, err
 			}
 		}
 	}
-	return events.Parts(ps...), nil
+	return Parts(ps...), nil
 }
 
-func (r *reader) toolCalls() ([]events.ToolCall, error) {
+func (r *listReader) toolCalls() ([]ToolCall, error) {
 	n, err := r.arrayLen()
 	if err != nil || n <= 0 {
 		return nil, err
@@ -904,7 +927,7 @@ func (r *reader) toolCalls() ([]events.ToolCall, error) {
 	if n > len(r.b) {
 		return nil, r.fail("tool call list length %d", n)
 	}
-	cs := make([]events.ToolCall, n)
+	cs := make([]ToolCall, n)
 	for i := range cs {
 		k, err := r.mapLen()
 		if err != nil {
@@ -933,12 +956,12 @@ func (r *reader) toolCalls() ([]events.ToolCall, error) {
 	return cs, nil
 }
 
-func (r *reader) usage() (*events.Usage, error) {
+func (r *listReader) usage() (*Usage, error) {
 	n, err := r.mapLen()
 	if err != nil || n < 0 {
 		return nil, err
 	}
-	u := &events.Usage{}
+	u := &Usage{}
 	for ; n > 0; n-- {
 		key, err := r.rawString()
 		if err != nil {
@@ -963,8 +986,8 @@ func (r *reader) usage() (*events.Usage, error) {
 
 // decodeMessagesSlow decodes a message list with the reflection-based
 // msgpack library: the fallback for bytes the fast path rejects.
-func decodeMessagesSlow(b []byte) ([]events.Message, error) {
-	var ms []events.Message
+func decodeMessagesSlow(b []byte) ([]Message, error) {
+	var ms []Message
 	if err := msgpack.Unmarshal(b, &ms); err != nil {
 		return nil, fmt.Errorf("%w: %v", errCodec, err)
 	}
@@ -976,8 +999,10 @@ func decodeMessagesSlow(b []byte) ([]events.Message, error) {
 	return ms, nil
 }
 
-// decodeMessages decodes a message list, fast path first.
-func decodeMessages(b []byte) ([]events.Message, error) {
+// DecodeMessages decodes a msgpack array of messages: the hand-written
+// decoder first, the reflection-based one (msgpack/v5) for what it does
+// not handle. Strings are copied. Errors wrap [ErrMessageList].
+func DecodeMessages(b []byte) ([]Message, error) {
 	ms, err := parseMessages(b, nil)
 	if err != nil {
 		if ms2, err2 := decodeMessagesSlow(b); err2 == nil {
@@ -985,4 +1010,13 @@ func decodeMessages(b []byte) ([]events.Message, error) {
 		}
 	}
 	return ms, err
+}
+
+// ArrayHeader reads the msgpack array header at the start of b: the number
+// of elements and the header's size in bytes; a msgpack nil counts as an
+// empty array. Errors wrap [ErrMessageList] (not an array, or truncated).
+func ArrayHeader(b []byte) (n, size int, err error) {
+	r := &listReader{b: b}
+	n, err = r.arrayLen()
+	return max(n, 0), r.i, err
 }
