@@ -7,9 +7,10 @@ import (
 )
 
 // This file is the hand-written msgpack decoder behind [Unmarshal]: the
-// envelope and every payload type, without reflection. The messages of a
-// restore or fork are read by the message-list codec (msgcodec.go), the
-// one decoder of [Message], in its strict mode.
+// envelope and every payload type, without reflection. Messages, contents,
+// tool calls and usage (in any payload) are read by the message-list codec
+// (msgcodec.go), the one decoder of [Message] and its parts, in its strict
+// mode.
 //
 // It is a fast path, not a second definition of the wire format. It
 // accepts only the forms it decodes exactly as the reflection decoder
@@ -476,124 +477,42 @@ func (r *reader) messagesInto(dst *[]Message) bool {
 	return true
 }
 
-// toolCallsInto reads a []ToolCall: nil, or an array of maps.
+// toolCallsInto reads a []ToolCall with the message-list codec (strict).
 func (r *reader) toolCallsInto(dst *[]ToolCall) bool {
-	if r.nilValue() {
+	lr := listReader{b: r.b, i: r.i, strict: true}
+	if lr.nilNext() {
+		r.i++
 		*dst = nil
 		return true
 	}
-	n, ok := r.arrayHeader()
-	if !ok {
+	cs, err := lr.toolCalls()
+	if err != nil {
 		return false
 	}
-	cs := make([]ToolCall, n)
-	for i := range cs {
-		c := &cs[i]
-		ok := r.fields(func(k []byte) (uint32, bool) {
-			switch string(k) {
-			case "id":
-				return 1 << 0, r.strInto(&c.ID)
-			case "name":
-				return 1 << 1, r.strInto(&c.Name)
-			case "arguments":
-				return 1 << 2, r.strInto(&c.Arguments)
-			}
-			return 0, true
-		})
-		if !ok {
-			return false
-		}
-	}
-	*dst = cs
+	r.i, *dst = lr.i, cs
 	return true
 }
 
-// usageInto reads a *Usage: nil, or a map.
+// usageInto reads a *Usage with the message-list codec (strict).
 func (r *reader) usageInto(dst **Usage) bool {
-	if r.nilValue() {
-		*dst = nil
-		return true
-	}
-	u := &Usage{}
-	ok := r.fields(func(k []byte) (uint32, bool) {
-		switch string(k) {
-		case "input_tokens":
-			return 1 << 0, r.int64Into(&u.InputTokens)
-		case "output_tokens":
-			return 1 << 1, r.int64Into(&u.OutputTokens)
-		case "total_tokens":
-			return 1 << 2, r.int64Into(&u.TotalTokens)
-		}
-		return 0, true
-	})
-	*dst = u
-	return ok
-}
-
-// contentInto reads [Content] as Content.DecodeMsgpack does: nil, a str,
-// or an array of at most maxParts part maps.
-func (r *reader) contentInto(c *Content) bool {
-	if r.nilValue() {
-		*c = Content{}
-		return true
-	}
-	if r.i >= len(r.b) {
+	lr := listReader{b: r.b, i: r.i, strict: true}
+	u, err := lr.usage()
+	if err != nil {
 		return false
 	}
-	if isMsgpackStr(r.b[r.i]) {
-		s, ok := r.str()
-		*c = Text(s)
-		return ok
-	}
-	n, ok := r.arrayHeader()
-	if !ok || n > maxParts {
-		return false
-	}
-	ps := make([]Part, n)
-	for i := range ps {
-		p := &ps[i]
-		ok := r.fields(func(k []byte) (uint32, bool) {
-			switch string(k) {
-			case "type":
-				t, ok := r.strBytes()
-				p.Type = partTypeOf(t)
-				return 1 << 0, ok
-			case "text":
-				return 1 << 1, r.strInto(&p.Text)
-			case "url":
-				return 1 << 2, r.strInto(&p.URL)
-			case "data":
-				return 1 << 3, r.strInto(&p.Data)
-			case "media_type":
-				return 1 << 4, r.strInto(&p.MediaType)
-			case "detail":
-				return 1 << 5, r.strInto(&p.Detail)
-			case "file_id":
-				return 1 << 6, r.strInto(&p.FileID)
-			case "filename":
-				return 1 << 7, r.strInto(&p.Filename)
-			}
-			return 0, true
-		})
-		if !ok {
-			return false
-		}
-	}
-	*c = Content{Kind: ContentParts, Parts: ps}
+	r.i, *dst = lr.i, u
 	return true
 }
 
-// partTypeOf returns t as a PartType, without allocating for known types.
-func partTypeOf(t []byte) PartType {
-	switch string(t) {
-	case string(PartText):
-		return PartText
-	case string(PartImage):
-		return PartImage
-	case string(PartFile):
-		return PartFile
+// contentInto reads a Content with the message-list codec (strict).
+func (r *reader) contentInto(c *Content) bool {
+	lr := listReader{b: r.b, i: r.i, strict: true}
+	v, err := lr.content()
+	if err != nil {
+		return false
 	}
-	return PartType(t)
+	r.i, *c = lr.i, v
+	return true
 }
 
 // stringMapInto reads a map[string]string: nil, or a map of str to str.
@@ -662,11 +581,6 @@ func (r *reader) strPtrInto(dst **string) bool {
 	}
 	s, ok := r.str()
 	*dst = &s
-	return ok
-}
-
-func (r *reader) int64Into(dst *int64) (ok bool) {
-	*dst, ok = r.int64()
 	return ok
 }
 
@@ -770,26 +684,6 @@ func (r *reader) mapHeader() (int, bool) {
 		return r.length(4)
 	}
 	return int(c & 0x0f), true
-}
-
-// arrayHeader reads a fixarray, array16 or array32 header.
-func (r *reader) arrayHeader() (int, bool) {
-	if r.i >= len(r.b) {
-		return 0, false
-	}
-	c := r.b[r.i]
-	switch {
-	case c&0xf0 == 0x90:
-		r.i++
-		return int(c & 0x0f), true
-	case c == 0xdc:
-		r.i++
-		return r.length(2)
-	case c == 0xdd:
-		r.i++
-		return r.length(4)
-	}
-	return 0, false
 }
 
 // strBytes reads a fixstr, str8, str16 or str32 and returns its bytes

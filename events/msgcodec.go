@@ -296,6 +296,9 @@ type listReader struct {
 	strict bool
 }
 
+// nilNext reports whether a msgpack nil is next.
+func (r *listReader) nilNext() bool { return r.i < len(r.b) && r.b[r.i] == 0xc0 }
+
 func (r *listReader) fail(format string, args ...any) error {
 	return fmt.Errorf("%w: at byte %d: %s", errCodec, r.i, fmt.Sprintf(format, args...))
 }
@@ -873,6 +876,10 @@ func (r *listReader) content() (Content, error) {
 	}
 	if n < 0 || n > len(r.b) {
 		return Content{}, r.fail("content parts length %d", n)
+	}
+	if r.strict && n > maxParts {
+		// Content's msgpack decoder refuses it (content.go).
+		return Content{}, r.fail("%d content parts, at most %d", n, maxParts)
 	}
 	ps := make([]Part, n)
 	for i := range ps {

@@ -108,17 +108,28 @@ func (s *Store) LoadHead(ctx context.Context, tenant, thread string) (*Snapshot,
 	if err := validIDs(tenant, thread); err != nil {
 		return nil, err
 	}
+	h, rev, n, err := s.readHead(ctx, tenant, thread)
+	if err != nil {
+		return nil, err
+	}
+	return &Snapshot{State: h.State, Revision: rev, Gen: h.Gen, Chunks: h.Chunks, Bytes: n}, nil
+}
+
+// readHead reads and decodes a thread's head and tells the chunk cache and
+// the hints what it saw: a missing snapshot drops the thread's cached
+// chunks, a head of a newer generation or an erased one its older chunks.
+func (s *Store) readHead(ctx context.Context, tenant, thread string) (h *head, rev uint64, n int, err error) {
 	key := HeadKey(tenant, thread)
-	h, rev, n, err := getHead(ctx, s.kv, tenant, thread, nil)
+	h, rev, n, err = getHead(ctx, s.kv, tenant, thread, nil)
 	if err != nil {
 		if errors.Is(err, ErrNoSnapshot) {
 			s.cache.forget(key)
 		}
-		return nil, err
+		return nil, 0, 0, err
 	}
 	s.hints.put(key, h.Gen, h.Chunks, len(h.State.Messages))
 	s.cache.sawHead(key, h.Gen, h.State.Erased)
-	return &Snapshot{State: h.State, Revision: rev, Gen: h.Gen, Chunks: h.Chunks, Bytes: n}, nil
+	return h, rev, n, nil
 }
 
 // load is one attempt of Load: the head and, at the same time, the chunks
@@ -153,15 +164,10 @@ func (s *Store) load(ctx context.Context, f *chunkFetcher, tenant, thread string
 			}
 		}
 	}
-	h, rev, n, err := getHead(ctx, s.kv, tenant, thread, nil)
+	h, rev, n, err := s.readHead(ctx, tenant, thread)
 	if err != nil {
-		if errors.Is(err, ErrNoSnapshot) {
-			s.cache.forget(key)
-		}
 		return nil, err
 	}
-	s.hints.put(key, h.Gen, h.Chunks, len(h.State.Messages))
-	s.cache.sawHead(key, h.Gen, h.State.Erased)
 	read, cached, err := s.fillChunks(ctx, f, tenant, thread, h)
 	if err != nil {
 		return nil, err

@@ -2,7 +2,6 @@ package chat_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
@@ -14,20 +13,9 @@ import (
 	"github.com/convlog/convlog/agentd/worker"
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/agenttest"
 	"github.com/convlog/convlog/internal/natstest"
 )
-
-// clockTools is the test agent's tool set: a fixed clock (the offline
-// model calls it for "what time is it?").
-type clockTools struct{}
-
-func (clockTools) Specs() []model.Tool {
-	return []model.Tool{{Name: model.ToolClock, Description: "current time", Parameters: json.RawMessage(`{"type":"object"}`)}}
-}
-
-func (clockTools) Run(ctx context.Context, call events.ToolCall, env worker.Env) events.ToolResult {
-	return events.ToolResult{ToolCallID: call.ID, Name: call.Name, Content: events.Text("2026-01-02T03:04:05Z")}
-}
 
 // setup runs an embedded server, agent workers for agent "demo" (the
 // offline model) unless noWorkers, and a chat service on a client.
@@ -39,7 +27,7 @@ func setup(t *testing.T, noWorkers bool) (*chat.Service, *client.Client) {
 	if !noWorkers {
 		off, err := model.NewOffline(model.OfflineConfig{TokenDelay: time.Millisecond})
 		require.NoError(t, err)
-		pool, err := worker.New(c, ns.NC, worker.Config{Agents: map[string]*worker.Agent{"demo": {Provider: off, Tools: clockTools{}}}})
+		pool, err := worker.New(c, ns.NC, worker.Config{Agents: map[string]*worker.Agent{"demo": {Provider: off, Tools: agenttest.ClockTools{}}}})
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})

@@ -18,6 +18,7 @@ import (
 	"github.com/convlog/convlog/agentd/worker"
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/agenttest"
 	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/projector"
 )
@@ -27,18 +28,6 @@ const (
 	keyAcme   = "sk-acme-0123456789"
 	keyGlobex = "sk-globex-0123456789"
 )
-
-// clockTools is the tool set of the test agent: a fixed clock (the offline
-// model calls it for "what time is it?").
-type clockTools struct{}
-
-func (clockTools) Specs() []model.Tool {
-	return []model.Tool{{Name: model.ToolClock, Description: "current time", Parameters: json.RawMessage(`{"type":"object"}`)}}
-}
-
-func (clockTools) Run(ctx context.Context, call events.ToolCall, env worker.Env) events.ToolResult {
-	return events.ToolResult{ToolCallID: call.ID, Name: call.Name, Content: events.Text("2026-01-02T03:04:05Z")}
-}
 
 // env is a running API: embedded JetStream, agent workers (offline model,
 // agent "demo"), the HTTP server, and two tenants with API keys.
@@ -85,7 +74,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	require.NoError(t, err)
 	off, err := model.NewOffline(model.OfflineConfig{TokenDelay: time.Millisecond})
 	require.NoError(t, err)
-	pool, err := worker.New(c, ns.NC, worker.Config{Agents: map[string]*worker.Agent{"demo": {Provider: off, Tools: clockTools{}}}, Concurrency: 4})
+	pool, err := worker.New(c, ns.NC, worker.Config{Agents: map[string]*worker.Agent{"demo": {Provider: off, Tools: agenttest.ClockTools{}}}, Concurrency: 4})
 	require.NoError(t, err)
 	wctx, stopWorkers := context.WithCancel(ctx)
 	workersDone := make(chan struct{})

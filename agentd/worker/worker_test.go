@@ -2,7 +2,6 @@ package worker_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -16,19 +15,9 @@ import (
 	"github.com/convlog/convlog/agentd/worker"
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/agenttest"
 	"github.com/convlog/convlog/internal/natstest"
 )
-
-// clockTools is a minimal tool set for worker tests: a fixed clock.
-type clockTools struct{}
-
-func (clockTools) Specs() []model.Tool {
-	return []model.Tool{{Name: "clock", Description: "current time", Parameters: json.RawMessage(`{"type":"object"}`)}}
-}
-
-func (clockTools) Run(ctx context.Context, call events.ToolCall, env worker.Env) events.ToolResult {
-	return events.ToolResult{ToolCallID: call.ID, Name: call.Name, Content: events.Text(`"2026-01-02T03:04:05Z"`)}
-}
 
 func setup(t *testing.T) (*client.Client, *natstest.Server, map[string]*worker.Agent) {
 	s := natstest.Run(t)
@@ -36,7 +25,7 @@ func setup(t *testing.T) (*client.Client, *natstest.Server, map[string]*worker.A
 	require.NoError(t, err)
 	off, err := model.NewOffline(model.OfflineConfig{})
 	require.NoError(t, err)
-	return c, s, map[string]*worker.Agent{"demo": {Provider: off, Tools: clockTools{}}}
+	return c, s, map[string]*worker.Agent{"demo": {Provider: off, Tools: agenttest.ClockTools{}}}
 }
 
 // Answered reports whether every user message of th is followed by a final
@@ -129,7 +118,7 @@ func TestWorkerCancelledAtRandomPointsAnswersOnce(t *testing.T) {
 	c, s, _ := setup(t)
 	slow, err := model.NewOffline(model.OfflineConfig{TokenDelay: 200 * time.Microsecond})
 	require.NoError(t, err)
-	agents := map[string]*worker.Agent{"demo": {Provider: slow, Tools: clockTools{}}}
+	agents := map[string]*worker.Agent{"demo": {Provider: slow, Tools: agenttest.ClockTools{}}}
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < 20; i++ {
@@ -195,7 +184,7 @@ func TestToolStepIsGeneratedOnce(t *testing.T) {
 	off, err := model.NewOffline(model.OfflineConfig{})
 	require.NoError(t, err)
 	cp := &countingProvider{Provider: off}
-	p, err := worker.New(c, s.NC, worker.Config{Agents: map[string]*worker.Agent{"demo": {Provider: cp, Tools: clockTools{}}}, Concurrency: 4})
+	p, err := worker.New(c, s.NC, worker.Config{Agents: map[string]*worker.Agent{"demo": {Provider: cp, Tools: agenttest.ClockTools{}}}, Concurrency: 4})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
