@@ -68,7 +68,7 @@ func chunkOf(p chat.Piece) chunkDelta {
 		if tc.New {
 			c.ID, c.Type, c.Function.Name = tc.ID, "function", tc.Name
 		}
-		return chunkDelta{ToolCalls: []chunkToolCall{c}}
+		return chunkDelta{ConvlogToolCalls: []chunkToolCall{c}}
 	}
 	return chunkDelta{ReasoningContent: p.Reasoning}
 }
@@ -203,11 +203,17 @@ type (
 		FinishReason *string    `json:"finish_reason"`
 		Logprobs     *struct{}  `json:"logprobs"`
 	}
+	// chunkDelta is a chunk's delta. ToolCalls is for calls the client
+	// must run, which convlog's agents never make (they run their tools
+	// themselves); ConvlogToolCalls is the extension member that streams
+	// those server-run calls, which OpenAI SDKs ignore (issue 19: the
+	// OpenAI SDK, the AI SDK and AG2B ran them a second time).
 	chunkDelta struct {
 		Role             string          `json:"role,omitempty"`
 		Content          *string         `json:"content,omitempty"`
 		ReasoningContent string          `json:"reasoning_content,omitempty"`
 		ToolCalls        []chunkToolCall `json:"tool_calls,omitempty"`
+		ConvlogToolCalls []chunkToolCall `json:"convlog_tool_calls,omitempty"`
 	}
 	chunkToolCall struct {
 		Index    int           `json:"index"`

@@ -130,7 +130,12 @@ func TestChatOpenAISDKStreams(t *testing.T) {
 	require.Equal(t, th.Messages[len(th.Messages)-1].Content.String(), got, "the stream carries exactly the stored answer")
 }
 
-func TestChatOpenAISDKToolCallStreamsToolCallChunks(t *testing.T) {
+// Tool calls convlog's agent runs itself are not the client's to run: a
+// streamed answer carries them only in the extension member
+// delta.convlog_tool_calls, so the OpenAI SDK's accumulated message holds
+// no tool call (before, they came as delta.tool_calls and the SDK's
+// message asked the client to run the clock tool again; issue 19).
+func TestChatOpenAISDKStreamsServerRunToolCallsOnlyInTheExtension(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	cl := e.sdk(option.WithHeader("X-Conversation-Id", "conv-tools"))
@@ -138,28 +143,42 @@ func TestChatOpenAISDKToolCallStreamsToolCallChunks(t *testing.T) {
 	stream := cl.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "demo", Messages: msgs})
 	var acc openai.ChatCompletionAccumulator
 	var toolChunks []openai.ChatCompletionChunkChoiceDeltaToolCall
+	type extCall struct {
+		Index    int    `json:"index"`
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	}
+	var extChunks []extCall
 	for stream.Next() {
 		c := stream.Current()
 		require.True(t, acc.AddChunk(c))
 		if len(c.Choices) > 0 {
 			toolChunks = append(toolChunks, c.Choices[0].Delta.ToolCalls...)
+			var d struct {
+				Ext []extCall `json:"convlog_tool_calls"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(c.Choices[0].Delta.RawJSON()), &d))
+			extChunks = append(extChunks, d.Ext...)
 		}
 	}
 	require.NoError(t, stream.Err())
-	require.NotEmpty(t, toolChunks, "tool-call steps stream tool_calls deltas")
-	require.Equal(t, int64(0), toolChunks[0].Index)
-	require.NotEmpty(t, toolChunks[0].ID)
-	require.Equal(t, "function", toolChunks[0].Type)
-	require.Equal(t, model0Clock, toolChunks[0].Function.Name)
+	require.Empty(t, toolChunks, "no delta.tool_calls: the client has nothing to run")
+	require.NotEmpty(t, extChunks, "the server-run call streams in delta.convlog_tool_calls")
+	require.Equal(t, 0, extChunks[0].Index)
+	require.NotEmpty(t, extChunks[0].ID)
+	require.Equal(t, "function", extChunks[0].Type)
+	require.Equal(t, model0Clock, extChunks[0].Function.Name)
 	msg := acc.Choices[0].Message
-	require.Len(t, msg.ToolCalls, 1)
-	require.Equal(t, model0Clock, msg.ToolCalls[0].Function.Name)
-	require.JSONEq(t, `{}`, msg.ToolCalls[0].Function.Arguments)
+	require.Empty(t, msg.ToolCalls, "the SDK's accumulated message asks the client to run nothing")
 	require.Contains(t, msg.Content, "2026-01-02T03:04:05Z", "the final answer uses the tool's result")
 	require.Equal(t, "stop", acc.Choices[0].FinishReason)
 
-	// The client resends the accumulated message (content plus the tool
-	// calls the agent ran): the history still matches the thread.
+	// The client resends the accumulated message: the history still
+	// matches the thread.
 	msgs = append(msgs, msg.ToParam(), openai.UserMessage("thanks"))
 	next, err := cl.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "demo", Messages: msgs})
 	require.NoError(t, err)

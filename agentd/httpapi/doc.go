@@ -171,8 +171,12 @@
 // steps' contents joined by a blank line, without tool calls (the agent ran
 // them; they are not for the client to run). Streamed answers
 // (stream: true) are chat.completion.chunk events: the role first, then
-// content, reasoning_content and tool_calls deltas (index, id, type,
-// function name, then argument pieces) as the agent generates, a
+// content and reasoning_content deltas as the agent generates, and the
+// tool calls the agent makes and runs itself in the extension member
+// delta.convlog_tool_calls (index, id, type, function name, then argument
+// pieces), never in delta.tool_calls, which is for calls the client must
+// run: an SDK's accumulated message then holds no call for the client to
+// run again, as in the non-streamed answer; then a
 // finish_reason "stop" chunk, a usage chunk when stream_options.include_usage,
 // then data: [DONE]. Whatever live deltas missed, the stored step supplies,
 // so the streamed text is the stored answer.
