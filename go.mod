@@ -19,6 +19,8 @@ require (
 	go.uber.org/goleak v1.3.0
 )
 
+require github.com/rs/cors v1.11.1
+
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

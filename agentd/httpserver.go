@@ -24,6 +24,7 @@ type httpLimitFlags struct {
 	IdleTimeout        time.Duration
 	StreamWriteTimeout time.Duration
 	MaxConns           int
+	CORSOrigins        []string
 }
 
 func (f *httpLimitFlags) register(fs *pflag.FlagSet) {
@@ -34,6 +35,7 @@ func (f *httpLimitFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.ResponseTimeout, "http-response-timeout", httpapi.DefaultResponseTimeout, "time to answer a non-streaming request, from the end of its headers")
 	fs.DurationVar(&f.IdleTimeout, "http-idle-timeout", httpapi.DefaultIdleTimeout, "time a keep-alive connection may wait for its next request")
 	fs.DurationVar(&f.StreamWriteTimeout, "http-stream-write-timeout", httpapi.DefaultWriteTimeout, "time one write to a streaming client may take before the client is dropped")
+	fs.StringSliceVar(&f.CORSOrigins, "http-cors-origin", nil, "a browser origin (scheme://host[:port]) allowed to call the API from another origin (CORS); repeat or comma-separate for several; none by default")
 	fs.IntVar(&f.MaxConns, "http-max-conns", 0, fmt.Sprintf("open HTTP connections beyond which new ones are refused with 503 (0 = %d, lowered to leave a quarter of the file descriptor limit free)", httpapi.DefaultMaxConns))
 }
 
@@ -43,6 +45,7 @@ func (f *httpLimitFlags) apply(cfg *httpapi.Config) {
 	cfg.ReadHeaderTimeout, cfg.ReadTimeout = f.ReadHeaderTimeout, f.ReadTimeout
 	cfg.ResponseTimeout, cfg.IdleTimeout = f.ResponseTimeout, f.IdleTimeout
 	cfg.WriteTimeout, cfg.MaxConns = f.StreamWriteTimeout, f.MaxConns
+	cfg.CORSOrigins = f.CORSOrigins
 }
 
 // validate reports every problem with the limits (for --check too).
@@ -51,7 +54,7 @@ func (f *httpLimitFlags) validate() error {
 	f.apply(&cfg)
 	err := cfg.ValidateLimits()
 	if err != nil {
-		err = fmt.Errorf("--http-* limits: %w", err)
+		err = fmt.Errorf("--http-* flags: %w", err)
 	}
 	if f.StreamWriteTimeout < 0 {
 		err = errors.Join(err, fmt.Errorf("--http-stream-write-timeout must be >= 0, got %s", f.StreamWriteTimeout))

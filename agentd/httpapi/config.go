@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -92,6 +93,16 @@ type Config struct {
 	// Producer is recorded on appended events that name none. Default
 	// [DefaultProducer].
 	Producer string
+	// CORSOrigins are the browser origins ("https://app.example.com",
+	// scheme, host and port, no path) allowed to call the API from another
+	// origin (CORS, https://fetch.spec.whatwg.org/#http-cors-protocol):
+	// their requests and preflights get the Access-Control-* headers, with
+	// the request headers this API reads (Authorization, Idempotency-Key,
+	// If-Match, Last-Event-ID, X-Conversation-Id, ...) allowed and its
+	// response headers (ETag, X-Convlog-Thread, ...) exposed. Empty (the
+	// default): no CORS headers, so browsers refuse every other origin's
+	// request. "*" allows any origin (the API key still applies).
+	CORSOrigins []string
 
 	// StreamBufferBytes bounds the bytes one event stream holds in memory:
 	// the page of the log it has read but its client has not yet taken,
@@ -302,12 +313,18 @@ func (c Config) Validate() error {
 }
 
 // ValidateLimits reports every problem with the memory, timeout and
-// connection limits at once (Validate includes it; it needs no Client, so
-// agentd serve --check can run it before connecting): negative values, a
-// StreamTotalBytes below StreamBufferBytes, and a MaxConns at or above
-// what the process's file descriptor limit leaves room for.
+// connection limits and the CORS origins at once (Validate includes it; it
+// needs no Client, so agentd serve --check can run it before connecting):
+// negative values, a StreamTotalBytes below StreamBufferBytes, a MaxConns
+// at or above what the process's file descriptor limit leaves room for,
+// and a CORSOrigins entry that is not an origin.
 func (c Config) ValidateLimits() error {
 	var errs []error
+	for _, o := range c.CORSOrigins {
+		if err := validOrigin(o); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for name, n := range map[string]int64{"StreamBufferBytes": c.StreamBufferBytes, "StreamTotalBytes": c.StreamTotalBytes} {
 		if n < 0 {
 			errs = append(errs, fmt.Errorf("httpapi: %s must be >= 0, got %d", name, n))
@@ -328,4 +345,19 @@ func (c Config) ValidateLimits() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// validOrigin checks one CORSOrigins entry: "*", or scheme://host[:port]
+// with scheme http or https and nothing after the host (an origin as
+// browsers send it in the Origin header).
+func validOrigin(o string) error {
+	if o == "*" {
+		return nil
+	}
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("httpapi: CORS origin %q is not an origin: want scheme://host[:port] with scheme http or https, e.g. https://app.example.com", o)
+	}
+	return nil
 }

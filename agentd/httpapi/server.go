@@ -16,6 +16,7 @@ import (
 
 	"github.com/convlog/convlog/agentd/chat"
 	"github.com/convlog/convlog/client"
+	"github.com/rs/cors"
 )
 
 //go:embed openapi.json
@@ -90,6 +91,17 @@ func New(cfg Config) (*Server, error) {
 	s.route("GET /v1/threads/{id}/export", false, true, s.exportThread)
 	s.mux.HandleFunc("/", s.unmatched)
 	s.handler = s.mux
+	if len(cfg.CORSOrigins) > 0 {
+		s.handler = cors.New(cors.Options{
+			AllowedOrigins: cfg.CORSOrigins,
+			AllowedMethods: []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete},
+			AllowedHeaders: []string{"Authorization", "Content-Type", "Accept", "Idempotency-Key", "If-Match", "If-None-Match",
+				"Last-Event-ID", "X-Conversation-Id", "X-LibreChat-Conversation-Id", "X-OpenWebUI-Chat-Id"},
+			ExposedHeaders: []string{"ETag", "Location", "Retry-After", "X-Convlog-Thread", "X-Conversation-Id",
+				"X-Convlog-Conversation-Tier", "X-Convlog-Stateless"},
+			MaxAge: 600,
+		}).Handler(s.mux)
+	}
 	return s, nil
 }
 

@@ -38,6 +38,8 @@ type stackConfig struct {
 	keys map[string]string
 	// tokenDelay paces the offline model's streamed tokens.
 	tokenDelay time.Duration
+	// corsOrigins are the origins allowed to call the API (httpapi.Config).
+	corsOrigins []string
 }
 
 // mount builds agentd's mux: the API keeps /v1/, /openapi.json and
@@ -91,7 +93,7 @@ func newStack(t *testing.T, cfg stackConfig) *stack {
 			auth.Keys[httpapi.HashKey(k)] = tenant
 		}
 	}
-	api, err := httpapi.New(httpapi.Config{Client: c, NC: ns.NC, Agents: []string{"demo"}, Auth: auth})
+	api, err := httpapi.New(httpapi.Config{Client: c, NC: ns.NC, Agents: []string{"demo"}, Auth: auth, CORSOrigins: cfg.corsOrigins})
 	require.NoError(t, err)
 	srv := httptest.NewServer(mount(api.Handler()))
 	t.Cleanup(func() {
