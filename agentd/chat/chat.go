@@ -187,6 +187,9 @@ func (s *Service) plan(ctx context.Context, t *Turn, thread string) (plan, error
 	var suffixIdx []int
 	switch kind {
 	case matchDiverged:
+		if cf, ok := currentFirst(hv, rv); ok {
+			return s.planCurrentFirst(t, th, p, cf, rv)
+		}
 		return plan{}, diverged(t, thread, th, hv, rv, n)
 	case matchReplay:
 		x := hv[n].msgs[0]
@@ -241,6 +244,32 @@ func (s *Service) plan(ctx context.Context, t *Turn, thread string) (plan, error
 		p.replyTo, p.replySeq = th.LastUser.EventID, th.LastUser.Seq
 		p.base = stepsSince(th.Messages, th.LastUser.EventID)
 	}
+	return p, nil
+}
+
+// planCurrentFirst plans a request in the current-first order (rule 5 of
+// the divergence policy): a new user message is appended; a retry waits
+// for, or replays, the answer to the stored one.
+func (s *Service) planCurrentFirst(t *Turn, th *client.Thread, p plan, cf currentFirstMatch, rv []viewItem) (plan, error) {
+	switch cf.kind {
+	case matchReplay:
+		x := cf.stored.msgs[0]
+		p.mode, p.replyTo, p.replySeq, p.watchAfter = modeReplay, x.EventID, x.Seq, x.Seq
+		return p, nil
+	case matchDelta: // stored, not answered yet
+		if th.WaitingForAgent() && th.LastUser != nil {
+			p.mode, p.replyTo, p.replySeq, p.watchAfter = modeWait, th.LastUser.EventID, th.LastUser.Seq, th.LastUser.Seq
+			return p, nil
+		}
+		return plan{}, invalid(th.Thread, "messages", fmt.Sprintf("nothing new to answer: thread %s already holds every message of the request and its last one is answered; add a user message", th.Thread))
+	}
+	p.mode = modeAppend
+	first := rv[0]
+	if t.System != nil && (th.SystemPrompt == nil || *th.SystemPrompt != *t.System) {
+		sp := *t.System
+		p.evs = append(p.evs, events.Event{ID: eventID(t, "system"), Payload: events.ThreadUpdated{SystemPrompt: &sp}, Producer: s.cfg.Producer})
+	}
+	s.addMessages(t, &p, first.msgs, t.Positions[first.from:first.from+len(first.msgs)])
 	return p, nil
 }
 

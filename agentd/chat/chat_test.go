@@ -213,3 +213,56 @@ func TestARefusedAppendNamesTheRequestMessages(t *testing.T) {
 	}
 	require.Equal(t, []int{0}, positions)
 }
+
+// AgentKit 0.13 sends [system, current user message, ...history]: each turn
+// of that order lands in the conversation's thread in the right order, a
+// retry of the last answered turn replays its answer, and a request whose
+// history really differs is still refused naming the first differing
+// message.
+func TestCurrentFirstOrderOfAgentKit(t *testing.T) {
+	svc, c := setup(t, false)
+	sys := "You are helpful."
+	req := func(texts ...string) *chat.Turn { // current, then history
+		tr := turn(t, "conv-agentkit")
+		tr.System = &sys
+		for i, s := range texts {
+			m := events.Message{Role: events.RoleUser, Content: events.Text(s)}
+			if i > 0 && i%2 == 0 {
+				m.Role = events.RoleAssistant
+			}
+			tr.Messages = append(tr.Messages, m)
+			tr.Positions = append(tr.Positions, i+1) // after the system message
+		}
+		return tr
+	}
+	first := answer(t, svc, req("my name is colt"))
+	a1, _ := first.Text()
+	second := answer(t, svc, req("what is my name?", "my name is colt", a1))
+	require.Equal(t, first.Thread(), second.Thread())
+	require.False(t, second.Replayed())
+	a2, _ := second.Text()
+	require.Contains(t, a2, "This thread has 3 messages")
+	again := answer(t, svc, req("what is my name?", "my name is colt", a1))
+	require.True(t, again.Replayed(), "a retry of turn 2 in the same order replays its answer")
+	replayed, _ := again.Text()
+	require.Equal(t, a2, replayed)
+
+	third := answer(t, svc, req("thanks", "my name is colt", a1, "what is my name?", a2))
+	require.False(t, third.Replayed())
+
+	th, err := c.Get(context.Background(), "acme", first.Thread(), client.Consistent())
+	require.NoError(t, err)
+	var users []string
+	for _, m := range th.Messages {
+		if m.Role == events.RoleUser {
+			users = append(users, m.Content.String())
+		}
+	}
+	require.Equal(t, []string{"my name is colt", "what is my name?", "thanks"}, users, "each turn's message appended once, in order")
+	require.Len(t, th.Messages, 6)
+
+	_, err = svc.Start(context.Background(), req("hello", "my name is bob", a1))
+	var ce *chat.Error
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, chat.CodeHistoryDiverged, ce.Code, "a history that differs is still refused")
+}

@@ -45,6 +45,14 @@
 //     [CodeHistoryDiverged], naming the first differing message and the
 //     thread's sequence it was compared with. The thread is the record and
 //     is never rewritten or silently forked.
+//  5. Current first: before rule 4 refuses a request, the order Inngest
+//     AgentKit 0.13 sends, [system, current user message, ...history], is
+//     recognised: the first message is a user message and the rest is the
+//     thread's whole history: it is appended (as in rule 1); the rest is
+//     the history up to that very user message, stored already: a retry,
+//     which waits for or replays its answer (as in rules 1 and 2).
+//     Otherwise the request diverges (rule 4), naming the first differing
+//     message in the request's own order.
 //
 // The service is safe for concurrent use; an Answer belongs to one
 // goroutine.

@@ -153,3 +153,43 @@ func match(thread, req []viewItem) (kind matchKind, n int) {
 	}
 	return matchDiverged, i
 }
+
+// currentFirstMatch is how a request in the current-first order relates to
+// the thread (see currentFirst).
+type currentFirstMatch struct {
+	// kind is matchAppend (the first message is new), matchDelta (it is the
+	// thread's last message, not answered yet) or matchReplay (it is the
+	// thread's last user message, answered: stored is that message).
+	kind   matchKind
+	stored viewItem
+}
+
+// currentFirst recognises the order AgentKit 0.13 sends:
+// [system, current user message, ...history]. The request's first item is
+// a user message and the rest is the thread's history (rule 5 of the
+// divergence policy): the history is the whole thread (the first message
+// is new), or the thread goes on with that very user message (a retry),
+// and, if the thread answered it, with nothing but the answer. Anything
+// else is not this order.
+func currentFirst(thread, req []viewItem) (currentFirstMatch, bool) {
+	if len(req) < 2 || !req[0].user || len(req[0].msgs) != 1 {
+		return currentFirstMatch{}, false
+	}
+	rest := req[1:]
+	i := 0
+	for i < len(thread) && i < len(rest) && sameItem(thread[i], rest[i]) {
+		i++
+	}
+	if i != len(rest) {
+		return currentFirstMatch{}, false
+	}
+	switch tail := thread[i:]; {
+	case len(tail) == 0:
+		return currentFirstMatch{kind: matchAppend}, true
+	case len(tail) == 1 && sameItem(tail[0], req[0]):
+		return currentFirstMatch{kind: matchDelta}, true
+	case len(tail) == 2 && sameItem(tail[0], req[0]) && !tail[1].user:
+		return currentFirstMatch{kind: matchReplay, stored: tail[0]}, true
+	}
+	return currentFirstMatch{}, false
+}

@@ -358,3 +358,23 @@ func TestChatStreamedAnswerMatchesStoredTurn(t *testing.T) {
 	require.Equal(t, events.RoleUser, th.Messages[0].Role)
 	require.Len(t, th.Messages, 4, "user, tool call, tool result, answer")
 }
+
+// Inngest AgentKit 0.13 sends [system, current user message, ...history]
+// with the conversation key in metadata (its openai() helper cannot add
+// headers): turn 2 in that order continues the thread (it was refused with
+// 409 history-diverged before). Driven with the real openai-go SDK.
+func TestChatCurrentFirstOrderContinuesTheThread(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	cl := e.sdk()
+	meta := shared.Metadata{"conversation_id": "agentkit-run-1"}
+	first, err := cl.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "demo", Metadata: meta,
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("You are helpful."), openai.UserMessage("my name is colt")}})
+	require.NoError(t, err)
+	second, err := cl.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "demo", Metadata: meta,
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("You are helpful."),
+			openai.UserMessage("what is my name?"), openai.UserMessage("my name is colt"), first.Choices[0].Message.ToParam()}})
+	require.NoError(t, err)
+	require.Contains(t, second.Choices[0].Message.Content, "This thread has 3 messages")
+	require.Equal(t, convlogOf(t, first.RawJSON())["thread"], convlogOf(t, second.RawJSON())["thread"])
+}

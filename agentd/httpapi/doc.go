@@ -185,7 +185,8 @@
 //
 // The chat service behind /v1/chat/completions is package agentd/chat
 // (turn planning, history matching, answer collection; its doc has the
-// divergence policy). This package parses the request into a chat.Turn,
+// divergence policy, which also accepts AgentKit's current-first order).
+// This package parses the request into a chat.Turn,
 // derives the turn's event ids from the Idempotency-Key, and maps the
 // service's refusals to problems: 409 history-diverged (naming the first
 // differing message, field "messages[i]" and index, and the thread's
