@@ -15,6 +15,7 @@
 //	POST   /v1/threads                   create (id, owner, agent, system_prompt, title, metadata, replies, pending_policy)
 //	GET    /v1/threads                   list: owner, agent, metadata.<k>=<v>, limit, cursor, include_deleted
 //	GET    /v1/threads/{id}              read: consistent, at_seq, as_of (RFC 3339), events, include_deleted; ETag = version
+//	PUT    /v1/threads/{id}              create if absent: 201 created, 200 the existing thread as it is (erased: 409)
 //	DELETE /v1/threads/{id}              soft delete (idempotent)
 //	POST   /v1/threads/{id}/events       append one event or an atomic turn: {"events": [{"type", "id"?, "payload"}]}
 //	GET    /v1/threads/{id}/events       SSE stream (Accept: text/event-stream), else a JSON page (after, limit)

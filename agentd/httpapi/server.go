@@ -82,6 +82,7 @@ func New(cfg Config) (*Server, error) {
 	s.route("POST /v1/threads", false, false, s.createThread)
 	s.route("GET /v1/threads", false, false, s.listThreads)
 	s.route("GET /v1/threads/{id}", false, false, s.getThread)
+	s.route("PUT /v1/threads/{id}", false, false, s.putThread)
 	s.route("DELETE /v1/threads/{id}", false, false, s.deleteThread)
 	s.route("POST /v1/threads/{id}/events", false, false, s.appendEvents)
 	s.route("GET /v1/threads/{id}/events", false, true, s.getEvents)

@@ -251,6 +251,60 @@ func (s *Server) createThread(w http.ResponseWriter, r *http.Request) error {
 	return writeThread(w, r, http.StatusCreated, th)
 }
 
+// putThread is create-if-absent: PUT /v1/threads/{id} creates the thread
+// as POST /v1/threads would (201) or, when it exists already (also
+// soft-deleted), answers 200 with it as it is, whatever the body says: an
+// adapter whose framework creates a thread on every run (AgentKit calls
+// createThread with an id it already has) needs no 409 to swallow. An
+// erased id stays taken: 409 thread-exists.
+func (s *Server) putThread(w http.ResponseWriter, r *http.Request) error {
+	tenant := tenantOf(r.Context())
+	id, p := threadID(r)
+	if p != nil {
+		return p
+	}
+	var req createRequest
+	if p := createBodyProblem(r); p != nil {
+		return p
+	}
+	if p := decodeJSON(r, &req, true, true); p != nil {
+		return p
+	}
+	if req.ID != "" && req.ID != id {
+		return invalid("id", fmt.Sprintf("the body's id %q differs from the path's %q: leave it out", req.ID, id))
+	}
+	key, p := idempotencyKey(r)
+	if p != nil {
+		return p
+	}
+	opts := client.CreateOptions{Tenant: tenant, ThreadID: id, ThreadCreated: events.ThreadCreated{
+		Owner: req.Owner, Agent: req.Agent, SystemPrompt: req.SystemPrompt, Title: req.Title,
+		Metadata: req.Metadata, Replies: req.Replies, PendingPolicy: req.PendingPolicy}}
+	if key != "" {
+		opts.EventID = idemID(tenant, id, key, "created")
+	}
+	_, _, version, err := s.c.CreateThread(r.Context(), opts)
+	if errors.Is(err, client.ErrThreadExists) {
+		th, gerr := s.c.Get(r.Context(), tenant, id, client.Consistent(), client.IncludeDeleted())
+		if gerr == nil {
+			return writeThread(w, r, http.StatusOK, th)
+		}
+	}
+	if err != nil {
+		q := problemFor(err, errCtx{thread: id, eventIndex: map[string]int{}, idemKey: key})
+		if q.Field != "" && strings.HasPrefix(q.Field, "payload.") {
+			q.Field = strings.TrimPrefix(q.Field, "payload.")
+		}
+		return q
+	}
+	th, err := s.c.Get(r.Context(), tenant, id, client.AtLeastVersion(version))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/v1/threads/"+id)
+	return writeThread(w, r, http.StatusCreated, th)
+}
+
 // listParams are the query parameters GET /v1/threads accepts (plus
 // metadata.<key>).
 var listParams = map[string]bool{"owner": true, "agent": true, "limit": true, "cursor": true, "include_deleted": true}

@@ -342,3 +342,46 @@ func TestHTTPListThreadsFiltersAndPages(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, r.status, "%s", r.body)
 	require.Equal(t, "bad-cursor", r.problem(t)["code"])
 }
+
+// PUT /v1/threads/{id} creates a thread that does not exist (201) and
+// answers 200 with the thread as it is when it does (also soft-deleted),
+// so an adapter that creates its thread on every run never meets 409; an
+// erased id stays taken.
+func TestPutThreadIsCreateIfAbsent(t *testing.T) {
+	e := newEnv(t, withoutWorkers())
+	r := e.do("PUT", "/v1/threads/run-42", keyAcme, map[string]any{"agent": "demo", "title": "first"})
+	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
+	require.Equal(t, "/v1/threads/run-42", r.header.Get("Location"))
+	var th map[string]any
+	r.json(t, &th)
+	require.Equal(t, "first", th["title"])
+
+	r = e.do("PUT", "/v1/threads/run-42", keyAcme, map[string]any{"agent": "demo", "title": "second"})
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+	r.json(t, &th)
+	require.Equal(t, "first", th["title"], "an existing thread is returned as it is")
+	require.Equal(t, float64(1), th["version"])
+
+	r = e.do("PUT", "/v1/threads/run-42", keyAcme, map[string]any{"id": "other"})
+	require.Equal(t, http.StatusUnprocessableEntity, r.status)
+	require.Equal(t, "id", r.problem(t)["field"])
+	r = e.do("PUT", "/v1/threads/bad%20id", keyAcme, nil)
+	require.Equal(t, http.StatusBadRequest, r.status)
+
+	r = e.do("DELETE", "/v1/threads/run-42", keyAcme, nil)
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+	r = e.do("PUT", "/v1/threads/run-42", keyAcme, nil)
+	require.Equal(t, http.StatusOK, r.status, "a soft-deleted thread is returned too")
+	r.json(t, &th)
+	require.Equal(t, true, th["deleted"])
+
+	r = e.do("POST", "/v1/threads/run-42/erase", keyAcme, map[string]any{"confirm": true})
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+	r = e.do("PUT", "/v1/threads/run-42", keyAcme, nil)
+	require.Equal(t, http.StatusConflict, r.status, "an erased id stays taken")
+	require.Equal(t, "thread-exists", r.problem(t)["code"])
+
+	// Another tenant's PUT of the same id is its own thread.
+	r = e.do("PUT", "/v1/threads/run-42", keyGlobex, nil)
+	require.Equal(t, http.StatusCreated, r.status)
+}
