@@ -97,7 +97,7 @@ func TestProblemBadRequestsChangeNothing(t *testing.T) {
 		{"erasure without confirmation is invalid", "POST", "/v1/threads/" + th + "/erase", keyAcme, `{}`, nil, 422, "invalid-request", "confirm"},
 		{"an unknown export format is a bad query", "GET", "/v1/threads/" + th + "/export?format=csv", keyAcme, nil, nil, 400, "bad-query", "format"},
 		{"a body that is not JSON is unsupported", "POST", "/v1/threads", keyAcme, nil, []string{"Content-Type", "text/plain"}, 415, "unsupported-media-type", "Content-Type"},
-		{"a method a path does not take is not allowed", "PUT", "/v1/threads/" + th, keyAcme, nil, nil, 405, "method-not-allowed", ""},
+		{"a method a path does not take is not allowed", "PATCH", "/v1/threads/" + th, keyAcme, nil, nil, 405, "method-not-allowed", ""},
 		{"an unknown path is not found", "GET", "/v2/nothing", keyAcme, nil, nil, 404, "no-route", ""},
 		{"an unknown model is not found", "POST", "/v1/chat/completions", keyAcme, map[string]any{"model": "gpt-9", "messages": []any{user("x")}}, nil, 404, "model-not-found", "model"},
 		{"a missing model is invalid", "POST", "/v1/chat/completions", keyAcme, map[string]any{"messages": []any{user("x")}}, nil, 422, "invalid-request", "model"},
