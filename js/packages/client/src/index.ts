@@ -1,0 +1,267 @@
+/**
+ * @convlog/client: a typed client for convlog's REST API and its SSE event
+ * streams. It runs wherever `fetch` and web streams exist (Node 20+,
+ * browsers, Deno, Bun): the core uses no Node-only API.
+ *
+ * Types come from the API's OpenAPI 3.1 document (agentd/httpapi/openapi.json),
+ * generated at build time by openapi-typescript; requests go through
+ * openapi-fetch, so every route is typed, also those this class has no
+ * method for ({@link ConvlogClient.api}).
+ *
+ * @packageDocumentation
+ */
+import createClient, { type Client } from "openapi-fetch";
+import { createParser, type EventSourceMessage } from "eventsource-parser";
+import type { components, paths } from "./schema.js";
+
+/** A thread's projected state (openapi.json `Thread`). */
+export type Thread = components["schemas"]["Thread"];
+/** One entry of a thread listing (openapi.json `ThreadSummary`). */
+export type ThreadSummary = components["schemas"]["ThreadSummary"];
+/** A page of a thread listing (openapi.json `ListPage`). */
+export type ListPage = components["schemas"]["ListPage"];
+/** An event to append: `type` and `payload` are required (openapi.json `Event`). */
+export type Event = components["schemas"]["Event"];
+/** A stored event: the event plus `seq` and `stored_at` (openapi.json `StoredEvent`). */
+export type StoredEvent = components["schemas"]["StoredEvent"];
+/** What an append stored (openapi.json `AppendResponse`). */
+export type AppendResponse = components["schemas"]["AppendResponse"];
+/** The body of a thread creation (openapi.json `CreateThreadRequest`). */
+export type CreateThreadRequest = components["schemas"]["CreateThreadRequest"];
+/** An RFC 9457 problem, as every error of the API is (openapi.json `Problem`). */
+export type Problem = components["schemas"]["Problem"];
+
+/** Options of {@link ConvlogClient}. */
+export interface ConvlogClientOptions {
+  /** The API's base URL, e.g. `http://127.0.0.1:8080` (no trailing `/v1`). */
+  baseUrl: string;
+  /** The tenant's API key, sent as `Authorization: Bearer <key>`; omit when the server runs without keys. */
+  apiKey?: string;
+  /** The fetch to use (default: the global `fetch`). */
+  fetch?: typeof fetch;
+}
+
+/**
+ * A request the API refused: `status` is the HTTP status and `problem` the
+ * RFC 9457 body, whose `code` (e.g. `"conflict"`, `"not-found"`), `field`,
+ * `thread` and `current_version` say what was wrong and where.
+ */
+export class ConvlogError extends Error {
+  /** The HTTP status code. */
+  readonly status: number;
+  /** The problem document (a minimal one when the body was not JSON). */
+  readonly problem: Problem;
+  constructor(status: number, problem: Problem) {
+    super(`convlog: ${status} ${problem.code ?? ""}: ${problem.detail ?? problem.title ?? ""}`.trim());
+    this.name = "ConvlogError";
+    this.status = status;
+    this.problem = problem;
+  }
+}
+
+/** Options of {@link ConvlogClient.events}. */
+export interface EventsOptions {
+  /** Start after this sequence (0 or absent: from the first event). */
+  after?: number;
+  /** Ends the stream (the iterator returns). */
+  signal?: AbortSignal;
+  /** First reconnect delay in ms, doubled per failed attempt up to {@link EventsOptions.maxRetryMs}. Default 250. */
+  retryMs?: number;
+  /** Longest reconnect delay in ms. Default 10,000. */
+  maxRetryMs?: number;
+  /** Reconnect attempts in a row before the iterator throws the last error. Default 10. */
+  maxAttempts?: number;
+}
+
+/**
+ * A client of one convlog API for one tenant (the tenant is the API key's).
+ * Methods throw {@link ConvlogError} for a refused request and the fetch's
+ * error for a failed one. Instances are stateless apart from their options
+ * and safe to share.
+ */
+export class ConvlogClient {
+  /** The typed openapi-fetch client, for any route of openapi.json. */
+  readonly api: Client<paths>;
+  private readonly baseUrl: string;
+  private readonly headers: Record<string, string>;
+  private readonly fetchFn: typeof fetch;
+
+  constructor(opts: ConvlogClientOptions) {
+    this.baseUrl = opts.baseUrl.replace(/\/+$/, "");
+    this.headers = opts.apiKey ? { Authorization: `Bearer ${opts.apiKey}` } : {};
+    this.fetchFn = opts.fetch ?? ((input, init) => fetch(input, init));
+    this.api = createClient<paths>({ baseUrl: this.baseUrl, headers: this.headers, fetch: (req) => this.fetchFn(req) });
+  }
+
+  /**
+   * Creates a thread (`POST /v1/threads`, 201). With `idempotencyKey` and no
+   * `id`, a retry creates nothing twice. Throws 409 `thread-exists` when the
+   * id is taken.
+   */
+  async createThread(body: CreateThreadRequest = {}, opts: { idempotencyKey?: string } = {}): Promise<Thread> {
+    const r = await this.api.POST("/v1/threads", {
+      body,
+      params: { header: opts.idempotencyKey ? { "Idempotency-Key": opts.idempotencyKey } : {} },
+    });
+    return ok(r);
+  }
+
+  /**
+   * Creates the thread `id` unless it exists (`PUT /v1/threads/{id}`): `created`
+   * says which. An existing thread is returned as it is, whatever `body` says;
+   * an erased id stays taken (409).
+   */
+  async ensureThread(id: string, body: CreateThreadRequest = {}): Promise<{ thread: Thread; created: boolean }> {
+    const r = await this.api.PUT("/v1/threads/{id}", { params: { path: { id } }, body });
+    return { thread: ok(r), created: r.response.status === 201 };
+  }
+
+  /**
+   * Reads a thread (`GET /v1/threads/{id}`). `consistent` includes every
+   * acknowledged event; `events` adds the stored events. Throws 404
+   * `not-found` for a missing, erased or (without `include_deleted`)
+   * deleted thread.
+   */
+  async getThread(
+    id: string,
+    query: { consistent?: boolean; at_seq?: number; as_of?: string; events?: boolean; include_deleted?: boolean } = {},
+  ): Promise<Thread> {
+    const r = await this.api.GET("/v1/threads/{id}", { params: { path: { id }, query } });
+    return ok(r);
+  }
+
+  /** Lists the tenant's threads, newest first (`GET /v1/threads`); pass `next_cursor` as `cursor` for the next page. */
+  async listThreads(query: { owner?: string; agent?: string; limit?: number; cursor?: string; include_deleted?: boolean } = {}): Promise<ListPage> {
+    const r = await this.api.GET("/v1/threads", { params: { query } });
+    return ok(r);
+  }
+
+  /**
+   * Appends events as one atomic unit (`POST /v1/threads/{id}/events`).
+   * `expectVersion` makes it conditional (If-Match): a thread at another
+   * version throws 412 `version-conflict` with `current_version`.
+   * `idempotencyKey` makes a retry store nothing twice.
+   */
+  async append(
+    id: string,
+    events: Event[],
+    opts: { expectVersion?: number; idempotencyKey?: string } = {},
+  ): Promise<AppendResponse> {
+    const header: Record<string, string> = {};
+    if (opts.expectVersion !== undefined) header["If-Match"] = `"${opts.expectVersion}"`;
+    if (opts.idempotencyKey) header["Idempotency-Key"] = opts.idempotencyKey;
+    const r = await this.api.POST("/v1/threads/{id}/events", { params: { path: { id }, header }, body: { events } });
+    return ok(r);
+  }
+
+  /**
+   * Follows a thread's stored events over SSE (`GET /v1/threads/{id}/events`),
+   * from `after` on, for as long as the caller iterates and `signal` is not
+   * aborted. A dropped connection is resumed with `Last-Event-ID` = the last
+   * sequence yielded, after a delay that doubles from `retryMs` up to
+   * `maxRetryMs`, so every event is yielded once, in order, with no gap.
+   * Throws {@link ConvlogError} for a refused stream (no retry: 404, 400),
+   * and the last error after `maxAttempts` failed connections in a row.
+   */
+  async *events(id: string, opts: EventsOptions = {}): AsyncGenerator<StoredEvent, void, undefined> {
+    let last = opts.after ?? 0;
+    let delay = opts.retryMs ?? 250;
+    const maxDelay = opts.maxRetryMs ?? 10_000;
+    const maxAttempts = opts.maxAttempts ?? 10;
+    let failures = 0;
+    for (;;) {
+      if (opts.signal?.aborted) return;
+      let res: Response;
+      try {
+        const headers: Record<string, string> = { ...this.headers, Accept: "text/event-stream" };
+        if (last > 0) headers["Last-Event-ID"] = String(last);
+        res = await this.fetchFn(`${this.baseUrl}/v1/threads/${encodeURIComponent(id)}/events`, { headers, signal: opts.signal });
+      } catch (err) {
+        if (opts.signal?.aborted) return;
+        if (++failures >= maxAttempts) throw err;
+        await sleep(delay, opts.signal);
+        delay = Math.min(delay * 2, maxDelay);
+        continue;
+      }
+      if (!res.ok) {
+        const err = await errorOf(res);
+        if (res.status < 500 && res.status !== 429) throw err;
+        if (++failures >= maxAttempts) throw err;
+        await sleep(delay, opts.signal);
+        delay = Math.min(delay * 2, maxDelay);
+        continue;
+      }
+      let got = false;
+      try {
+        for await (const msg of sseMessages(res.body!)) {
+          if (msg.event === "shutdown") break; // the server is stopping: resume
+          if (!msg.id || msg.event === "delta") continue;
+          const ev = JSON.parse(msg.data) as StoredEvent;
+          last = ev.seq;
+          got = true;
+          failures = 0;
+          delay = opts.retryMs ?? 250;
+          yield ev;
+        }
+      } catch (err) {
+        if (opts.signal?.aborted) return;
+        if (!got && ++failures >= maxAttempts) throw err;
+      }
+      if (opts.signal?.aborted) return;
+      await sleep(delay, opts.signal);
+      delay = Math.min(delay * 2, maxDelay);
+    }
+  }
+}
+
+/** The body of a successful openapi-fetch answer, or a ConvlogError. */
+function ok<T>(r: { data?: T; error?: unknown; response: Response }): T {
+  if (r.error !== undefined || r.data === undefined) {
+    throw new ConvlogError(r.response.status, problemOf(r.error, r.response));
+  }
+  return r.data;
+}
+
+function problemOf(body: unknown, res: Response): Problem {
+  if (body && typeof body === "object" && "status" in body) return body as Problem;
+  return { type: "about:blank", title: res.statusText || "HTTP error", status: res.status, detail: typeof body === "string" ? body : undefined } as Problem;
+}
+
+async function errorOf(res: Response): Promise<ConvlogError> {
+  let body: unknown;
+  try {
+    body = await res.json();
+  } catch {
+    body = undefined;
+  }
+  return new ConvlogError(res.status, problemOf(body, res));
+}
+
+/** The messages of an SSE body (https://html.spec.whatwg.org/multipage/server-sent-events.html), parsed by eventsource-parser. */
+async function* sseMessages(body: ReadableStream<Uint8Array>): AsyncGenerator<EventSourceMessage> {
+  const queue: EventSourceMessage[] = [];
+  const parser = createParser({ onEvent: (m) => queue.push(m) });
+  const decoder = new TextDecoder();
+  const reader = body.getReader();
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      parser.feed(decoder.decode(value, { stream: true }));
+      while (queue.length > 0) yield queue.shift()!;
+    }
+  } finally {
+    reader.releaseLock();
+    await body.cancel().catch(() => {});
+  }
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    signal?.addEventListener("abort", () => {
+      clearTimeout(t);
+      resolve();
+    }, { once: true });
+  });
+}

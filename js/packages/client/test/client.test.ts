@@ -1,0 +1,110 @@
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { ConvlogClient, ConvlogError, type StoredEvent } from "../src/index.js";
+import { startAgentd, keys, type Agentd } from "./agentd.js";
+
+let agentd: Agentd;
+before(async () => {
+  agentd = await startAgentd();
+});
+after(async () => {
+  await agentd?.stop();
+});
+
+const user = (text: string) => ({ type: "message.user" as const, payload: { content: text } });
+
+test("threads are created, ensured, read, listed and appended to, with typed errors", async () => {
+  const c = new ConvlogClient({ baseUrl: agentd.url, apiKey: keys.acme });
+  const created = await c.createThread({ title: "js", agent: "demo", replies: "off" });
+  assert.equal(created.tenant, "acme");
+  assert.equal(created.title, "js");
+  assert.equal(created.version, 1);
+
+  const first = await c.ensureThread("js-run-1", { title: "first" });
+  assert.equal(first.created, true);
+  const again = await c.ensureThread("js-run-1", { title: "second" });
+  assert.equal(again.created, false);
+  assert.equal(again.thread.title, "first", "an existing thread is returned as it is");
+
+  const res = await c.append(created.thread, [user("hello"), user("again")], { expectVersion: 1 });
+  assert.equal(res.events.length, 2);
+  assert.equal(res.duplicate, false);
+  const th = await c.getThread(created.thread, { consistent: true });
+  assert.deepEqual(th.messages?.map((m) => m.content), ["hello", "again"]);
+
+  await assert.rejects(c.append(created.thread, [user("late")], { expectVersion: 1 }), (err: unknown) => {
+    assert.ok(err instanceof ConvlogError);
+    assert.equal(err.status, 412);
+    assert.equal(err.problem.code, "version-conflict");
+    assert.equal(err.problem.current_version, res.version);
+    return true;
+  });
+  const retry = await c.append(created.thread, [user("once")], { idempotencyKey: "k-1" });
+  const dup = await c.append(created.thread, [user("once")], { idempotencyKey: "k-1" });
+  assert.equal(dup.duplicate, true, "a retry with the same Idempotency-Key stores nothing twice");
+  assert.equal(dup.version, retry.version);
+
+  const page = await c.listThreads({ limit: 10 });
+  assert.ok(page.threads.some((t) => t.thread === created.thread));
+
+  await assert.rejects(c.getThread("no-such-thread"), (err: unknown) => err instanceof ConvlogError && err.status === 404 && err.problem.code === "not-found");
+  const other = new ConvlogClient({ baseUrl: agentd.url, apiKey: keys.globex });
+  await assert.rejects(other.getThread(created.thread), (err: unknown) => err instanceof ConvlogError && err.status === 404, "another tenant's thread is not found");
+  const anon = new ConvlogClient({ baseUrl: agentd.url });
+  await assert.rejects(anon.listThreads(), (err: unknown) => err instanceof ConvlogError && err.status === 401);
+  await assert.rejects(c.append(created.thread, [{ type: "message.user", payload: { content: "x", bogus: 1 } }]), (err: unknown) => {
+    assert.ok(err instanceof ConvlogError);
+    assert.equal(err.status, 422);
+    assert.equal(err.problem.field, "events[0].payload.bogus");
+    return true;
+  });
+});
+
+test("events() follows a thread over SSE and resumes after a dropped connection with no gap and no duplicate", async () => {
+  // A fetch that lets the test cut the SSE connections it opened.
+  const cuts: AbortController[] = [];
+  const cutting: typeof fetch = (input, init) => {
+    const ac = new AbortController();
+    init?.signal?.addEventListener("abort", () => ac.abort());
+    if (String(input).endsWith("/events")) cuts.push(ac);
+    return fetch(input, { ...init, signal: ac.signal });
+  };
+  const c = new ConvlogClient({ baseUrl: agentd.url, apiKey: keys.acme, fetch: cutting });
+  const th = await c.createThread({ replies: "off" });
+  const stop = new AbortController();
+  const seen: StoredEvent[] = [];
+  const reading = (async () => {
+    for await (const ev of c.events(th.thread, { signal: stop.signal, retryMs: 50 })) {
+      seen.push(ev);
+      if (seen.length === 3) cuts[0].abort(); // drop the first connection mid-stream
+      if (seen.length === 7) stop.abort();
+    }
+  })();
+  await c.append(th.thread, [user("1"), user("2")]);
+  await c.append(th.thread, [user("3")]);
+  await waitFor(() => cuts.length >= 2, "a second SSE connection (the resume)");
+  await c.append(th.thread, [user("4"), user("5"), user("6")]);
+  await reading;
+  const seqs = seen.map((e) => e.seq);
+  assert.equal(seen[0].type, "thread.created");
+  assert.deepEqual(seen.slice(1).map((e) => (e.payload as { content: string }).content), ["1", "2", "3", "4", "5", "6"]);
+  assert.deepEqual(seqs, [...seqs].sort((a, b) => a - b), "in order");
+  assert.equal(new Set(seqs).size, seqs.length, "no duplicate");
+});
+
+test("events() of a thread that does not exist is a ConvlogError, not a retry loop", async () => {
+  const c = new ConvlogClient({ baseUrl: agentd.url, apiKey: keys.acme });
+  await assert.rejects(async () => {
+    for await (const _ of c.events("missing-thread", { after: 5 })) {
+      // nothing
+    }
+  }, (err: unknown) => err instanceof ConvlogError && err.status >= 400 && err.status < 500);
+});
+
+async function waitFor(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
