@@ -48,6 +48,8 @@ var (
 	// ErrBadConvKey: an unusable conversation key, agent or user. Returned
 	// wrapped in *ConvKeyError.
 	ErrBadConvKey = errors.New("client: bad conversation key")
+	// ErrStateKeyExists: SetStateIfAbsent found the key set already.
+	ErrStateKeyExists = errors.New("client: state key already set")
 )
 
 // ConflictError says which version the writer expected and which the thread

@@ -23,6 +23,10 @@
 //	POST   /v1/threads/{id}/undelete     reverse a soft delete (idempotent)
 //	POST   /v1/threads/{id}/erase        {"confirm": true, reason?}: purge irreversibly; returns the report
 //	GET    /v1/threads/{id}/export       ?format=events|openai: streamed JSON lines (application/x-ndjson)
+//	GET    /v1/threads/{id}/state        the key-value state at the current version (?prefix=), from the snapshot's head and the log's tail
+//	GET    /v1/threads/{id}/state/{key}  one key (URL-encoded; 404 state-key-not-found)
+//	PUT    /v1/threads/{id}/state/{key}  {"value": ...}: set; If-None-Match: * set-if-absent (412 state-key-exists), If-Match compare-and-set
+//	DELETE /v1/threads/{id}/state/{key}  delete (If-Match optional)
 //
 // Appends take If-Match: "<version>" (the ETag of a read) for optimistic
 // concurrency ([client.ExpectVersion]); without it they apply at any version

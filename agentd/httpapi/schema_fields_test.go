@@ -71,6 +71,8 @@ func TestResponseTypesMatchTheDocument(t *testing.T) {
 		{"ChatCompletion", chatCompletion{}},
 		{"ChatCompletionChunk", chatChunk{}},
 		{"Problem", Problem{}},
+		{"StateResponse", stateBody{}},
+		{"StateKeyResponse", stateKeyBody{}},
 	}
 	for _, c := range cases {
 		t.Run(c.schema, func(t *testing.T) {

@@ -90,6 +90,10 @@ func New(cfg Config) (*Server, error) {
 	s.route("POST /v1/threads/{id}/undelete", false, false, s.undeleteThread)
 	s.route("POST /v1/threads/{id}/erase", false, false, s.eraseThread)
 	s.route("GET /v1/threads/{id}/export", false, true, s.exportThread)
+	s.route("GET /v1/threads/{id}/state", false, false, s.getState)
+	s.route("GET /v1/threads/{id}/state/{key}", false, false, s.getStateKey)
+	s.route("PUT /v1/threads/{id}/state/{key}", false, false, s.putStateKey)
+	s.route("DELETE /v1/threads/{id}/state/{key}", false, false, s.deleteStateKey)
 	s.mux.HandleFunc("/", s.unmatched)
 	s.handler = s.mux
 	if len(cfg.CORSOrigins) > 0 {
