@@ -155,6 +155,42 @@ export class ConvlogClient {
   }
 
   /**
+   * Reads the thread's key-value state at its current version
+   * (`GET /v1/threads/{id}/state`): every key, or those starting with
+   * `prefix`, without reading the thread's history.
+   */
+  async getState(id: string, prefix?: string): Promise<{ version: number; kv: Record<string, unknown> }> {
+    const r = await this.api.GET("/v1/threads/{id}/state", { params: { path: { id }, query: prefix ? { prefix } : {} } });
+    return ok(r);
+  }
+
+  /**
+   * Reads one key of the thread's state (`GET /v1/threads/{id}/state/{key}`);
+   * `undefined` when the state does not hold it.
+   */
+  async getStateKey(id: string, key: string): Promise<{ value: unknown; version: number } | undefined> {
+    const r = await this.api.GET("/v1/threads/{id}/state/{key}", { params: { path: { id, key } } });
+    if (r.response.status === 404 && (r.error as Problem | undefined)?.code === "state-key-not-found") return undefined;
+    const b = ok(r);
+    return { value: b.value, version: b.version };
+  }
+
+  /**
+   * Sets one key of the thread's state (`PUT /v1/threads/{id}/state/{key}`)
+   * and returns the new thread version. `ifAbsent` sets it only if the
+   * state does not hold it (412 `state-key-exists` otherwise);
+   * `expectVersion` only if the thread is at that version (412
+   * `version-conflict`).
+   */
+  async setStateKey(id: string, key: string, value: unknown, opts: { ifAbsent?: boolean; expectVersion?: number } = {}): Promise<number> {
+    const header: Record<string, string> = {};
+    if (opts.ifAbsent) header["If-None-Match"] = "*";
+    if (opts.expectVersion !== undefined) header["If-Match"] = `"${opts.expectVersion}"`;
+    const r = await this.api.PUT("/v1/threads/{id}/state/{key}", { params: { path: { id, key }, header }, body: { value } });
+    return ok(r).version;
+  }
+
+  /**
    * Follows a thread's stored events over SSE (`GET /v1/threads/{id}/events`),
    * from `after` on, for as long as the caller iterates and `signal` is not
    * aborted. A dropped connection is resumed with `Last-Event-ID` = the last

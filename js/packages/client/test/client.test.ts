@@ -60,6 +60,24 @@ test("threads are created, ensured, read, listed and appended to, with typed err
   });
 });
 
+test("the thread's key-value state is read by key or prefix and set once with ifAbsent", async () => {
+  const c = new ConvlogClient({ baseUrl: agentd.url, apiKey: keys.acme });
+  const th = await c.createThread({ replies: "off" });
+  assert.equal(await c.getStateKey(th.thread, "ckpt/1"), undefined);
+  const v1 = await c.setStateKey(th.thread, "ckpt/1", { step: 1 }, { ifAbsent: true });
+  await assert.rejects(c.setStateKey(th.thread, "ckpt/1", { step: 2 }, { ifAbsent: true }), (err: unknown) => {
+    assert.ok(err instanceof ConvlogError);
+    assert.equal(err.status, 412);
+    assert.equal(err.problem.code, "state-key-exists");
+    return true;
+  });
+  const v2 = await c.setStateKey(th.thread, "ckpt/1", { step: 2 }, { expectVersion: v1 });
+  await c.setStateKey(th.thread, "other", "x");
+  assert.deepEqual(await c.getStateKey(th.thread, "ckpt/1"), { value: { step: 2 }, version: v2 + 1 });
+  const st = await c.getState(th.thread, "ckpt/");
+  assert.deepEqual(st.kv, { "ckpt/1": { step: 2 } });
+});
+
 test("events() follows a thread over SSE and resumes after a dropped connection with no gap and no duplicate", async () => {
   // A fetch that lets the test cut the SSE connections it opened.
   const cuts: AbortController[] = [];
