@@ -26,14 +26,17 @@ type stateKeyBody struct {
 	Version uint64          `json:"version"`
 }
 
-// stateKey returns the validated {key} of the path.
-func stateKey(r *http.Request) (string, *Problem) {
-	k := r.PathValue("key")
-	if k == "" || len(k) > events.DefaultLimits().MaxNameLen {
-		return "", newProblem(http.StatusBadRequest, "bad-key", "Invalid state key",
+// threadAndKey returns the validated {id} and {key} of the path.
+func threadAndKey(r *http.Request) (id, key string, p *Problem) {
+	if id, p = threadID(r); p != nil {
+		return "", "", p
+	}
+	key = r.PathValue("key")
+	if key == "" || len(key) > events.DefaultLimits().MaxNameLen {
+		return "", "", newProblem(http.StatusBadRequest, "bad-key", "Invalid state key",
 			fmt.Sprintf("a state key is 1 to %d bytes (URL-encode it in the path, a / as %%2F)", events.DefaultLimits().MaxNameLen)).field("key")
 	}
-	return k, nil
+	return id, key, nil
 }
 
 // getState is GET /v1/threads/{id}/state?prefix=: the thread's key-value
@@ -60,11 +63,7 @@ func (s *Server) getState(w http.ResponseWriter, r *http.Request) error {
 
 // getStateKey is GET /v1/threads/{id}/state/{key}.
 func (s *Server) getStateKey(w http.ResponseWriter, r *http.Request) error {
-	id, p := threadID(r)
-	if p != nil {
-		return p
-	}
-	key, p := stateKey(r)
+	id, key, p := threadAndKey(r)
 	if p != nil {
 		return p
 	}
@@ -98,11 +97,7 @@ func (s *Server) deleteStateKey(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) writeStateKey(w http.ResponseWriter, r *http.Request, del bool) error {
 	tenant := tenantOf(r.Context())
-	id, p := threadID(r)
-	if p != nil {
-		return p
-	}
-	key, p := stateKey(r)
+	id, key, p := threadAndKey(r)
 	if p != nil {
 		return p
 	}

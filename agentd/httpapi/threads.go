@@ -229,25 +229,38 @@ func (s *Server) createThread(w http.ResponseWriter, r *http.Request) error {
 	if req.ID == "" {
 		req.ID = events.NewID()
 	}
-	opts := client.CreateOptions{Tenant: tenant, ThreadID: req.ID, ThreadCreated: events.ThreadCreated{
+	return s.create(w, r, tenant, req.ID, key, req, false)
+}
+
+// create creates tenant/id from req (its event id derived from the
+// Idempotency-Key key when there is one) and answers 201 with the new
+// thread. With ifAbsent, an id taken by a thread that can be read (also
+// soft-deleted) is answered 200 with that thread as it is instead of 409.
+func (s *Server) create(w http.ResponseWriter, r *http.Request, tenant, id, key string, req createRequest, ifAbsent bool) error {
+	opts := client.CreateOptions{Tenant: tenant, ThreadID: id, ThreadCreated: events.ThreadCreated{
 		Owner: req.Owner, Agent: req.Agent, SystemPrompt: req.SystemPrompt, Title: req.Title,
 		Metadata: req.Metadata, Replies: req.Replies, PendingPolicy: req.PendingPolicy}}
 	if key != "" {
-		opts.EventID = idemID(tenant, req.ID, key, "created")
+		opts.EventID = idemID(tenant, id, key, "created")
 	}
-	_, thread, version, err := s.c.CreateThread(r.Context(), opts)
+	_, _, version, err := s.c.CreateThread(r.Context(), opts)
+	if ifAbsent && errors.Is(err, client.ErrThreadExists) {
+		if th, gerr := s.c.Get(r.Context(), tenant, id, client.Consistent(), client.IncludeDeleted()); gerr == nil {
+			return writeThread(w, r, http.StatusOK, th)
+		}
+	}
 	if err != nil {
-		q := problemFor(err, errCtx{thread: req.ID, eventIndex: map[string]int{}, idemKey: key})
+		q := problemFor(err, errCtx{thread: id, eventIndex: map[string]int{}, idemKey: key})
 		if q.Field != "" && strings.HasPrefix(q.Field, "payload.") {
 			q.Field = strings.TrimPrefix(q.Field, "payload.")
 		}
 		return q
 	}
-	th, err := s.c.Get(r.Context(), tenant, thread, client.AtLeastVersion(version))
+	th, err := s.c.Get(r.Context(), tenant, id, client.AtLeastVersion(version))
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Location", "/v1/threads/"+thread)
+	w.Header().Set("Location", "/v1/threads/"+id)
 	return writeThread(w, r, http.StatusCreated, th)
 }
 
@@ -277,32 +290,7 @@ func (s *Server) putThread(w http.ResponseWriter, r *http.Request) error {
 	if p != nil {
 		return p
 	}
-	opts := client.CreateOptions{Tenant: tenant, ThreadID: id, ThreadCreated: events.ThreadCreated{
-		Owner: req.Owner, Agent: req.Agent, SystemPrompt: req.SystemPrompt, Title: req.Title,
-		Metadata: req.Metadata, Replies: req.Replies, PendingPolicy: req.PendingPolicy}}
-	if key != "" {
-		opts.EventID = idemID(tenant, id, key, "created")
-	}
-	_, _, version, err := s.c.CreateThread(r.Context(), opts)
-	if errors.Is(err, client.ErrThreadExists) {
-		th, gerr := s.c.Get(r.Context(), tenant, id, client.Consistent(), client.IncludeDeleted())
-		if gerr == nil {
-			return writeThread(w, r, http.StatusOK, th)
-		}
-	}
-	if err != nil {
-		q := problemFor(err, errCtx{thread: id, eventIndex: map[string]int{}, idemKey: key})
-		if q.Field != "" && strings.HasPrefix(q.Field, "payload.") {
-			q.Field = strings.TrimPrefix(q.Field, "payload.")
-		}
-		return q
-	}
-	th, err := s.c.Get(r.Context(), tenant, id, client.AtLeastVersion(version))
-	if err != nil {
-		return err
-	}
-	w.Header().Set("Location", "/v1/threads/"+id)
-	return writeThread(w, r, http.StatusCreated, th)
+	return s.create(w, r, tenant, id, key, req, true)
 }
 
 // listParams are the query parameters GET /v1/threads accepts (plus
