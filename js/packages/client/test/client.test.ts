@@ -1,7 +1,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { ConvlogClient, ConvlogError, type StoredEvent } from "../src/index.js";
-import { startAgentd, keys, type Agentd } from "./agentd.js";
+import { startAgentd, keys, type Agentd } from "@convlog/testing";
 
 let agentd: Agentd;
 before(async () => {

@@ -1,6 +1,11 @@
-// Starts a real `agentd serve` built from this repository for the tests:
-// an embedded JetStream in a temporary data directory, the offline agent,
-// API keys for two tenants, on a free loopback port.
+/**
+ * @convlog/testing (private): starts a real `agentd serve` built from this
+ * repository for the packages' tests: an embedded JetStream in a temporary
+ * data directory, the offline agent "demo", API keys for two tenants
+ * ({@link keys}), on a free loopback port.
+ *
+ * @packageDocumentation
+ */
 import { spawn, execFileSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
@@ -8,11 +13,13 @@ import { tmpdir } from "node:os";
 import { join, resolve, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 
-/** The repository root (js/packages/client/dist/test -> ../../../../..). */
+/** The repository root (js/packages/testing/dist/src -> ../../../../..). */
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), "../../../../..");
 
+/** The API keys of the tenants acme and globex. */
 export const keys = { acme: "sk-acme-0123456789", globex: "sk-globex-0123456789" };
 
+/** A running agentd: its base URL, and stop (SIGTERM, then the data directory is removed). */
 export interface Agentd {
   url: string;
   stop(): Promise<void>;

@@ -1,0 +1,75 @@
+// convlog's /v1/chat/completions driven by the real TypeScript SDKs that
+// chat front ends use: sticky sessions (two turns, one thread), streamed
+// and not, and a turn in which convlog's agent runs a tool itself (the
+// offline model calls its clock for "what time is it?"): no SDK is handed
+// that call to run again (issue 19: before, the streamed answer carried
+// it as tool_calls and the SDKs tried to execute it).
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import OpenAI from "openai";
+import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
+import { generateText, streamText } from "ai";
+import { startAgentd, keys, type Agentd } from "@convlog/testing";
+
+let agentd: Agentd;
+before(async () => {
+  agentd = await startAgentd();
+});
+after(async () => {
+  await agentd?.stop();
+});
+
+test("openai 6.x: two turns stick to one thread, streamed and not, and a server-run tool is not the client's", async () => {
+  const openai = new OpenAI({ baseURL: `${agentd.url}/v1`, apiKey: keys.acme, defaultHeaders: { "X-Conversation-Id": "ts-openai-1" } });
+  const first = await openai.chat.completions.create({ model: "demo", messages: [{ role: "user", content: "my name is colt" }] }).withResponse();
+  const thread = first.response.headers.get("x-convlog-thread");
+  assert.ok(thread);
+  assert.match(first.data.choices[0].message.content ?? "", /You said: "my name is colt"/);
+
+  const stream = openai.chat.completions.stream({
+    model: "demo",
+    messages: [
+      { role: "user", content: "my name is colt" },
+      { role: "assistant", content: first.data.choices[0].message.content },
+      { role: "user", content: "what time is it?" },
+    ],
+  });
+  const final = await stream.finalChatCompletion();
+  const msg = final.choices[0].message;
+  assert.equal(msg.tool_calls?.length ?? 0, 0, "the SDK's final message holds no tool call for the client to run");
+  assert.match(msg.content ?? "", /2026-01-02T03:04:05Z|\d{4}-\d{2}-\d{2}T/, "the answer uses the clock's result");
+  assert.equal(final.choices[0].finish_reason, "stop");
+  const again = await openai.chat.completions.create({ model: "demo", messages: [{ role: "user", content: "my name is colt" }] }).withResponse();
+  assert.equal(again.response.headers.get("x-convlog-thread"), thread, "the same conversation id stays on its thread");
+});
+
+test("ai 6.x with @ai-sdk/openai-compatible: sticky turns, streamed and not, no tool call reaches the client", async () => {
+  const convlog = createOpenAICompatible({
+    name: "convlog",
+    baseURL: `${agentd.url}/v1`,
+    headers: { Authorization: `Bearer ${keys.acme}`, "X-Conversation-Id": "ts-ai-1" },
+    includeUsage: true,
+  });
+  const first = await generateText({ model: convlog("demo"), prompt: "my name is colt" });
+  assert.match(first.text, /You said: "my name is colt"/);
+
+  const result = streamText({
+    model: convlog("demo"),
+    messages: [
+      { role: "user", content: "my name is colt" },
+      { role: "assistant", content: first.text },
+      { role: "user", content: "what time is it?" },
+    ],
+  });
+  const text = await result.text;
+  const toolCalls = await result.toolCalls;
+  const response = await result.response;
+  assert.equal(toolCalls.length, 0, "no tool call is handed to the client");
+  const parts: { type: string }[] = [];
+  for (const m of response.messages) {
+    if (Array.isArray(m.content)) parts.push(...(m.content as { type: string }[]));
+  }
+  assert.equal(parts.filter((p) => p.type === "tool-call" || p.type === "tool-result").length, 0, "no tool call or tool error in the response messages");
+  assert.match(text, /2026-01-02T03:04:05Z|\d{4}-\d{2}-\d{2}T/);
+  assert.equal(await result.finishReason, "stop");
+});
