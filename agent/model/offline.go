@@ -65,6 +65,9 @@ func (c OfflineConfig) Validate() error {
 //   - The last message is a user message: its text is split into clauses at
 //     '?', '!', ';', newlines and sentence-ending '.', and each clause may
 //     become one tool call, checked in this order:
+//     "use NAME" (also "call NAME", "run the NAME tool") calls the offered
+//     tool NAME with {}, whatever it is (so a client's own tools, passed
+//     through the chat endpoint, can be called deterministically);
 //     "remember X is Y" (also "remember that X are Y", "X = Y") calls kv_set
 //     with {"key": x, "value": "Y"}; a question about the time or date
 //     ("what time is it") calls clock with {}; arithmetic such as

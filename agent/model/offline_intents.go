@@ -17,6 +17,7 @@ var (
 	arithRe    = regexp.MustCompile(`[-+*/().\d\s]*\d[-+*/().\d\s]*`)
 	binaryOpRe = regexp.MustCompile(`[\d).]\s*[-+*/]\s*[-+\d(.]`)
 	whatRe     = regexp.MustCompile(`(?is)^(?:what|who)(?:'s|\s+is|\s+are)\s+(.+)$`)
+	useRe      = regexp.MustCompile(`(?i)^(?:please\s+)?(?:use|call|run)\s+(?:the\s+)?([A-Za-z0-9_.-]+)(?:\s+tool)?$`)
 )
 
 // maxKeyLen is the longest state key the offline model uses (the events
@@ -37,6 +38,10 @@ func userIntents(text string, has map[string]bool) (calls []events.ToolCall, why
 }
 
 func clauseIntent(cl string, has map[string]bool) (events.ToolCall, string, bool) {
+	if m := useRe.FindStringSubmatch(strings.TrimSpace(cl)); m != nil && has[m[1]] {
+		return events.ToolCall{Name: m[1], Arguments: "{}"},
+			fmt.Sprintf("The user asked me to use %s, so I call it.", m[1]), true
+	}
 	if m := rememberRe.FindStringSubmatch(cl); m != nil {
 		key, val := normKey(m[1]), trimValue(m[2])
 		if has[ToolKVSet] && key != "" && val != "" {

@@ -26,6 +26,10 @@ type Answer struct {
 	results []events.ToolResult
 	version uint64
 	final   bool
+	// clientTools names the turn's client tools; clientCalls are the calls
+	// of them the answer ended with.
+	clientTools map[string]bool
+	clientCalls []events.ToolCall
 
 	// Streaming state.
 	emit         func(Piece) error
@@ -51,12 +55,15 @@ type Piece struct {
 
 // ToolCallPiece is a piece of one tool call: the first piece of a call has
 // New set with its ID and Name; later ones add to its Arguments. Index
-// numbers the calls of the whole answer from 0, across steps.
+// numbers the calls of the whole answer from 0, across steps. Client is
+// true for a call of one of the turn's client tools (the client must run
+// it); the others are run by the agent's worker.
 type ToolCallPiece struct {
 	Index     int
 	New       bool
 	ID, Name  string
 	Arguments string
+	Client    bool
 }
 
 // ExecutedCall is a tool call the agent made during the answer, with the
@@ -84,6 +91,7 @@ type liveStep struct {
 type liveCall struct {
 	global int
 	id     string
+	client bool
 	args   strings.Builder
 }
 
@@ -179,6 +187,13 @@ func (a *Answer) onStep(m events.AssistantMessage) error {
 	if len(m.ToolCalls) == 0 {
 		a.final = true
 	}
+	for _, c := range m.ToolCalls {
+		if a.clientTools[c.Name] {
+			// The client runs it: the answer ends here, with the call.
+			a.clientCalls = append(a.clientCalls, c)
+			a.final = true
+		}
+	}
 	if a.emit == nil {
 		return nil
 	}
@@ -203,16 +218,16 @@ func (a *Answer) onStep(m events.AssistantMessage) error {
 	for i, c := range m.ToolCalls {
 		lc := ls.calls[i]
 		if lc == nil {
-			lc = &liveCall{global: a.nextCall, id: c.ID}
+			lc = &liveCall{global: a.nextCall, id: c.ID, client: a.clientTools[c.Name]}
 			a.nextCall++
 			ls.calls[i] = lc
-			if err := a.emit(Piece{ToolCall: &ToolCallPiece{Index: lc.global, New: true, ID: c.ID, Name: c.Name, Arguments: c.Arguments}}); err != nil {
+			if err := a.emit(Piece{ToolCall: &ToolCallPiece{Index: lc.global, New: true, ID: c.ID, Name: c.Name, Arguments: c.Arguments, Client: lc.client}}); err != nil {
 				return err
 			}
 			continue
 		}
 		if sent := lc.args.String(); strings.HasPrefix(c.Arguments, sent) && len(c.Arguments) > len(sent) {
-			if err := a.emit(Piece{ToolCall: &ToolCallPiece{Index: lc.global, Arguments: c.Arguments[len(sent):]}}); err != nil {
+			if err := a.emit(Piece{ToolCall: &ToolCallPiece{Index: lc.global, Arguments: c.Arguments[len(sent):], Client: lc.client}}); err != nil {
 				return err
 			}
 		}
@@ -288,12 +303,12 @@ func (a *Answer) onDelta(d events.Delta) error {
 		lc := ls.calls[tc.Index]
 		c := ToolCallPiece{Arguments: tc.Arguments}
 		if lc == nil {
-			lc = &liveCall{global: a.nextCall, id: tc.ID}
+			lc = &liveCall{global: a.nextCall, id: tc.ID, client: a.clientTools[tc.Name]}
 			a.nextCall++
 			ls.calls[tc.Index] = lc
 			c.New, c.ID, c.Name = true, tc.ID, tc.Name
 		}
-		c.Index = lc.global
+		c.Index, c.Client = lc.global, lc.client
 		lc.args.WriteString(tc.Arguments)
 		if err := a.emit(Piece{ToolCall: &c}); err != nil {
 			return err
@@ -338,8 +353,14 @@ func (a *Answer) Usage() (input, output int64, known bool) {
 	return input, output, known
 }
 
-// Calls are the tool calls the agent made during the answer, in order,
-// with their results when stored.
+// ClientCalls are the calls of the turn's client tools the answer ended
+// with (none when it ended with a final text): the client runs them and
+// sends their results in its next request.
+func (a *Answer) ClientCalls() []events.ToolCall { return a.clientCalls }
+
+// Calls are the tool calls the agent's worker ran during the answer, in
+// order, with their results when stored (client tool calls are in
+// [Answer.ClientCalls]).
 func (a *Answer) Calls() []ExecutedCall {
 	res := map[string]events.ToolResult{}
 	for _, r := range a.results {
@@ -348,6 +369,9 @@ func (a *Answer) Calls() []ExecutedCall {
 	var out []ExecutedCall
 	for _, m := range a.steps {
 		for _, c := range m.ToolCalls {
+			if a.clientTools[c.Name] {
+				continue
+			}
 			ec := ExecutedCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments}
 			if r, ok := res[c.ID]; ok {
 				ec.Result, ec.IsError = r.Content.String(), r.IsError

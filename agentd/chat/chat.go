@@ -64,6 +64,12 @@ type Turn struct {
 	EventID func(purpose string) string
 	// Deltas asks for the live deltas of the answer ([Answer.Stream]).
 	Deltas bool
+	// ClientTools are tools the client offers and runs itself (OpenAI
+	// "tools"): they travel with the answered user message
+	// (events.ClientToolsKey), the agent may call them, and an answer that
+	// calls one ends there ([Answer.ClientCalls]); the client sends the
+	// results in its next request.
+	ClientTools []events.ClientTool
 }
 
 // Plan modes: what a turn does.
@@ -150,7 +156,11 @@ func (s *Service) Start(ctx context.Context, t *Turn) (*Answer, error) {
 		}
 		break
 	}
-	return &Answer{s: s, t: t, thread: thread, plan: p, wt: wt}, nil
+	a := &Answer{s: s, t: t, thread: thread, plan: p, wt: wt, clientTools: map[string]bool{}}
+	for _, ct := range t.ClientTools {
+		a.clientTools[ct.Name] = true
+	}
+	return a, nil
 }
 
 // plan reads the conversation's thread and decides what to append and
@@ -304,8 +314,19 @@ func (s *Service) planCreate(t *Turn) plan {
 // addMessages appends the events of msgs to the plan; the last user
 // message becomes the one to answer.
 func (s *Service) addMessages(t *Turn, p *plan, msgs []events.Message, idx []int) {
+	lastUser := -1
+	for i, m := range msgs {
+		if m.Role == events.RoleUser {
+			lastUser = i
+		}
+	}
 	for i, m := range msgs {
 		id := eventID(t, "message:"+strconv.Itoa(idx[i]))
+		if i == lastUser && len(t.ClientTools) > 0 {
+			if md, err := events.WithClientTools(m.Metadata, t.ClientTools); err == nil {
+				m.Metadata = md
+			}
+		}
 		p.evs = append(p.evs, events.Event{ID: id, Payload: m.Payload(), Producer: s.cfg.Producer})
 		p.evIndex[id] = idx[i]
 		if m.Role == events.RoleUser {

@@ -68,6 +68,9 @@ func chunkOf(p chat.Piece) chunkDelta {
 		if tc.New {
 			c.ID, c.Type, c.Function.Name = tc.ID, "function", tc.Name
 		}
+		if tc.Client {
+			return chunkDelta{ToolCalls: []chunkToolCall{c}}
+		}
 		return chunkDelta{ConvlogToolCalls: []chunkToolCall{c}}
 	}
 	return chunkDelta{ReasoningContent: p.Reasoning}
@@ -79,10 +82,28 @@ func chunkOf(p chat.Piece) chunkDelta {
 func (a *answer) completion() chatCompletion {
 	content, reasoning := a.ans.Text()
 	model := a.t.Agent
+	msg := completionMessage{Role: "assistant", Content: &content, ReasoningContent: reasoning}
+	finish := a.finishReason()
+	for _, c := range a.ans.ClientCalls() {
+		msg.ToolCalls = append(msg.ToolCalls, completionToolCall{ID: c.ID, Type: "function",
+			Function: chunkFunction{Name: c.Name, Arguments: c.Arguments}})
+	}
+	if len(msg.ToolCalls) > 0 && content == "" {
+		msg.Content = nil
+	}
 	return chatCompletion{ID: a.id, Object: "chat.completion", Created: a.created, Model: model,
-		Choices: []completionChoice{{Index: 0, FinishReason: "stop",
-			Message: completionMessage{Role: "assistant", Content: &content, ReasoningContent: reasoning}}},
-		Usage: a.usage(), Convlog: a.info()}
+		Choices: []completionChoice{{Index: 0, FinishReason: finish, Message: msg}},
+		Usage:   a.usage(), Convlog: a.info()}
+}
+
+// finishReason is "tool_calls" when the answer ends with calls of the
+// client's tools (the client runs them and sends the results), else
+// "stop".
+func (a *answer) finishReason() string {
+	if len(a.ans.ClientCalls()) > 0 {
+		return "tool_calls"
+	}
+	return "stop"
 }
 
 // stream answers in the OpenAI SSE chunk format: a role chunk, content,
@@ -104,8 +125,8 @@ func (a *answer) stream(ctx context.Context, w http.ResponseWriter) error {
 		err = a.ans.Wait(ctx, beat.C, func() error { return a.out.sw.write([]byte(": keep-alive\n")) })
 	}
 	if err == nil {
-		stop := "stop"
-		err = a.out.send(chunkDelta{}, &stop)
+		finish := a.finishReason()
+		err = a.out.send(chunkDelta{}, &finish)
 	}
 	if err == nil && a.t.includeUsage {
 		if u := a.usage(); u != nil {
@@ -178,10 +199,17 @@ type (
 		Logprobs     *struct{}         `json:"logprobs"`
 	}
 	completionMessage struct {
-		Role             string  `json:"role"`
-		Content          *string `json:"content"`
-		ReasoningContent string  `json:"reasoning_content,omitempty"`
-		Refusal          *string `json:"refusal"`
+		Role             string               `json:"role"`
+		Content          *string              `json:"content"`
+		ReasoningContent string               `json:"reasoning_content,omitempty"`
+		Refusal          *string              `json:"refusal"`
+		ToolCalls        []completionToolCall `json:"tool_calls,omitempty"`
+	}
+	// completionToolCall is a call of one of the client's tools.
+	completionToolCall struct {
+		ID       string        `json:"id"`
+		Type     string        `json:"type"`
+		Function chunkFunction `json:"function"`
 	}
 	chatUsage struct {
 		PromptTokens     int64 `json:"prompt_tokens"`

@@ -26,6 +26,21 @@ type chatRequest struct {
 	User          string             `json:"user"`
 	Metadata      map[string]string  `json:"metadata"`
 	N             *int               `json:"n"`
+	// Tools are the client's own tools (run by the client), ToolChoice
+	// "none" withholds them from the model; other tool_choice values and
+	// parallel_tool_calls are accepted and not enforced.
+	Tools      []chatTool      `json:"tools"`
+	ToolChoice json.RawMessage `json:"tool_choice"`
+}
+
+// chatTool is one OpenAI function tool of a request.
+type chatTool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+	} `json:"function"`
 }
 
 type chatStreamOptions struct {
@@ -139,6 +154,23 @@ func (s *Server) parseChat(r *http.Request, tenant string) (*chatTurn, *Problem)
 		return nil, p
 	}
 	t := &chatTurn{Turn: chat.Turn{Tenant: tenant, Agent: req.Model, Deltas: req.Stream}, stream: req.Stream}
+	seenTool := map[string]bool{}
+	for i, tl := range req.Tools {
+		f := fmt.Sprintf("tools[%d]", i)
+		switch {
+		case tl.Type != "function":
+			return nil, invalid(f+".type", fmt.Sprintf("%s.type must be \"function\", got %q", f, tl.Type))
+		case tl.Function.Name == "" || len(tl.Function.Name) > 64:
+			return nil, invalid(f+".function.name", f+".function.name must be 1 to 64 characters")
+		case seenTool[tl.Function.Name]:
+			return nil, invalid(f+".function.name", fmt.Sprintf("tool %q is listed twice", tl.Function.Name))
+		}
+		seenTool[tl.Function.Name] = true
+		t.ClientTools = append(t.ClientTools, events.ClientTool{Name: tl.Function.Name, Description: tl.Function.Description, Parameters: tl.Function.Parameters})
+	}
+	if strings.TrimSpace(string(req.ToolChoice)) == `"none"` {
+		t.ClientTools = nil
+	}
 	t.includeUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	firstUser, hasUser := "", false
 	for i, raw := range req.Messages {

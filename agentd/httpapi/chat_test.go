@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -377,4 +378,66 @@ func TestChatCurrentFirstOrderContinuesTheThread(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, second.Choices[0].Message.Content, "This thread has 3 messages")
 	require.Equal(t, convlogOf(t, first.RawJSON())["thread"], convlogOf(t, second.RawJSON())["thread"])
+}
+
+// A client's own tools pass through as in the OpenAI API: the agent calls
+// one (the offline agent does for "use NAME"), the answer ends with
+// finish_reason "tool_calls" and the call in message.tool_calls, streamed
+// (delta.tool_calls) and not; the client runs it and sends the result in
+// its next request, convlog stores call and result paired, and the agent
+// answers from the result. Driven with the real openai-go SDK.
+func TestChatClientToolsRoundTrip(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	weather := openai.ChatCompletionToolParam{Function: shared.FunctionDefinitionParam{Name: "get_weather",
+		Description: openai.String("the weather in a city"), Parameters: shared.FunctionParameters{"type": "object"}}}
+	for _, streamed := range []bool{false, true} {
+		conv := fmt.Sprintf("conv-client-tools-%v", streamed)
+		cl := e.sdk(option.WithHeader("X-Conversation-Id", conv))
+		msgs := []openai.ChatCompletionMessageParamUnion{openai.UserMessage("use get_weather")}
+		params := openai.ChatCompletionNewParams{Model: "demo", Messages: msgs, Tools: []openai.ChatCompletionToolParam{weather}}
+		var msg openai.ChatCompletionMessage
+		var finish string
+		if streamed {
+			stream := cl.Chat.Completions.NewStreaming(ctx, params)
+			var acc openai.ChatCompletionAccumulator
+			for stream.Next() {
+				require.True(t, acc.AddChunk(stream.Current()))
+			}
+			require.NoError(t, stream.Err())
+			msg, finish = acc.Choices[0].Message, acc.Choices[0].FinishReason
+		} else {
+			res, err := cl.Chat.Completions.New(ctx, params)
+			require.NoError(t, err)
+			msg, finish = res.Choices[0].Message, res.Choices[0].FinishReason
+		}
+		require.Equal(t, "tool_calls", finish, "streamed=%v", streamed)
+		require.Len(t, msg.ToolCalls, 1)
+		call := msg.ToolCalls[0]
+		require.Equal(t, "get_weather", call.Function.Name)
+		require.NotEmpty(t, call.ID)
+
+		// The client runs its tool and sends the result.
+		msgs = append(msgs, msg.ToParam(), openai.ToolMessage("sunny, 21 C", call.ID))
+		next, err := cl.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "demo", Messages: msgs,
+			Tools: []openai.ChatCompletionToolParam{weather}})
+		require.NoError(t, err)
+		require.Equal(t, "stop", next.Choices[0].FinishReason)
+		require.Contains(t, next.Choices[0].Message.Content, "sunny, 21 C", "the agent answers from the client's result")
+		require.Empty(t, next.Choices[0].Message.ToolCalls)
+
+		key, err := client.ResolveConvKey(client.ConvRequest{Agent: "demo", Header: http.Header{"X-Conversation-Id": {conv}}}, client.ConvKeyOptions{})
+		require.NoError(t, err)
+		th, err := e.c.Get(ctx, "acme", key.ThreadID(), client.Consistent())
+		require.NoError(t, err)
+		require.Empty(t, th.Pending, "the call is answered")
+		var roles []string
+		for _, m := range th.Messages {
+			roles = append(roles, string(m.Role))
+			if m.Role == events.RoleTool {
+				require.Equal(t, call.ID, m.ToolCallID, "the result is paired with the call")
+			}
+		}
+		require.Equal(t, []string{"user", "assistant", "tool", "assistant"}, roles)
+	}
 }

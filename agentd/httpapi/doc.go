@@ -186,6 +186,18 @@
 // then data: [DONE]. Whatever live deltas missed, the stored step supplies,
 // so the streamed text is the stored answer.
 //
+// Client tools: a request's "tools" (OpenAI function tools the client runs
+// itself) travel with the answered user message (events.ClientToolsKey);
+// the agent's model may call them, its worker leaves those calls pending,
+// and the answer ends with finish_reason "tool_calls" and the calls in
+// message.tool_calls (delta.tool_calls when streaming). The client sends
+// the results (role "tool") in its next request, which appends them paired
+// with the calls, and the agent goes on. tool_choice "none" withholds the
+// tools; other tool_choice values and parallel_tool_calls are accepted and
+// not enforced. The offline agent calls a client tool NAME when the user
+// says "use NAME". While calls are pending, a new user message is refused
+// by the thread's default pending policy (reject): send the results first.
+//
 // # Divergence policy
 //
 // The chat service behind /v1/chat/completions is package agentd/chat

@@ -472,6 +472,18 @@ func (p *Pool) step(ctx context.Context, a *Agent, th *client.Thread, replyTo st
 	if a.Tools != nil {
 		specs = a.Tools.Specs()
 	}
+	// Tools the client offered with the message being answered: the model
+	// may call them; their calls are left pending for the client to run.
+	clientTools := map[string]bool{}
+	for i := len(th.Messages) - 1; i >= 0; i-- {
+		if m := th.Messages[i]; m.Role == events.RoleUser && m.EventID == replyTo {
+			for _, ct := range events.ClientToolsOf(m.Metadata) {
+				clientTools[ct.Name] = true
+				specs = append(specs, model.Tool{Name: ct.Name, Description: ct.Description, Parameters: ct.Parameters})
+			}
+			break
+		}
+	}
 	req := model.Request{Tenant: th.Tenant, Thread: th.Thread, Agent: a.Name, Model: a.Model,
 		SystemPrompt: sys, Messages: th.Messages, Tools: specs}
 	dsubj, _ := p.c.Subjects().Delta(th.Tenant, th.Thread)
@@ -502,6 +514,9 @@ func (p *Pool) step(ctx context.Context, a *Agent, th *client.Thread, replyTo st
 	}
 	env := &turnEnv{tenant: th.Tenant, thread: th.Thread, kv: th.KV}
 	for _, call := range am.ToolCalls {
+		if clientTools[call.Name] {
+			continue // the client runs it and appends the result
+		}
 		var r events.ToolResult
 		if a.Tools == nil {
 			r = events.ToolResult{ToolCallID: call.ID, Name: call.Name, Content: events.Text("no tools are available"), IsError: true}

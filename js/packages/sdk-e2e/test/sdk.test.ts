@@ -73,3 +73,47 @@ test("ai 6.x with @ai-sdk/openai-compatible: sticky turns, streamed and not, no 
   assert.match(text, /2026-01-02T03:04:05Z|\d{4}-\d{2}-\d{2}T/);
   assert.equal(await result.finishReason, "stop");
 });
+
+test("openai 6.x: a client tool round trip: finish_reason tool_calls, the client's result answered", async () => {
+  const openai = new OpenAI({ baseURL: `${agentd.url}/v1`, apiKey: keys.acme, defaultHeaders: { "X-Conversation-Id": "ts-openai-tools" } });
+  const tools: OpenAI.Chat.Completions.ChatCompletionTool[] = [
+    { type: "function", function: { name: "get_weather", description: "the weather in a city", parameters: { type: "object" } } },
+  ];
+  const messages: OpenAI.Chat.Completions.ChatCompletionMessageParam[] = [{ role: "user", content: "use get_weather" }];
+  const first = await openai.chat.completions.stream({ model: "demo", messages, tools }).finalChatCompletion();
+  assert.equal(first.choices[0].finish_reason, "tool_calls");
+  const call = first.choices[0].message.tool_calls?.[0];
+  assert.ok(call && call.type === "function");
+  assert.equal(call.function.name, "get_weather");
+  messages.push(first.choices[0].message, { role: "tool", tool_call_id: call.id, content: "sunny, 21 C" });
+  const second = await openai.chat.completions.create({ model: "demo", messages, tools });
+  assert.equal(second.choices[0].finish_reason, "stop");
+  assert.match(second.choices[0].message.content ?? "", /sunny, 21 C/);
+});
+
+test("ai 6.x: a client tool runs in the client and its result is answered (stopWhen)", async () => {
+  const { tool, stepCountIs, jsonSchema } = await import("ai");
+  const convlog = createOpenAICompatible({
+    name: "convlog",
+    baseURL: `${agentd.url}/v1`,
+    headers: { Authorization: `Bearer ${keys.acme}`, "X-Conversation-Id": "ts-ai-tools" },
+  });
+  let ran = 0;
+  const result = await generateText({
+    model: convlog("demo"),
+    prompt: "use get_weather",
+    tools: {
+      get_weather: tool({
+        description: "the weather in a city",
+        inputSchema: jsonSchema<Record<string, never>>({ type: "object" }),
+        execute: async () => {
+          ran++;
+          return "sunny, 21 C";
+        },
+      }),
+    },
+    stopWhen: stepCountIs(3),
+  });
+  assert.equal(ran, 1, "the client ran its tool once");
+  assert.match(result.text, /sunny, 21 C/);
+});
