@@ -1,6 +1,13 @@
 // Package ag2b offers AG2B's History (getSnapshot, subscribe, reset,
 // restore) on a convlog thread, driven by the live log.
 //
+// Which framework: AG2B (@ag2b/core) is TypeScript and not on the npm
+// registry; no TypeScript program can call this package. It is a Go
+// mirror of AG2B's History surface (seed 004) for Go programs; a
+// TypeScript AG2B agent reaches convlog through a plugin (agent.use) on the
+// REST API (js/, @convlog/client), since AG2B's Agent creates its History
+// itself.
+//
 // # The seed's interface
 //
 //	AG2B                                   convlog

@@ -2,6 +2,15 @@
 // (HistoryConfig) and state (state.kv) on a convlog thread, so an agent
 // written against AgentKit's model keeps its conversations in the log.
 //
+// Which framework: Inngest AgentKit (@inngest/agent-kit) is TypeScript;
+// no TypeScript program can call this package. It is a Go mirror of
+// AgentKit's HistoryConfig contract for Go programs that follow AgentKit's
+// model. Its InferenceResult is not AgentKit 0.13's AgentResult JSON: that
+// has agentName (here agent), typed output messages ({type: "text"} and
+// {type: "tool_call"}, here events.Message) and a checksum, so the two do
+// not exchange serialised results. TypeScript agents use convlog's REST
+// API (js/, @convlog/client).
+//
 // # HistoryConfig
 //
 // AgentKit calls four optional methods of a history adapter; [History] has

@@ -2,6 +2,11 @@
 // short-term memory that lets a follow-up run of an agent pick up where the
 // previous one left off.
 //
+// Which framework: DeepAgents' checkpointer protocol (seed, Swift); no
+// Swift program can call this package. It is a Go mirror for Go programs
+// that follow it. LangChain's JavaScript deepagents persists through a
+// LangGraph checkpointer, which convlog serves over its REST API (js/).
+//
 // # The seed's protocol
 //
 //	DeepAgents                                   convlog
