@@ -39,6 +39,17 @@ type Thread struct {
 	Replies       events.ReplyMode     `json:"replies,omitempty"`
 	PendingPolicy events.PendingPolicy `json:"pending_policy,omitempty"`
 	ForkedFrom    *ForkRef             `json:"forked_from,omitempty"`
+	// ExternalID is the framework id the thread was created under when it
+	// was not a thread id itself (events.ThreadIDFor maps it to Thread);
+	// "" otherwise.
+	ExternalID string `json:"external_id,omitempty"`
+	// Lifetime counts the earlier lifetimes of this thread id (a create on
+	// a soft-deleted thread starts a new one); LifetimeSeq is the sequence
+	// of the event that started the current one (0 in the first lifetime).
+	// Earlier lifetimes stay in
+	// the log: read them with AtSeq below LifetimeSeq, or as events.
+	Lifetime    int    `json:"lifetime,omitempty"`
+	LifetimeSeq uint64 `json:"lifetime_seq,omitempty"`
 
 	// CreatedAt and UpdatedAt are the event times (UTC) of the thread's
 	// first and last applied event.
@@ -133,6 +144,7 @@ func ThreadOf(s *fold.State) *Thread {
 		Exists: s.Exists, Deleted: s.Deleted, Erased: s.Erased,
 		Owner: s.Owner, Agent: s.Agent, SystemPrompt: s.SystemPrompt, Title: s.Title, Metadata: s.Metadata,
 		Replies: s.Replies, PendingPolicy: s.PendingPolicy, ForkedFrom: forkRefOf(s.ForkedFrom),
+		ExternalID: s.ExternalID, Lifetime: s.Lifetime, LifetimeSeq: s.LifetimeSeq,
 		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, Generation: s.Generation, Base: s.Base,
 		Messages: s.Messages, KV: s.KV, AgentTurns: s.AgentTurns, LastUserAnswered: s.LastUserAnswered,
 		RejectedCount: s.RejectedCount, state: s,

@@ -28,6 +28,12 @@ type CreateOptions struct {
 // thread.created after them, conditional on the version it read, and the
 // thread keeps them as rejections.
 //
+// A soft-deleted thread's id is free again: CreateThread appends
+// thread.created after its events (conditional on the version it read) and
+// the fold starts a new lifetime (fold.State.Lifetime); the old lifetime's
+// events stay in the log, readable at their sequences, and it can no longer
+// be undeleted (fork it at a sequence of its own to get it back).
+//
 // Errors: [ErrThreadExists] (wrapped) when the thread exists, was erased,
 // or this is not a retry of the same create; validation errors as for
 // Append.
@@ -47,10 +53,11 @@ func (c *Client) CreateThread(ctx context.Context, opts CreateOptions) (tenant, 
 			break
 		}
 		th, gerr := c.Get(ctx, tenant, thread, Consistent(), IncludeDeleted())
-		if gerr != nil || th.Exists || th.Erased {
+		if gerr != nil || th.Exists && !th.Deleted || th.Erased {
 			return tenant, thread, conflict.Actual, errors.Join(ErrThreadExists, err)
 		}
-		// Only events that created nothing are stored: create after them.
+		// Only events that created nothing are stored, or the thread is
+		// soft-deleted: create after them (a new lifetime).
 		res, err = c.Append(ctx, tenant, thread, []events.Event{ev}, ExpectVersion(th.Version))
 	}
 	var conflict *ConflictError

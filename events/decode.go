@@ -272,6 +272,8 @@ func (r *reader) threadCreated() (p ThreadCreated, ok bool) {
 			return 1 << 5, r.strInto((*string)(&p.Replies))
 		case "pending_policy":
 			return 1 << 6, r.strInto((*string)(&p.PendingPolicy))
+		case "external_id":
+			return 1 << 7, r.strInto(&p.ExternalID)
 		}
 		return 0, true
 	})

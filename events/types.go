@@ -85,6 +85,12 @@ type ThreadCreated struct {
 	Replies ReplyMode `msgpack:"replies,omitempty" json:"replies,omitempty"`
 	// PendingPolicy is this thread's policy; "" means reject.
 	PendingPolicy PendingPolicy `msgpack:"pending_policy,omitempty" json:"pending_policy,omitempty"`
+	// ExternalID is the id the thread was created under when that was not
+	// a valid thread id (any UTF-8 string of up to [MaxExternalIDLen]
+	// bytes, as AgentKit and LangGraph allow): the thread id is
+	// [ThreadIDFor] of it. "" when the thread was created under its own
+	// id. The fold refuses a value that does not map to the thread's id.
+	ExternalID string `msgpack:"external_id,omitempty" json:"external_id,omitempty"`
 }
 
 // EventType implements Payload.

@@ -382,6 +382,14 @@ func validateCreated(v ThreadCreated, l Limits, bad badFunc) error {
 	if v.SystemPrompt != nil && !utf8.ValidString(*v.SystemPrompt) {
 		return bad("system_prompt", "is not valid UTF-8")
 	}
+	if v.ExternalID != "" {
+		if err := ValidateExternalID(v.ExternalID); err != nil {
+			return bad("external_id", "%s", err.(*IDError).Reason)
+		}
+		if ValidateThreadID(v.ExternalID) == nil {
+			return bad("external_id", "%q is a thread id itself: create the thread under it and leave external_id out", v.ExternalID)
+		}
+	}
 	return validateMetadata(v.Metadata, l, bad, false)
 }
 

@@ -179,20 +179,20 @@ func apply(s *State, ev events.Stored, o foldOpts) (err error) {
 			Erased: true, CreatedAt: s.CreatedAt, UpdatedAt: t, RejectedCount: s.RejectedCount}
 		return nil
 	case events.ThreadCreated:
-		if s.Exists {
-			return reject(s, ev, CodeAlreadyExists, "thread already exists")
+		if err := s.canCreate(p, ev); err != nil {
+			return err
 		}
-		s.create(p, t)
+		s.create(p, ev, t)
 		return nil
 	case events.Forked:
-		if s.Exists {
-			return reject(s, ev, CodeAlreadyExists, "thread already exists")
+		if err := s.canCreate(p.Created, ev); err != nil {
+			return err
 		}
 		msgs, pending, err := checkHistory(p.Messages, ev)
 		if err != nil {
 			return reject(s, ev, CodeInvalidHistory, "forked history: %v", err)
 		}
-		s.create(p.Created, t)
+		s.create(p.Created, ev, t)
 		s.ForkedFrom = &ForkRef{Tenant: p.SourceTenant, Thread: p.SourceThread, Seq: p.SourceSeq}
 		s.replaceHistory(msgs, pending)
 		s.Generation = 0
@@ -302,7 +302,35 @@ func reject(s *State, ev events.Stored, code Code, format string, args ...any) e
 		Seq: ev.Seq, EventID: ev.ID, Type: ev.Type, Code: code, Reason: fmt.Sprintf(format, args...)}}
 }
 
-func (s *State) create(p events.ThreadCreated, t time.Time) {
+// canCreate checks a thread.created (or a fork's) against the state: the
+// thread must not exist, or be soft-deleted (the create starts a new
+// lifetime), and an external id must map to the thread's id.
+func (s *State) canCreate(p events.ThreadCreated, ev events.Stored) error {
+	if s.Exists && !s.Deleted {
+		return reject(s, ev, CodeAlreadyExists, "thread already exists")
+	}
+	if p.ExternalID != "" {
+		if id, _, err := events.ThreadIDFor(p.ExternalID); err != nil || id != s.Thread {
+			return reject(s, ev, CodeInvalid, "external id %q maps to thread id %q, not %q", p.ExternalID, id, s.Thread)
+		}
+	}
+	return nil
+}
+
+// create applies a thread.created (or a fork's). On a soft-deleted thread
+// it starts a new lifetime: everything of the old one is dropped from the
+// state (its events stay in the log, readable at their sequences), only
+// the counters of the subject (Version, Events, Generation, rejections)
+// carry on, and Lifetime counts up.
+func (s *State) create(p events.ThreadCreated, ev events.Stored, t time.Time) {
+	if s.Exists {
+		*s = State{Tenant: s.Tenant, Thread: s.Thread, Version: s.Version, Events: s.Events,
+			Generation: s.Generation, Lifetime: s.Lifetime + 1,
+			RejectedCount: s.RejectedCount, Rejections: s.Rejections}
+		s.replaceHistory(nil, nil)
+		s.LifetimeSeq = ev.Seq
+	}
+	s.ExternalID = p.ExternalID
 	s.Exists = true
 	s.Owner, s.Agent, s.Title = p.Owner, p.Agent, p.Title
 	if p.SystemPrompt != nil {

@@ -41,6 +41,18 @@ type State struct {
 	Replies       events.ReplyMode     `msgpack:"replies,omitempty" json:"replies,omitempty"`
 	PendingPolicy events.PendingPolicy `msgpack:"pending_policy,omitempty" json:"pending_policy,omitempty"`
 	ForkedFrom    *ForkRef             `msgpack:"forked_from,omitempty" json:"forked_from,omitempty"`
+	// ExternalID is the framework's id the thread was created under when
+	// that was not a thread id itself (events.ThreadCreated.ExternalID).
+	ExternalID string `msgpack:"external_id,omitempty" json:"external_id,omitempty"`
+	// Lifetime counts the earlier lifetimes of the thread id: a
+	// thread.created (or thread.forked) on a soft-deleted thread starts a
+	// new one. LifetimeSeq is the sequence of the event that started the
+	// current lifetime (0 in the first: it starts at the thread's first
+	// event); the events before it are the earlier lifetimes', still in the
+	// log (audit reads them at their sequences). Both are omitted while 0,
+	// so snapshots of threads with one lifetime keep their bytes.
+	Lifetime    int    `msgpack:"lifetime,omitempty" json:"lifetime,omitempty"`
+	LifetimeSeq uint64 `msgpack:"lifetime_seq,omitempty" json:"lifetime_seq,omitempty"`
 
 	CreatedAt time.Time `msgpack:"created_at" json:"created_at"`
 	UpdatedAt time.Time `msgpack:"updated_at" json:"updated_at"`

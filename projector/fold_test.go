@@ -332,6 +332,34 @@ func foldCases() []foldCase {
 			check:   func(t *testing.T, s *fold.State, _ []uint64) { require.False(t, s.Deleted) },
 		},
 		{
+			// LangGraph's deleteThread, then the id used again: nothing of
+			// the old lifetime is in the new one's state.
+			name: "a create on a soft-deleted thread starts a new lifetime",
+			steps: []step{ok(user("old")), ok(calls("c1")), ok(events.StateSet{Key: "k", Value: json.RawMessage(`1`)}),
+				rejected(fold.CodeAlreadyExists, events.ThreadCreated{Title: "too early"}),
+				ok(events.Deleted{}), ok(events.ThreadCreated{Title: "again"}), ok(user("new")),
+				rejected(fold.CodeInvalid, events.Undeleted{})},
+			history: []string{"user:new"},
+			check: func(t *testing.T, s *fold.State, seqs []uint64) {
+				require.Equal(t, 1, s.Lifetime)
+				require.Equal(t, seqs[6], s.LifetimeSeq)
+				require.Equal(t, "again", s.Title)
+				require.False(t, s.Deleted)
+				require.Empty(t, s.KV)
+				require.Empty(t, s.Pending)
+				require.Equal(t, map[string]int(nil), s.AgentTurns)
+				require.Equal(t, seqs[7], s.LastUser.Seq)
+			},
+		},
+		{
+			name:     "an external id must map to the thread's id",
+			noCreate: true,
+			steps: []step{rejected(fold.CodeInvalid, events.ThreadCreated{ExternalID: "some/other thread"}),
+				ok(events.ThreadCreated{})},
+			history: []string{},
+			check:   func(t *testing.T, s *fold.State, _ []uint64) { require.Empty(t, s.ExternalID) },
+		},
+		{
 			name:    "undeleting a thread that is not deleted is rejected",
 			steps:   []step{rejected(fold.CodeInvalid, events.Undeleted{})},
 			history: []string{},

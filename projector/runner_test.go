@@ -137,6 +137,24 @@ func TestLongThreadSpansChunksAndGenerations(t *testing.T) {
 	require.Len(t, snap.State.Messages, 1+1_000)
 	require.Equal(t, "long story", snap.State.Messages[0].Content.String())
 	require.EqualValues(t, 2, snap.Gen)
+	mem = e.foldMore(t, mem)
+	requireSameState(t, mem, snap.State)
+	e.waitChunks(t, tenant, thread, snap)
+
+	// Deleted, then the id created again: a new lifetime in a new
+	// generation; the old lifetime's chunks are purged (its events stay).
+	evs = []events.Event{c.ev(tenant, thread, events.Deleted{}), c.ev(tenant, thread, events.ThreadCreated{Title: "second life"})}
+	for i := 0; i < 500; i++ {
+		evs = append(evs, c.ev(tenant, thread, events.UserMessage{Content: content512(i)}))
+	}
+	seqs = e.publishAsync(t, evs)
+	e.waitVersion(t, tenant, thread, seqs[len(seqs)-1])
+	snap, err = e.snaps.Load(ctx, tenant, thread)
+	require.NoError(t, err)
+	require.Len(t, snap.State.Messages, 500)
+	require.Equal(t, 1, snap.State.Lifetime)
+	require.Equal(t, seqs[1], snap.State.LifetimeSeq)
+	require.EqualValues(t, 3, snap.Gen)
 	requireSameState(t, e.foldMore(t, mem), snap.State)
 	e.waitChunks(t, tenant, thread, snap)
 }

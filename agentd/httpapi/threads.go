@@ -39,13 +39,25 @@ func idempotencyKey(r *http.Request) (string, *Problem) {
 	return k, nil
 }
 
-// threadID returns the validated {id} of the path.
+// threadID returns the thread id of the path's {id}: the id itself when it
+// is a thread id, else the id an external id maps to
+// (events.ThreadIDFor).
 func threadID(r *http.Request) (string, *Problem) {
-	id := r.PathValue("id")
-	if err := events.ValidateThreadID(id); err != nil {
-		return "", newProblem(http.StatusBadRequest, "bad-id", "Invalid id", err.Error()).field("id")
+	id, _, p := resolveID(r.PathValue("id"), "id")
+	return id, p
+}
+
+// resolveID maps an id as a client sent it (field names where) to the
+// thread id and the external id ("" when raw is a thread id itself).
+func resolveID(raw, field string) (id, external string, p *Problem) {
+	id, mapped, err := events.ThreadIDFor(raw)
+	if err != nil {
+		return "", "", newProblem(http.StatusBadRequest, "bad-id", "Invalid id", err.Error()).field(field)
 	}
-	return id, nil
+	if mapped {
+		external = raw
+	}
+	return id, external, nil
 }
 
 // etag is the strong ETag of a thread version.
@@ -148,6 +160,9 @@ type threadBody struct {
 	Replies          events.ReplyMode           `json:"replies,omitempty"`
 	PendingPolicy    events.PendingPolicy       `json:"pending_policy,omitempty"`
 	ForkedFrom       *client.ForkRef            `json:"forked_from,omitempty"`
+	ExternalID       string                     `json:"external_id,omitempty"`
+	Lifetime         int                        `json:"lifetime,omitempty"`
+	LifetimeSeq      uint64                     `json:"lifetime_seq,omitempty"`
 	CreatedAt        time.Time                  `json:"created_at"`
 	UpdatedAt        time.Time                  `json:"updated_at"`
 	Generation       uint64                     `json:"generation"`
@@ -169,6 +184,7 @@ func threadJSON(th *client.Thread) threadBody {
 		Tenant: th.Tenant, Thread: th.Thread, Version: th.Version, Exists: th.Exists, Deleted: th.Deleted, Erased: th.Erased,
 		Owner: th.Owner, Agent: th.Agent, SystemPrompt: th.SystemPrompt, Title: th.Title, Metadata: th.Metadata,
 		Replies: th.Replies, PendingPolicy: th.PendingPolicy, ForkedFrom: th.ForkedFrom,
+		ExternalID: th.ExternalID, Lifetime: th.Lifetime, LifetimeSeq: th.LifetimeSeq,
 		CreatedAt: th.CreatedAt, UpdatedAt: th.UpdatedAt, Generation: th.Generation, Base: th.Base,
 		Messages: th.Messages, Pending: th.Pending, KV: th.KV, AgentTurns: th.AgentTurns,
 		LastUser: th.LastUser, LastUserAnswered: th.LastUserAnswered,
@@ -219,9 +235,13 @@ func (s *Server) createThread(w http.ResponseWriter, r *http.Request) error {
 	if p != nil {
 		return p
 	}
+	var external string
 	if req.ID != "" {
-		if err := events.ValidateThreadID(req.ID); err != nil {
-			return newProblem(http.StatusBadRequest, "bad-id", "Invalid id", err.Error()).field("id")
+		if req.ID, external, p = resolveID(req.ID, "id"); p != nil {
+			return p
+		}
+		if p := reservedID(req.ID, external, "id"); p != nil {
+			return p
 		}
 	} else if key != "" {
 		req.ID = "t-" + idemID(tenant, "", key, "thread")
@@ -229,17 +249,28 @@ func (s *Server) createThread(w http.ResponseWriter, r *http.Request) error {
 	if req.ID == "" {
 		req.ID = events.NewID()
 	}
-	return s.create(w, r, tenant, req.ID, key, req, false)
+	return s.create(w, r, tenant, req.ID, external, key, req, false)
+}
+
+// reservedID refuses a thread id of the mapped form (ext-...) given as a
+// thread id itself, so that a mapped id only ever names its external id.
+func reservedID(id, external, field string) *Problem {
+	if external == "" && events.IsMappedThreadID(id) {
+		return newProblem(http.StatusBadRequest, "bad-id", "Invalid id",
+			fmt.Sprintf("thread id %q has the form reserved for external ids (%s + 32 base32 characters): choose another id", id, events.ExternalIDPrefix)).field(field)
+	}
+	return nil
 }
 
 // create creates tenant/id from req (its event id derived from the
 // Idempotency-Key key when there is one) and answers 201 with the new
 // thread. With ifAbsent, an id taken by a thread that can be read (also
-// soft-deleted) is answered 200 with that thread as it is instead of 409.
-func (s *Server) create(w http.ResponseWriter, r *http.Request, tenant, id, key string, req createRequest, ifAbsent bool) error {
+// not soft-deleted) is answered 200 with that thread as it is instead of 409.
+// A soft-deleted id is free: the create starts the thread's next lifetime.
+func (s *Server) create(w http.ResponseWriter, r *http.Request, tenant, id, external, key string, req createRequest, ifAbsent bool) error {
 	opts := client.CreateOptions{Tenant: tenant, ThreadID: id, ThreadCreated: events.ThreadCreated{
 		Owner: req.Owner, Agent: req.Agent, SystemPrompt: req.SystemPrompt, Title: req.Title,
-		Metadata: req.Metadata, Replies: req.Replies, PendingPolicy: req.PendingPolicy}}
+		Metadata: req.Metadata, Replies: req.Replies, PendingPolicy: req.PendingPolicy, ExternalID: external}}
 	if key != "" {
 		opts.EventID = idemID(tenant, id, key, "created")
 	}
@@ -265,15 +296,23 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, tenant, id, key 
 }
 
 // putThread is create-if-absent: PUT /v1/threads/{id} creates the thread
-// as POST /v1/threads would (201) or, when it exists already (also
-// soft-deleted), answers 200 with it as it is, whatever the body says: an
-// adapter whose framework creates a thread on every run (AgentKit calls
-// createThread with an id it already has) needs no 409 to swallow. An
-// erased id stays taken: 409 thread-exists.
+// as POST /v1/threads would (201) or, when it exists already, answers 200
+// with it as it is, whatever the body says: an adapter whose framework
+// creates a thread on every run (AgentKit calls createThread with an id it
+// already has) needs no 409 to swallow. A soft-deleted id is free: the PUT
+// starts the thread's next lifetime (201; LangGraph's deleteThread, then
+// the id used again). An erased id stays taken: 409 thread-exists. The
+// path's {id} may be any UTF-8 string of up to 1,024 bytes (percent-
+// encoded); one that is not a thread id is mapped (events.ThreadIDFor) and
+// kept as the thread's external_id.
 func (s *Server) putThread(w http.ResponseWriter, r *http.Request) error {
 	tenant := tenantOf(r.Context())
-	id, p := threadID(r)
+	raw := r.PathValue("id")
+	id, external, p := resolveID(raw, "id")
 	if p != nil {
+		return p
+	}
+	if p := reservedID(id, external, "id"); p != nil {
 		return p
 	}
 	var req createRequest
@@ -283,14 +322,14 @@ func (s *Server) putThread(w http.ResponseWriter, r *http.Request) error {
 	if p := decodeJSON(r, &req, true, true); p != nil {
 		return p
 	}
-	if req.ID != "" && req.ID != id {
-		return invalid("id", fmt.Sprintf("the body's id %q differs from the path's %q: leave it out", req.ID, id))
+	if req.ID != "" && req.ID != raw {
+		return invalid("id", fmt.Sprintf("the body's id %q differs from the path's %q: leave it out", req.ID, raw))
 	}
 	key, p := idempotencyKey(r)
 	if p != nil {
 		return p
 	}
-	return s.create(w, r, tenant, id, key, req, true)
+	return s.create(w, r, tenant, id, external, key, req, true)
 }
 
 // listParams are the query parameters GET /v1/threads accepts (plus
