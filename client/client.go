@@ -28,6 +28,7 @@ type Client struct {
 	index     jetstream.KeyValue
 	snaps     *snapstore.Store
 	cache     *stateCache
+	blobs     blobStore
 	closed    atomic.Bool
 	// pageSize is readRaw's page size: the constant pageSize (tests of
 	// the paging use smaller pages).
@@ -65,7 +66,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Client, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.st, c.snapshots, c.index = r.Stream, r.Snapshots, r.Index
+		c.st, c.snapshots, c.index, c.blobs.os = r.Stream, r.Snapshots, r.Index, r.Blobs
 		c.snaps = c.newSnapshots()
 		return c, nil
 	}

@@ -132,12 +132,14 @@ type ErasureReport struct {
 	// SnapshotKeys and IndexKeys are the KV keys purged.
 	SnapshotKeys []string
 	IndexKeys    []string
+	// Blobs are the object names of the blobs deleted (every lifetime's).
+	Blobs []string
 }
 
 // Erase irreversibly removes a thread: it purges the thread's events from
 // the stream (the only physical removal convlog does, DESIGN.md invariant
 // 1), leaves a thread.erased marker naming what was removed, and purges the
-// thread's snapshot and index keys. Readers get ErrThreadNotFound after it.
+// thread's snapshot and index keys and deletes its blobs (every lifetime's). Readers get ErrThreadNotFound after it.
 // Other threads are untouched. Erasing an erased or missing thread returns
 // *NotFoundError.
 func (c *Client) Erase(ctx context.Context, tenant, thread, reason string) (ErasureReport, error) {
@@ -180,6 +182,9 @@ func (c *Client) Erase(ctx context.Context, tenant, thread, reason string) (Eras
 		return rep, fmt.Errorf("client: erase %s/%s: %w", tenant, thread, err)
 	}
 	c.cache.drop(tenant + "." + thread)
+	if rep.Blobs, err = c.eraseBlobs(ctx, tenant, thread); err != nil {
+		return rep, fmt.Errorf("client: erase %s/%s: events purged, blobs: %w", tenant, thread, err)
+	}
 	return rep, nil
 }
 

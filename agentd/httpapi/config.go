@@ -75,6 +75,9 @@ type Config struct {
 	// MaxBodyBytes limits request bodies (413 beyond). Default
 	// [DefaultMaxBodyBytes].
 	MaxBodyBytes int64
+	// MaxBlobBytes limits one blob (PUT /v1/threads/{id}/blobs/{name}):
+	// 413 beyond. Default client.DefaultMaxBlobBytes (32 MiB).
+	MaxBlobBytes int64
 	// AnswerTimeout bounds the wait for an agent's answer in
 	// /v1/chat/completions (504 beyond; the answer still lands in the
 	// thread). Default [DefaultAnswerTimeout].
@@ -234,6 +237,9 @@ func DefaultConfig() Config {
 
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
+	if c.MaxBlobBytes == 0 {
+		c.MaxBlobBytes = client.DefaultMaxBlobBytes
+	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = d.MaxBodyBytes
 	}
@@ -294,6 +300,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Auth.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.MaxBlobBytes < 0 {
+		errs = append(errs, fmt.Errorf("httpapi: MaxBlobBytes must be >= 0, got %d", c.MaxBlobBytes))
 	}
 	if c.MaxBodyBytes < 0 {
 		errs = append(errs, fmt.Errorf("httpapi: MaxBodyBytes must be >= 0, got %d", c.MaxBodyBytes))

@@ -15,7 +15,7 @@
 //	POST   /v1/threads                   create (id, owner, agent, system_prompt, title, metadata, replies, pending_policy)
 //	GET    /v1/threads                   list: owner, agent, metadata.<k>=<v>, limit, cursor, include_deleted
 //	GET    /v1/threads/{id}              read: consistent, at_seq, as_of (RFC 3339), events, include_deleted; ETag = version
-//	PUT    /v1/threads/{id}              create if absent: 201 created, 200 the existing thread as it is (erased: 409)
+//	PUT    /v1/threads/{id}              create if absent: 201 created, 200 the existing thread as it is (erased: 409; soft-deleted: 201, a new lifetime)
 //	DELETE /v1/threads/{id}              soft delete (idempotent)
 //	POST   /v1/threads/{id}/events       append one event or an atomic turn: {"events": [{"type", "id"?, "payload"}]}
 //	GET    /v1/threads/{id}/events       SSE stream (Accept: text/event-stream), else a JSON page (after, limit)
@@ -27,14 +27,29 @@
 //	GET    /v1/threads/{id}/state/{key}  one key (URL-encoded; 404 state-key-not-found)
 //	PUT    /v1/threads/{id}/state/{key}  {"value": ...}: set; If-None-Match: * set-if-absent (412 state-key-exists), If-Match compare-and-set
 //	DELETE /v1/threads/{id}/state/{key}  delete (If-Match optional)
+//	PUT    /v1/threads/{id}/blobs/{name} store the body as a blob (Config.MaxBlobBytes, 32 MiB; 413 beyond); name may hold '/'
+//	GET    /v1/threads/{id}/blobs/{name} the blob's bytes (ETag: its digest; 404 blob-not-found)
+//	DELETE /v1/threads/{id}/blobs/{name} delete it (204)
 //
 // Appends take If-Match: "<version>" (the ETag of a read) for optimistic
 // concurrency ([client.ExpectVersion]); without it they apply at any version
 // ([client.AnyVersion]). An Idempotency-Key header derives the ids of events
 // that carry none (UUIDv5 of tenant, thread, key and index), so a retried
 // request stores nothing twice; on create and fork it also derives the new
-// thread's id. Request bodies are limited (Config.MaxBodyBytes) and ids must
-// match ^[A-Za-z0-9_-]{1,128}$.
+// thread's id. Request bodies are limited (Config.MaxBodyBytes).
+//
+// A thread id is 1..128 bytes of [A-Za-z0-9_-]. Any other UTF-8 string of
+// up to 1,024 bytes (percent-encoded in the path) is an external id, as
+// AgentKit and LangGraph allow: it maps to the thread id ext- + the
+// lower-case base32 of the first 20 bytes of its SHA-256
+// ([events.ThreadIDFor]), the thread keeps it (external_id), and both work
+// in every path. Ids of that mapped form cannot be chosen as thread ids.
+// A soft-deleted thread's id is free: a create starts the thread's next
+// lifetime (lifetime, lifetime_seq), whose state holds nothing of the
+// earlier one; the earlier lifetime's events stay in the log (events,
+// at_seq). Blobs are values larger than one event (LangGraph checkpoints)
+// kept in the JetStream object store per thread and lifetime
+// ([client.Client.PutBlob]); erase deletes them.
 //
 // # Errors
 //

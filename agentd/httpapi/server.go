@@ -94,6 +94,9 @@ func New(cfg Config) (*Server, error) {
 	s.route("GET /v1/threads/{id}/state/{key}", false, false, s.getStateKey)
 	s.route("PUT /v1/threads/{id}/state/{key}", false, false, s.putStateKey)
 	s.route("DELETE /v1/threads/{id}/state/{key}", false, false, s.deleteStateKey)
+	s.routeLimit("PUT /v1/threads/{id}/blobs/{name...}", false, true, cfg.MaxBlobBytes, s.putBlob)
+	s.route("GET /v1/threads/{id}/blobs/{name...}", false, true, s.getBlob)
+	s.route("DELETE /v1/threads/{id}/blobs/{name...}", false, false, s.deleteBlob)
 	s.mux.HandleFunc("/", s.unmatched)
 	s.handler = s.mux
 	if len(cfg.CORSOrigins) > 0 {
@@ -152,8 +155,14 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 // route registers pattern. long marks handlers that may run for long
 // (streams, waits): they are tracked for Shutdown.
 func (s *Server) route(pattern string, public, long bool, h handlerFunc) {
+	s.routeLimit(pattern, public, long, s.cfg.MaxBodyBytes, h)
+}
+
+// routeLimit is route with its own request body limit (bytes; 0 = none).
+func (s *Server) routeLimit(pattern string, public, long bool, maxBody int64, h handlerFunc) {
 	method, path, _ := strings.Cut(pattern, " ")
-	s.routes = append(s.routes, Route{Method: method, Path: path, Public: public})
+	// Routes name a rest-of-path wildcard as OpenAPI does: {name}.
+	s.routes = append(s.routes, Route{Method: method, Path: strings.ReplaceAll(path, "...}", "}"), Public: public})
 	openai := strings.HasPrefix(path, "/v1/chat/") || strings.HasPrefix(path, "/v1/models")
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -198,15 +207,15 @@ func (s *Server) route(pattern string, public, long bool, h handlerFunc) {
 			s.fail(rec, r, p, openai)
 			return
 		}
-		if s.cfg.MaxBodyBytes > 0 && r.ContentLength > s.cfg.MaxBodyBytes {
+		if maxBody > 0 && r.ContentLength > maxBody {
 			// Answered before reading anything: no "100 Continue" goes
 			// out for a body that would be refused, and the connection
 			// closes after the answer.
-			s.fail(rec, r, tooLargeBody(s.cfg.MaxBodyBytes).header("Connection", "close"), openai)
+			s.fail(rec, r, tooLargeBody(maxBody).header("Connection", "close"), openai)
 			return
 		}
-		if r.Body != nil && s.cfg.MaxBodyBytes > 0 {
-			r.Body = http.MaxBytesReader(rec, r.Body, s.cfg.MaxBodyBytes)
+		if r.Body != nil && maxBody > 0 {
+			r.Body = http.MaxBytesReader(rec, r.Body, maxBody)
 		}
 		s.watchBody(rec, rc, r)
 		if err := h(rec, r); err != nil {

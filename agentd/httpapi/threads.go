@@ -652,6 +652,7 @@ type eraseResponse struct {
 	LastSeq       uint64   `json:"last_seq"`
 	SnapshotKeys  []string `json:"snapshot_keys"`
 	IndexKeys     []string `json:"index_keys"`
+	Blobs         []string `json:"blobs"`
 }
 
 func (s *Server) eraseThread(w http.ResponseWriter, r *http.Request) error {
@@ -672,7 +673,10 @@ func (s *Server) eraseThread(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := eraseResponse{Tenant: rep.Tenant, Thread: rep.Thread, RemovedEvents: rep.RemovedEvents, LastSeq: rep.LastSeq,
-		SnapshotKeys: rep.SnapshotKeys, IndexKeys: rep.IndexKeys}
+		SnapshotKeys: rep.SnapshotKeys, IndexKeys: rep.IndexKeys, Blobs: rep.Blobs}
+	if out.Blobs == nil {
+		out.Blobs = []string{}
+	}
 	if out.SnapshotKeys == nil {
 		out.SnapshotKeys = []string{}
 	}

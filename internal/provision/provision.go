@@ -27,6 +27,9 @@ type Config struct {
 	// IndexBucket holds one small thread summary per thread, for List.
 	// Default "convlog_threads".
 	IndexBucket string
+	// BlobBucket is the JetStream object store of thread blobs (values
+	// larger than one event, client.PutBlob). Default "convlog_blobs".
+	BlobBucket string
 	// Replicas for the stream and buckets (1..5). Default 1.
 	Replicas int
 	// MaxBytes caps the stream; appends beyond it fail (discard new) rather
@@ -47,7 +50,7 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{Stream: "CONVLOG", SubjectPrefix: "conv", SnapshotBucket: "convlog_snapshots",
-		IndexBucket: "convlog_threads", Replicas: 1, MaxBytes: -1, Duplicates: 2 * time.Minute, MaxMsgSize: -1}
+		IndexBucket: "convlog_threads", BlobBucket: "convlog_blobs", Replicas: 1, MaxBytes: -1, Duplicates: 2 * time.Minute, MaxMsgSize: -1}
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -64,6 +67,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.IndexBucket == "" {
 		c.IndexBucket = d.IndexBucket
+	}
+	if c.BlobBucket == "" {
+		c.BlobBucket = d.BlobBucket
 	}
 	if c.Replicas == 0 {
 		c.Replicas = d.Replicas
@@ -129,6 +135,7 @@ type Resources struct {
 	Stream    jetstream.Stream
 	Snapshots jetstream.KeyValue
 	Index     jetstream.KeyValue
+	Blobs     jetstream.ObjectStore
 }
 
 // Ensure creates the stream and buckets, or updates them to c. It is
@@ -161,7 +168,20 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (Resources, e
 		}
 		*b.kv = kv
 	}
+	r.Blobs, err = js.CreateOrUpdateObjectStore(ctx, BlobStoreConfig(c))
+	if err != nil {
+		return r, fmt.Errorf("provision: object store %s: %w", c.BlobBucket, err)
+	}
 	return r, nil
+}
+
+// BlobStoreConfig is the blob object store's configuration: file storage,
+// the stream's replicas, no size cap of its own (a blob's size is capped
+// where it is written).
+func BlobStoreConfig(c Config) jetstream.ObjectStoreConfig {
+	c = c.WithDefaults()
+	return jetstream.ObjectStoreConfig{Bucket: c.BlobBucket, Description: "convlog thread blobs (values larger than one event)",
+		Storage: jetstream.FileStorage, Replicas: c.Replicas}
 }
 
 // WaitConsumerDrained polls the durable consumer durable of stream (every
