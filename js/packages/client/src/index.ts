@@ -30,6 +30,8 @@ export type AppendResponse = components["schemas"]["AppendResponse"];
 export type CreateThreadRequest = components["schemas"]["CreateThreadRequest"];
 /** An RFC 9457 problem, as every error of the API is (openapi.json `Problem`). */
 export type Problem = components["schemas"]["Problem"];
+/** A stored blob: name, size (bytes), digest ("SHA-256=..."), content_type, lifetime, modified. */
+export type BlobInfo = components["schemas"]["BlobInfo"];
 
 /** Options of {@link ConvlogClient}. */
 export interface ConvlogClientOptions {
@@ -188,6 +190,70 @@ export class ConvlogClient {
     if (opts.expectVersion !== undefined) header["If-Match"] = `"${opts.expectVersion}"`;
     const r = await this.api.PUT("/v1/threads/{id}/state/{key}", { params: { path: { id, key }, header }, body: { value } });
     return ok(r).version;
+  }
+
+  /**
+   * Deletes one key of the thread's state (`DELETE /v1/threads/{id}/state/{key}`,
+   * a state.deleted event) and returns the new thread version.
+   */
+  async deleteStateKey(id: string, key: string): Promise<number> {
+    const r = await this.api.DELETE("/v1/threads/{id}/state/{key}", { params: { path: { id, key } } });
+    return ok(r).version;
+  }
+
+  /**
+   * Soft-deletes a thread (`DELETE /v1/threads/{id}`, idempotent). Its id is
+   * free again: a later {@link ConvlogClient.ensureThread} or
+   * {@link ConvlogClient.createThread} starts a new lifetime with nothing of
+   * the old one (whose events stay in the log for audit).
+   */
+  async deleteThread(id: string, reason?: string): Promise<{ version: number }> {
+    const r = await this.api.DELETE("/v1/threads/{id}", { params: { path: { id } }, body: reason ? { reason } : undefined });
+    return ok(r);
+  }
+
+  /**
+   * Stores `data` as the thread's blob `name` (`PUT /v1/threads/{id}/blobs/{name}`):
+   * a value larger than one event can hold (the server's limit, 32 MiB by
+   * default; 413 `too-large` beyond, nothing stored). `name` may contain
+   * `/`. Replaces a blob of that name in the thread's current lifetime.
+   */
+  async putBlob(id: string, name: string, data: Uint8Array | string, contentType = "application/octet-stream"): Promise<BlobInfo> {
+    const res = await this.fetchFn(this.blobUrl(id, name), {
+      method: "PUT",
+      headers: { ...this.headers, "Content-Type": contentType },
+      body: typeof data === "string" ? data : new Blob([data as Uint8Array<ArrayBuffer>]),
+    });
+    if (!res.ok) throw await errorOf(res);
+    return (await res.json()) as BlobInfo;
+  }
+
+  /** Reads the thread's blob `name` (`GET`); `undefined` when the current lifetime has none. */
+  async getBlob(id: string, name: string): Promise<Uint8Array | undefined> {
+    const res = await this.fetchFn(this.blobUrl(id, name), { headers: this.headers });
+    if (res.status === 404) {
+      const err = await errorOf(res);
+      if (err.problem.code === "blob-not-found") return undefined;
+      throw err;
+    }
+    if (!res.ok) throw await errorOf(res);
+    return new Uint8Array(await res.arrayBuffer());
+  }
+
+  /** Deletes the thread's blob `name`; `false` when there was none. */
+  async deleteBlob(id: string, name: string): Promise<boolean> {
+    const res = await this.fetchFn(this.blobUrl(id, name), { method: "DELETE", headers: this.headers });
+    if (res.status === 404) {
+      const err = await errorOf(res);
+      if (err.problem.code === "blob-not-found") return false;
+      throw err;
+    }
+    if (!res.ok) throw await errorOf(res);
+    return true;
+  }
+
+  private blobUrl(id: string, name: string): string {
+    return `${this.baseUrl}/v1/threads/${encodeURIComponent(id)}/blobs/${encodeURIComponent(name)}`;
   }
 
   /**
