@@ -31,12 +31,16 @@ type ThreadSummary struct {
 	Rejected     uint64            `json:"rejected,omitempty"`
 	Deleted      bool              `json:"deleted,omitempty"`
 	ForkedFrom   *fold.ForkRef     `json:"forked_from,omitempty"`
+	// ExternalID is the framework id the thread was created under when it
+	// is not a thread id itself (events.ThreadIDFor); "" otherwise.
+	ExternalID string `json:"external_id,omitempty"`
 }
 
 func summaryOf(s snapstore.Summary) ThreadSummary {
 	return ThreadSummary{Tenant: s.Tenant, Thread: s.Thread, Owner: s.Owner, Agent: s.Agent, Title: s.Title,
 		Metadata: s.Metadata, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, Version: s.Version,
-		MessageCount: s.Messages, Pending: s.Pending, Rejected: s.Rejected, Deleted: s.Deleted, ForkedFrom: s.ForkedFrom}
+		MessageCount: s.Messages, Pending: s.Pending, Rejected: s.Rejected, Deleted: s.Deleted, ForkedFrom: s.ForkedFrom,
+		ExternalID: s.ExternalID}
 }
 
 // ListOptions filter and page a listing. Zero values mean no filter; Limit

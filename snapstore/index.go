@@ -38,6 +38,9 @@ type Summary struct {
 	// Deleted is true while the thread is soft-deleted.
 	Deleted    bool          `msgpack:"deleted,omitempty" json:"deleted,omitempty"`
 	ForkedFrom *fold.ForkRef `msgpack:"forked_from,omitempty" json:"forked_from,omitempty"`
+	// ExternalID is the framework id the thread was created under
+	// (fold.State.ExternalID); "" for a thread created under its own id.
+	ExternalID string `msgpack:"external_id,omitempty" json:"external_id,omitempty"`
 }
 
 // SummaryOf returns the index entry for a projected state.
@@ -45,7 +48,7 @@ func SummaryOf(s *fold.State) Summary {
 	return Summary{Tenant: s.Tenant, Thread: s.Thread, Owner: s.Owner, Agent: s.Agent, Title: s.Title,
 		Metadata: s.Metadata, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, Version: s.Version,
 		Messages: s.MessageCount(), Pending: len(s.Pending), Rejected: s.RejectedCount, Deleted: s.Deleted,
-		ForkedFrom: s.ForkedFrom}
+		ForkedFrom: s.ForkedFrom, ExternalID: s.ExternalID}
 }
 
 // MarshalSummary encodes s as stored in the index bucket.

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -16,7 +17,7 @@ import (
 // string) is accepted in the path and in a create's body, maps to one
 // subject-safe thread id, and both are reported.
 func TestExternalThreadIDs(t *testing.T) {
-	e := newEnv(t, withoutWorkers())
+	e := newEnv(t, withoutWorkers(), withProjector())
 	ext := "user/42 · checkpoints:main 🧵 " + strings.Repeat("x", 200)
 	want, mapped, err := events.ThreadIDFor(ext)
 	require.NoError(t, err)
@@ -35,13 +36,27 @@ func TestExternalThreadIDs(t *testing.T) {
 	r = e.do("POST", path+"/events", keyAcme, map[string]any{"events": []any{userEvent("hello")}})
 	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
 	for _, p := range []string{path, "/v1/threads/" + want} {
-		r = e.do("GET", p, keyAcme, nil)
+		r = e.do("GET", p+"?consistent=true", keyAcme, nil)
 		require.Equal(t, http.StatusOK, r.status, "%s: %s", p, r.body)
 		r.json(t, &th)
 		require.Equal(t, want, th["thread"])
 		require.Equal(t, ext, th["external_id"])
-		require.Len(t, th["messages"], 1)
+		require.Len(t, th["messages"], 1, "%s: %s", p, r.body)
 	}
+	// Listings name both ids.
+	var page struct {
+		Threads []map[string]any `json:"threads"`
+	}
+	require.Eventually(t, func() bool {
+		e.do("GET", "/v1/threads", keyAcme, nil).json(t, &page)
+		for _, s := range page.Threads {
+			if s["thread"] == want {
+				return s["external_id"] == ext
+			}
+		}
+		return false
+	}, 10*time.Second, 20*time.Millisecond, "the listing has the thread with its external id")
+
 	// The same external id in a POST body is the same thread.
 	r = e.do("POST", "/v1/threads", keyAcme, map[string]any{"id": ext})
 	require.Equal(t, http.StatusConflict, r.status, "body: %s", r.body)

@@ -8,8 +8,10 @@
 // model. Its InferenceResult is not AgentKit 0.13's AgentResult JSON: that
 // has agentName (here agent), typed output messages ({type: "text"} and
 // {type: "tool_call"}, here events.Message) and a checksum, so the two do
-// not exchange serialised results. TypeScript agents use convlog's REST
-// API (js/, @convlog/client).
+// not exchange serialised results. TypeScript AgentKit networks use the
+// npm package @convlog/agentkit (js/packages/agentkit), a real
+// HistoryConfig over the REST API that maps AgentResult exactly (same
+// checksum after a reload), tested with @inngest/agent-kit 0.13.
 //
 // # HistoryConfig
 //
