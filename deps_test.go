@@ -65,7 +65,8 @@ func TestDependencyDirection(t *testing.T) {
 		{"client/deepagents", []string{"github.com/nats-io/nats-server"}, below("client")},
 		// The HTTP API is a layer on client: no agent loop, no embedded
 		// server, no worker, no runner.
-		{"agentd/httpapi", []string{"github.com/nats-io/nats-server"}, below("client", "schemas", "agentd/chat")},
+		{"audit", []string{"github.com/nats-io/nats-server"}, []string{"internal/directget"}},
+		{"agentd/httpapi", []string{"github.com/nats-io/nats-server"}, below("client", "schemas", "agentd/chat", "audit")},
 		// The chat service is an application on client: no HTTP API, no
 		// worker, no server.
 		{"agentd/chat", []string{"github.com/nats-io/nats-server"}, below("client")},

@@ -54,7 +54,7 @@ func newHTTPHandler(ctx context.Context, cl *client.Client, cn *conn, f *serveFl
 	} else if ok {
 		auth = httpapi.Auth{Keys: keys}
 	}
-	cfg := httpapi.Config{Client: cl, NC: cn.NC, Logger: logger.With("component", "http"), Agents: agents, Auth: auth}
+	cfg := httpapi.Config{Client: cl, NC: cn.NC, Logger: logger.With("component", "http"), Agents: agents, Auth: auth, AuditKey: f.auditPub}
 	f.HTTPLimits.apply(&cfg)
 	if m != nil {
 		cfg.Hooks = m.httpHooks()

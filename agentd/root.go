@@ -74,6 +74,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage.`,
 	root.AddCommand(newServeCmd(&lf))
 	root.AddCommand(newThreadCmd(&lf))
 	root.AddCommand(newStreamCmd(&lf))
+	root.AddCommand(newAuditCmd(&lf))
 	addImportCmds(root, &lf)
 	return root
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/convlog/convlog/agentd/webui"
 	"github.com/convlog/convlog/agentd/worker"
+	"github.com/convlog/convlog/audit"
 )
 
 // serveFlags configure `agentd serve`.
@@ -37,6 +39,10 @@ type serveFlags struct {
 	TokenDelay  time.Duration
 	AckWait     time.Duration
 	HTTPLimits  httpLimitFlags
+	Audit       auditFlags
+	// auditPub is the checkpoint signing key's public half once loaded
+	// (nil: audit off); the HTTP API publishes it.
+	auditPub ed25519.PublicKey
 }
 
 func newServeCmd(lf *logFlags) *cobra.Command {
@@ -83,6 +89,7 @@ CONVLOG_OPENAI_API_KEY, CONVLOG_LOG_FORMAT, CONVLOG_LOG_LEVEL.`,
 	fs.DurationVar(&f.TokenDelay, "token-delay", 0, "offline model: pause between streamed tokens (demo pacing)")
 	fs.DurationVar(&f.AckWait, "worker-ack-wait", 30*time.Second, "time before work held by a crashed worker is redelivered")
 	f.HTTPLimits.register(fs)
+	f.Audit.register(fs)
 	return cmd
 }
 
@@ -129,12 +136,13 @@ func isLoopback(host string) bool {
 }
 
 // runServe is the serve command. Start order: NATS, provisioning,
-// projector, workers, HTTP. Shutdown order (reverse):
+// projector, audit checkpointer, workers, HTTP. Shutdown order (reverse):
 //  1. the HTTP server stops accepting and drains requests (SSE streams end);
 //  2. workers stop taking work and finish or abandon in-flight turns
 //     (an abandoned turn is redelivered; its appends are atomic);
 //  3. the projector stops after its current thread (it resumes from the
-//     snapshots' versions on restart);
+//     snapshots' versions on restart), and the audit checkpointer stops
+//     (events not yet checkpointed are by the next start);
 //  4. the NATS connection drains;
 //  5. the embedded server shuts down (JetStream flushes to disk).
 func runServe(parent context.Context, cmd *cobra.Command, f *serveFlags, logger *slog.Logger) error {
@@ -224,6 +232,16 @@ func runServe(parent context.Context, cmd *cobra.Command, f *serveFlags, logger 
 		projStop = func(ctx context.Context) { pcancel(); waitCtx(ctx, &pw) }
 		logger.Info("projector started")
 	}
+	// 3b. audit checkpoints
+	cp, err := startAudit(f, cl.JetStream(), logger)
+	if err != nil {
+		return err
+	}
+	if cp != nil {
+		f.auditPub = cp.PublicKey()
+		start("audit", cp.Run)
+		logger.Info("audit checkpointer started", "public_key", audit.PublicKeyString(f.auditPub))
+	}
 	// 4. workers
 	var agentNames []string
 	if f.Workers > 0 {
@@ -274,6 +292,9 @@ func runServe(parent context.Context, cmd *cobra.Command, f *serveFlags, logger 
 		fmt.Fprintf(cmd.OutOrStdout(), "convlog is running\n  HTTP API:   http://%s/v1/threads\n  web page:   http://%s/\n  OpenAI API: http://%s/v1/chat/completions\n  NATS:       %s\n", ln.Addr(), ln.Addr(), ln.Addr(), cn.URL)
 		if cn.Seed != "" {
 			fmt.Fprintf(cmd.OutOrStdout(), "  NATS NKey:  %s (nats --nkey %s; operator commands given --data-dir use it)\n", cn.Seed, cn.Seed)
+		}
+		if f.auditPub != nil {
+			fmt.Fprintf(cmd.OutOrStdout(), "  audit key:  %s (Ed25519; GET /v1/audit/key; agentd audit verify)\n", audit.PublicKeyString(f.auditPub))
 		}
 	}
 	logger.Info("agentd ready")

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -78,6 +79,12 @@ type Config struct {
 	// MaxBlobBytes limits one blob (PUT /v1/threads/{id}/blobs/{name}):
 	// 413 beyond. Default client.DefaultMaxBlobBytes (32 MiB).
 	MaxBlobBytes int64
+	// AuditKey is the public key of the audit checkpoints (package audit;
+	// agentd's signing key): GET /v1/audit/key publishes it and GET
+	// /v1/audit/verify and /v1/threads/{id}/audit verify the tenant's or
+	// the thread's log against the checkpoints it signed. nil: those
+	// answer 404 audit-off.
+	AuditKey ed25519.PublicKey
 	// AnswerTimeout bounds the wait for an agent's answer in
 	// /v1/chat/completions (504 beyond; the answer still lands in the
 	// thread). Default [DefaultAnswerTimeout].

@@ -97,6 +97,9 @@ func New(cfg Config) (*Server, error) {
 	s.routeLimit("PUT /v1/threads/{id}/blobs/{name...}", false, true, cfg.MaxBlobBytes, s.putBlob)
 	s.route("GET /v1/threads/{id}/blobs/{name...}", false, true, s.getBlob)
 	s.route("DELETE /v1/threads/{id}/blobs/{name...}", false, false, s.deleteBlob)
+	s.route("GET /v1/audit/key", true, false, s.getAuditKey)
+	s.route("GET /v1/audit/verify", false, true, s.verifyTenant)
+	s.route("GET /v1/threads/{id}/audit", false, true, s.verifyThread)
 	s.mux.HandleFunc("/", s.unmatched)
 	s.handler = s.mux
 	if len(cfg.CORSOrigins) > 0 {

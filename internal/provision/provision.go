@@ -102,7 +102,9 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// StreamConfig is the event stream's configuration: file storage, limits
+// StreamConfig is the event stream's configuration: the thread subjects
+// "<prefix>.*.*" and the audit checkpoint subject "<prefix>.audit"
+// (package audit), file storage, limits
 // retention with no age or per-subject limit (the log is the record), discard
 // new at the byte cap, deletes denied (immutability; purge stays allowed for
 // explicit erasure of a whole thread), atomic batch publish and direct get
@@ -112,7 +114,7 @@ func (c Config) StreamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:               c.Stream,
 		Description:        "convlog conversation events, one subject per thread",
-		Subjects:           []string{c.SubjectPrefix + ".*.*"},
+		Subjects:           []string{c.SubjectPrefix + ".*.*", c.SubjectPrefix + ".audit"},
 		Storage:            jetstream.FileStorage,
 		Retention:          jetstream.LimitsPolicy,
 		Replicas:           c.Replicas,

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/convlog/convlog/audit"
+	"github.com/convlog/convlog/events"
+)
+
+// auditKeyFile is the signing key's place in a data directory.
+const auditKeyFile = "credentials/audit-ed25519.pem"
+
+// auditFlags configure serve's checkpointer.
+type auditFlags struct {
+	Enabled bool
+	KeyFile string
+}
+
+func (a *auditFlags) register(fs *pflag.FlagSet) {
+	fs.BoolVar(&a.Enabled, "audit", true, "sign checkpoints of every thread's hash chain into the stream (package audit; docs/audit.md)")
+	fs.StringVar(&a.KeyFile, "audit-key", os.Getenv("CONVLOG_AUDIT_KEY"), "Ed25519 signing key (PEM PKCS#8), created when missing (env CONVLOG_AUDIT_KEY; default <data-dir>/"+auditKeyFile+"; required with --nats-url)")
+}
+
+// keyPath is the signing key file: --audit-key, else the data
+// directory's, else "" (external NATS without a key: no checkpoints).
+func (a *auditFlags) keyPath(c *connFlags) string {
+	if a.KeyFile != "" {
+		return a.KeyFile
+	}
+	if c.NATSURL == "" && c.DataDir != "" {
+		return filepath.Join(c.DataDir, auditKeyFile)
+	}
+	return ""
+}
+
+// startAudit loads (or creates) the signing key and returns the
+// checkpointer to run, or nil when audit is off.
+func startAudit(f *serveFlags, js jetstream.JetStream, logger *slog.Logger) (*audit.Checkpointer, error) {
+	if !f.Audit.Enabled {
+		logger.Warn("audit checkpoints are off (--audit=false): nothing signs the threads' hash chains")
+		return nil, nil
+	}
+	path := f.Audit.keyPath(&f.conn)
+	if path == "" {
+		logger.Warn("audit checkpoints are off: with --nats-url give --audit-key (or CONVLOG_AUDIT_KEY) to sign them")
+		return nil, nil
+	}
+	key, created, err := audit.LoadOrCreateKey(path)
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		logger.Info("audit signing key created", "path", path)
+	}
+	return audit.NewCheckpointer(js, audit.Config{Key: key, Stream: f.conn.Stream, SubjectPrefix: f.conn.Prefix,
+		Logger: logger.With("component", "audit")})
+}
+
+func newAuditCmd(lf *logFlags) *cobra.Command {
+	var f cliFlags
+	cmd := &cobra.Command{Use: "audit", Short: "Verify the log against its signed checkpoints"}
+	f.register(cmd)
+	var (
+		thread, pubKey, anchorHash string
+		anchorSeq                  uint64
+	)
+	trusted := func() (ed25519.PublicKey, error) {
+		if pubKey != "" {
+			if b, err := os.ReadFile(pubKey); err == nil {
+				return audit.ParsePublicKey(string(b))
+			}
+			return audit.ParsePublicKey(pubKey)
+		}
+		path := (&auditFlags{}).keyPath(&f.conn)
+		if path == "" {
+			return nil, usageError{errors.New("--public-key is required with --nats-url (GET /v1/audit/key prints it)")}
+		}
+		key, err := audit.LoadKey(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no audit key at %s: agentd serve creates it on its first start (or pass --public-key)", path)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return key.Public().(ed25519.PublicKey), nil
+	}
+	verify := &cobra.Command{Use: "verify", Short: "Re-read the log and the checkpoints; exit 1 when anything differs", Args: cobra.NoArgs,
+		Long: `verify re-reads the checkpoints and the stored events (the whole stream, one
+--tenant, or one --thread of --tenant), recomputes every thread's hash chain,
+checks each checkpoint's signature and place in the checkpoint chain, and
+prints what differs, by stream sequence. Exit code 1 when anything does: an
+event altered, missing (and its thread not erased) or inserted behind
+convlog's back, a checkpoint altered or missing. Erased threads are listed,
+not counted as problems. Events after the last checkpoint (its cadence is a
+second) are counted as unsigned.`,
+		Example: `  agentd audit verify --data-dir ./convlog-data
+  agentd audit verify --tenant acme --thread t1 --json
+  agentd audit verify --nats-url nats://n1:4222 --public-key audit.pub --anchor-seq 812 --anchor-hash 5e0c...`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pub, err := trusted()
+			if err != nil {
+				return err
+			}
+			scope := audit.Scope{}
+			if cmd.Flags().Changed("tenant") || thread != "" {
+				scope.Tenant = f.Tenant
+				if err := events.ValidateTenant(scope.Tenant); err != nil {
+					return usageError{err}
+				}
+			}
+			if thread != "" {
+				id, _, err := events.ThreadIDFor(thread)
+				if err != nil {
+					return usageError{err}
+				}
+				scope.Thread = id
+			}
+			opts := audit.VerifyOptions{Trusted: []ed25519.PublicKey{pub}, Stream: f.conn.Stream, SubjectPrefix: f.conn.Prefix}
+			if (anchorSeq == 0) != (anchorHash == "") {
+				return usageError{errors.New("--anchor-seq and --anchor-hash go together")}
+			}
+			if anchorSeq != 0 {
+				opts.Anchor = &audit.Anchor{MsgSeq: anchorSeq, Hash: anchorHash}
+			}
+			var rep *audit.Report
+			err = f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
+				var err error
+				if rep, err = audit.Verify(ctx, e.c.JetStream(), scope, opts); err != nil {
+					return err
+				}
+				if e.json {
+					return e.printJSON(rep)
+				}
+				printReport(e, rep)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if !rep.OK {
+				return fmt.Errorf("verification failed: %d problem(s), the first at stream sequence %d", rep.ProblemCount, rep.FirstBadSeq)
+			}
+			return nil
+		}}
+	verify.Flags().StringVar(&thread, "thread", "", "verify one thread of --tenant (any id; external ids are mapped)")
+	verify.Flags().StringVar(&pubKey, "public-key", "", "trusted public key: base64, PEM, or a file of either (default: the data directory's audit key)")
+	verify.Flags().Uint64Var(&anchorSeq, "anchor-seq", 0, "a checkpoint trusted earlier: its message's stream sequence (a report's last_checkpoint.msg_seq)")
+	verify.Flags().StringVar(&anchorHash, "anchor-hash", "", "that checkpoint's body hash (last_checkpoint.hash)")
+	key := &cobra.Command{Use: "key", Short: "Print the public key that verifies the checkpoints", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pub, err := trusted()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s\n%s", audit.PublicKeyString(pub), audit.PublicKeyPEM(pub))
+			return nil
+		}}
+	key.Flags().StringVar(&pubKey, "public-key", "", "print this key instead (checks that it parses)")
+	cmd.AddCommand(verify, key)
+	return cmd
+}
+
+func printReport(e *cliEnv, r *audit.Report) {
+	scope := "the whole stream"
+	switch {
+	case r.Scope.Thread != "":
+		scope = "thread " + r.Scope.Tenant + "/" + r.Scope.Thread
+	case r.Scope.Tenant != "":
+		scope = "tenant " + r.Scope.Tenant
+	}
+	verdict := "OK"
+	if !r.OK {
+		verdict = fmt.Sprintf("FAILED: %d problem(s), the first at stream sequence %d", r.ProblemCount, r.FirstBadSeq)
+	}
+	fmt.Fprintf(e.out, "audit of %s: %s\n  %d thread(s), %d event(s) verified against %d checkpoint(s), %d after the last checkpoint (unsigned yet), %.2fs\n",
+		scope, verdict, r.Threads, r.Verified, r.Checkpoints, r.Unsigned, r.Took)
+	if c := r.LastCheckpoint; c != nil {
+		fmt.Fprintf(e.out, "  last checkpoint: message %d, covers up to %d, %s, hash %s (keep it: --anchor-seq %d --anchor-hash %s)\n",
+			c.MsgSeq, c.Seq, c.Time.Format("2006-01-02T15:04:05Z07:00"), c.Hash, c.MsgSeq, c.Hash)
+	}
+	for _, er := range r.Erased {
+		fmt.Fprintf(e.out, "  erased: %s (%d checkpointed event(s) gone; marker at %d)\n", er.Subject, er.Events, er.MarkerSeq)
+	}
+	for _, p := range r.Problems {
+		fmt.Fprintf(e.out, "  seq %d %s %s: %s\n", p.Seq, p.Subject, p.Kind, p.Detail)
+	}
+	if r.ProblemCount > len(r.Problems) {
+		fmt.Fprintf(e.out, "  ... and %d more\n", r.ProblemCount-len(r.Problems))
+	}
+}

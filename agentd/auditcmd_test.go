@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/convlog/convlog/audit"
+)
+
+// agentd serve signs checkpoints with the data directory's key;
+// `agentd audit verify` beside it verifies clean (exit 0), and fails with
+// exit code 1 naming the sequence once events are purged behind convlog's
+// back; `agentd audit key` prints the key serve published.
+func TestAuditVerifyCommand(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startServe(t, dir, "--workers", "0")
+	post := func(path, body string) map[string]any {
+		res, err := http.Post(p.httpURL+path, "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		defer res.Body.Close()
+		require.Less(t, res.StatusCode, 300, path)
+		var out map[string]any
+		require.NoError(t, json.NewDecoder(res.Body).Decode(&out))
+		return out
+	}
+	post("/v1/threads", `{"id":"t1","replies":"off"}`)
+	for i := range 5 {
+		post("/v1/threads/t1/events", `{"events":[{"type":"message.user","payload":{"content":"m`+strconv.Itoa(i)+`"}}]}`)
+	}
+	var rep audit.Report
+	require.Eventually(t, func() bool {
+		out, _, err := runCLIFull(t, "audit", "verify", "--data-dir", dir, "--json")
+		rep = audit.Report{}
+		return err == nil && json.Unmarshal([]byte(out), &rep) == nil && rep.OK && rep.Verified == 6 && rep.Unsigned == 0
+	}, 30*time.Second, 200*time.Millisecond, "a clean verification of 6 events: %+v", rep)
+
+	out, _, err := runCLIFull(t, "audit", "key", "--data-dir", dir)
+	require.NoError(t, err)
+	res, err := http.Get(p.httpURL + "/v1/audit/key")
+	require.NoError(t, err)
+	var k struct {
+		PublicKey string `json:"public_key"`
+	}
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&k))
+	res.Body.Close()
+	require.Equal(t, k.PublicKey, strings.SplitN(out, "\n", 2)[0])
+
+	nc, err := nats.Connect(p.natsURL, mustNKey(t, filepath.Join(dir, "credentials", "agentd.nk")))
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	st, err := js.Stream(context.Background(), "CONVLOG")
+	require.NoError(t, err)
+	first, err := st.GetMsg(context.Background(), 1, jetstream.WithGetMsgSubject("conv.default.t1"))
+	require.NoError(t, err)
+	require.NoError(t, st.Purge(context.Background(), jetstream.WithPurgeSubject("conv.default.t1"), jetstream.WithPurgeSequence(first.Sequence+1)))
+
+	stdout, stderr, err := runCLIFull(t, "audit", "verify", "--data-dir", dir)
+	var exit *exec.ExitError
+	require.True(t, errors.As(err, &exit), "exit status: %v\n%s\n%s", err, stdout, stderr)
+	require.Equal(t, 1, exit.ExitCode())
+	require.Contains(t, stdout, "FAILED: 1 problem(s), the first at stream sequence "+strconv.FormatUint(first.Sequence, 10))
+	require.Contains(t, stdout, "missing")
+	require.True(t, bytes.Contains([]byte(stderr), []byte("verification failed")), stderr)
+}
+
+func mustNKey(t *testing.T, seed string) nats.Option {
+	t.Helper()
+	o, err := nats.NkeyOptionFromSeed(seed)
+	require.NoError(t, err)
+	return o
+}

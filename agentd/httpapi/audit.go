@@ -1,0 +1,80 @@
+package httpapi
+
+import (
+	"crypto/ed25519"
+	"net/http"
+
+	"github.com/convlog/convlog/audit"
+)
+
+// auditKeyBody is GET /v1/audit/key.
+type auditKeyBody struct {
+	Algorithm string `json:"algorithm"`
+	PublicKey string `json:"public_key"`
+	PEM       string `json:"pem"`
+	Subject   string `json:"checkpoint_subject"`
+}
+
+func (s *Server) auditOff() *Problem {
+	return newProblem(http.StatusNotFound, "audit-off", "Audit checkpoints are off",
+		"this server signs no checkpoints (agentd serve --audit=false, or no signing key): there is nothing to verify against")
+}
+
+// getAuditKey publishes the checkpoint signing key's public half.
+func (s *Server) getAuditKey(w http.ResponseWriter, r *http.Request) error {
+	if s.cfg.AuditKey == nil {
+		return s.auditOff()
+	}
+	return writeJSON(w, http.StatusOK, auditKeyBody{Algorithm: "Ed25519", PublicKey: audit.PublicKeyString(s.cfg.AuditKey),
+		PEM: audit.PublicKeyPEM(s.cfg.AuditKey), Subject: audit.CheckpointSubject(s.c.Subjects().Prefix)})
+}
+
+// verifyTenant is GET /v1/audit/verify: every thread of the caller's
+// tenant.
+func (s *Server) verifyTenant(w http.ResponseWriter, r *http.Request) error {
+	return s.verify(w, r, audit.Scope{Tenant: tenantOf(r.Context())})
+}
+
+// verifyThread is GET /v1/threads/{id}/audit: one thread.
+func (s *Server) verifyThread(w http.ResponseWriter, r *http.Request) error {
+	id, p := threadID(r)
+	if p != nil {
+		return p
+	}
+	return s.verify(w, r, audit.Scope{Tenant: tenantOf(r.Context()), Thread: id})
+}
+
+func (s *Server) verify(w http.ResponseWriter, r *http.Request, scope audit.Scope) error {
+	if s.cfg.AuditKey == nil {
+		return s.auditOff()
+	}
+	q := r.URL.Query()
+	for name := range q {
+		if name != "anchor_seq" && name != "anchor_hash" {
+			return badRequest("bad-query", "unknown query parameter "+name+" (use anchor_seq and anchor_hash)").field(name)
+		}
+	}
+	opts := audit.VerifyOptions{Trusted: []ed25519.PublicKey{s.cfg.AuditKey}, Stream: s.c.Config().Resources.Stream,
+		SubjectPrefix: s.c.Subjects().Prefix}
+	seq, p := querySeq(q, "anchor_seq")
+	if p != nil {
+		return p
+	}
+	if (seq == 0) != (q.Get("anchor_hash") == "") {
+		return badRequest("bad-query", "anchor_seq and anchor_hash go together: the last_checkpoint's msg_seq and hash of a report you trusted").field("anchor_hash")
+	}
+	if seq != 0 {
+		if _, err := audit.ParseHash(q.Get("anchor_hash")); err != nil {
+			return badRequest("bad-query", err.Error()).field("anchor_hash")
+		}
+		opts.Anchor = &audit.Anchor{MsgSeq: seq, Hash: q.Get("anchor_hash")}
+	}
+	rep, err := audit.Verify(r.Context(), s.c.JetStream(), scope, opts)
+	if err != nil {
+		return err
+	}
+	if scope.Thread != "" && rep.Threads == 0 {
+		return notFound(scope.Thread)
+	}
+	return writeJSON(w, http.StatusOK, rep)
+}

@@ -1,0 +1,283 @@
+package audit_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/convlog/convlog/audit"
+	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/embedded"
+	"github.com/convlog/convlog/internal/natstest"
+)
+
+// world is a provisioned server, a client and a running checkpointer.
+type world struct {
+	t       *testing.T
+	ns      *natstest.Server
+	c       *client.Client
+	key     ed25519.PrivateKey
+	covered atomic.Uint64
+	stop    func()
+}
+
+func newWorld(t *testing.T, storeDir string) *world {
+	t.Helper()
+	ns := natstest.RunConfig(t, embedded.Config{StoreDir: storeDir})
+	c, err := client.New(context.Background(), ns.NC, client.Config{Provision: true})
+	require.NoError(t, err)
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	w := &world{t: t, ns: ns, c: c, key: key}
+	w.start()
+	return w
+}
+
+func (w *world) start() {
+	cp, err := audit.NewCheckpointer(w.ns.JS, audit.Config{Key: w.key, Interval: 20 * time.Millisecond,
+		OnCheckpoint: func(c audit.Checkpoint, _ uint64) { w.covered.Store(c.Seq) }})
+	require.NoError(w.t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = cp.Run(ctx) }()
+	w.stop = func() { cancel(); <-done }
+	w.t.Cleanup(w.stop)
+	select {
+	case <-cp.Ready():
+	case <-time.After(10 * time.Second):
+		w.t.Fatal("checkpointer not ready")
+	}
+}
+
+// thread creates tenant/thread with n user messages and returns the
+// sequence of each stored event.
+func (w *world) thread(tenant, thread string, n int, text string) []uint64 {
+	w.t.Helper()
+	ctx := context.Background()
+	_, _, v, err := w.c.CreateThread(ctx, client.CreateOptions{Tenant: tenant, ThreadID: thread, ThreadCreated: events.ThreadCreated{Title: thread}})
+	require.NoError(w.t, err)
+	seqs := []uint64{v}
+	for i := range n {
+		res, err := w.c.Append(ctx, tenant, thread, []events.Event{{Payload: events.UserMessage{Content: events.Text(fmt.Sprintf("%s %d", text, i))}}}, client.AnyVersion())
+		require.NoError(w.t, err)
+		seqs = append(seqs, res.Version)
+	}
+	return seqs
+}
+
+// waitCovered waits until a checkpoint covers seq.
+func (w *world) waitCovered(seq uint64) {
+	w.t.Helper()
+	require.Eventually(w.t, func() bool { return w.covered.Load() >= seq }, 10*time.Second, 5*time.Millisecond, "a checkpoint covering %d", seq)
+}
+
+// lastThreadSeq is the sequence of the last thread message stored.
+func (w *world) lastThreadSeq() uint64 {
+	w.t.Helper()
+	st, err := w.ns.JS.Stream(context.Background(), "CONVLOG")
+	require.NoError(w.t, err)
+	m, err := st.GetLastMsgForSubject(context.Background(), "conv.*.*")
+	require.NoError(w.t, err)
+	return m.Sequence
+}
+
+func (w *world) verify(scope audit.Scope) *audit.Report {
+	w.t.Helper()
+	rep, err := audit.Verify(context.Background(), w.ns.JS, scope, audit.VerifyOptions{Trusted: []ed25519.PublicKey{w.key.Public().(ed25519.PublicKey)}})
+	require.NoError(w.t, err)
+	return rep
+}
+
+func TestAnUntouchedStoreVerifiesClean(t *testing.T) {
+	w := newWorld(t, "")
+	a := w.thread("acme", "t1", 30, "hello")
+	b := w.thread("acme", "t2", 5, "world")
+	c := w.thread("globex", "t1", 7, "other tenant")
+	w.waitCovered(w.lastThreadSeq())
+	for _, tc := range []struct {
+		name   string
+		scope  audit.Scope
+		events int
+	}{
+		{"the whole stream", audit.Scope{}, len(a) + len(b) + len(c)},
+		{"one tenant", audit.Scope{Tenant: "acme"}, len(a) + len(b)},
+		{"one thread", audit.Scope{Tenant: "acme", Thread: "t1"}, len(a)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := w.verify(tc.scope)
+			require.True(t, rep.OK, "%+v", rep.Problems)
+			require.EqualValues(t, tc.events, rep.Verified)
+			require.Zero(t, rep.Unsigned)
+			require.NotNil(t, rep.LastCheckpoint)
+		})
+	}
+	// A restarted checkpointer goes on from the last checkpoint: the chain
+	// continues and the store still verifies.
+	w.stop()
+	w.start()
+	d := w.thread("acme", "t3", 3, "after restart")
+	w.waitCovered(d[len(d)-1])
+	rep := w.verify(audit.Scope{})
+	require.True(t, rep.OK, "%+v", rep.Problems)
+	require.EqualValues(t, len(a)+len(b)+len(c)+len(d), rep.Verified)
+
+	// A key that is not trusted verifies nothing.
+	_, other, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	rep, err = audit.Verify(context.Background(), w.ns.JS, audit.Scope{}, audit.VerifyOptions{Trusted: []ed25519.PublicKey{other.Public().(ed25519.PublicKey)}})
+	require.NoError(t, err)
+	require.False(t, rep.OK)
+	require.Equal(t, audit.KindSignature, rep.Problems[0].Kind)
+}
+
+func TestVerifyNamesTheSequenceOfTampering(t *testing.T) {
+	ctx := context.Background()
+	t.Run("a thread purged and written again with altered events under the same ids", func(t *testing.T) {
+		w := newWorld(t, "")
+		w.thread("acme", "before", 3, "x")
+		seqs := w.thread("acme", "victim", 5, "the original text")
+		w.thread("acme", "after", 3, "y")
+		w.waitCovered(w.lastThreadSeq())
+		require.True(t, w.verify(audit.Scope{}).OK)
+
+		st, err := w.ns.JS.Stream(ctx, "CONVLOG")
+		require.NoError(t, err)
+		var originals []*jetstream.RawStreamMsg
+		for _, s := range seqs {
+			m, err := st.GetMsg(ctx, s)
+			require.NoError(t, err)
+			originals = append(originals, m)
+		}
+		require.NoError(t, st.Purge(ctx, jetstream.WithPurgeSubject("conv.acme.victim")))
+		// The same event ids (in the body); the header's Nats-Msg-Id and
+		// publish preconditions are left out, as the server would drop
+		// the events as duplicates within its window.
+		for _, m := range originals {
+			data := bytes.ReplaceAll(m.Data, []byte("original"), []byte("rewritten"))
+			h := nats.Header{}
+			for k, v := range m.Header {
+				if !strings.HasPrefix(k, "Nats-") {
+					h[k] = v
+				}
+			}
+			_, err := w.ns.JS.PublishMsg(ctx, &nats.Msg{Subject: m.Subject, Header: h, Data: data})
+			require.NoError(t, err)
+		}
+		w.waitCovered(w.lastThreadSeq())
+		rep := w.verify(audit.Scope{})
+		require.False(t, rep.OK)
+		require.Equal(t, seqs[0], rep.FirstBadSeq, "%+v", rep.Problems)
+		require.Equal(t, audit.KindMissing, rep.Problems[0].Kind)
+		require.Equal(t, "conv.acme.victim", rep.Problems[0].Subject)
+		require.Equal(t, len(seqs), rep.ProblemCount)
+		// The thread's own scope says the same; another thread is clean.
+		rep = w.verify(audit.Scope{Tenant: "acme", Thread: "victim"})
+		require.Equal(t, seqs[0], rep.FirstBadSeq)
+		require.True(t, w.verify(audit.Scope{Tenant: "acme", Thread: "after"}).OK)
+	})
+
+	t.Run("a message deleted behind convlog's back", func(t *testing.T) {
+		w := newWorld(t, "")
+		seqs := w.thread("acme", "t", 6, "x")
+		w.waitCovered(w.lastThreadSeq())
+		st, err := w.ns.JS.Stream(ctx, "CONVLOG")
+		require.NoError(t, err)
+		// The stream denies deletes; a purge of the subject below a
+		// sequence removes its first messages.
+		require.NoError(t, st.Purge(ctx, jetstream.WithPurgeSubject("conv.acme.t"), jetstream.WithPurgeSequence(seqs[2])))
+		rep := w.verify(audit.Scope{Tenant: "acme", Thread: "t"})
+		require.False(t, rep.OK)
+		require.Equal(t, seqs[0], rep.FirstBadSeq)
+		require.Equal(t, 2, rep.ProblemCount, "%+v", rep.Problems)
+		require.Equal(t, audit.KindMissing, rep.Problems[1].Kind)
+		require.Equal(t, seqs[1], rep.Problems[1].Seq)
+	})
+
+	t.Run("one byte flipped in a stopped server's block file", func(t *testing.T) {
+		dir := t.TempDir()
+		w := newWorld(t, dir)
+		w.thread("acme", "a", 4, "plain")
+		seqs := w.thread("acme", "b", 4, "UNIQUE-MARKER-7f3a")
+		w.thread("acme", "c", 4, "plain")
+		w.waitCovered(w.lastThreadSeq())
+		w.stop()
+		w.ns.NC.Close()
+		w.ns.Shutdown()
+
+		// Flip one byte of the third message of thread b ("...-7f3a 1").
+		var blk string
+		needle := []byte("UNIQUE-MARKER-7f3a 1")
+		require.NoError(t, filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+			if err == nil && strings.HasSuffix(p, ".blk") && strings.Contains(p, "CONVLOG") {
+				b, _ := os.ReadFile(p)
+				if bytes.Contains(b, needle) {
+					blk = p
+				}
+			}
+			return nil
+		}))
+		require.NotEmpty(t, blk, "the block file holding the marker")
+		b, err := os.ReadFile(blk)
+		require.NoError(t, err)
+		i := bytes.Index(b, needle)
+		b[i] ^= 0x20 // 'U' -> 'u'
+		require.NoError(t, os.WriteFile(blk, b, 0o600))
+
+		ns := natstest.RunConfig(t, embedded.Config{StoreDir: dir})
+		rep, err := audit.Verify(ctx, ns.JS, audit.Scope{}, audit.VerifyOptions{Trusted: []ed25519.PublicKey{w.key.Public().(ed25519.PublicKey)}})
+		require.NoError(t, err)
+		require.False(t, rep.OK)
+		// The server either serves the altered bytes or, finding its own
+		// checksum wrong, drops the message: altered or missing, at that
+		// sequence.
+		require.Equal(t, seqs[2], rep.FirstBadSeq, "%+v", rep.Problems)
+		require.Contains(t, []string{audit.KindAltered, audit.KindMissing}, rep.Problems[0].Kind)
+		t.Logf("the flipped byte: %+v", rep.Problems[0])
+	})
+
+	t.Run("a checkpoint signed by a key that is not trusted", func(t *testing.T) {
+		w := newWorld(t, "")
+		w.thread("acme", "t", 2, "x")
+		w.waitCovered(w.lastThreadSeq())
+		w.stop()
+		_, forger, err := ed25519.GenerateKey(rand.Reader)
+		require.NoError(t, err)
+		body, sig, pub, err := audit.Sign(audit.Checkpoint{V: audit.CheckpointVersion, Stream: "CONVLOG", From: 1, Seq: 1}, forger)
+		require.NoError(t, err)
+		ack, err := w.ns.JS.PublishMsg(ctx, &nats.Msg{Subject: audit.CheckpointSubject(""), Data: body,
+			Header: nats.Header{audit.HeaderSignature: {sig}, audit.HeaderKey: {pub}}})
+		require.NoError(t, err)
+		rep := w.verify(audit.Scope{})
+		require.False(t, rep.OK)
+		require.Equal(t, ack.Sequence, rep.FirstBadSeq)
+		require.Equal(t, audit.KindSignature, rep.Problems[0].Kind)
+	})
+}
+
+func TestAnErasedThreadIsReportedNotTampered(t *testing.T) {
+	w := newWorld(t, "")
+	w.thread("acme", "keep", 3, "x")
+	seqs := w.thread("acme", "gone", 4, "secret PII")
+	w.waitCovered(w.lastThreadSeq())
+	_, err := w.c.Erase(context.Background(), "acme", "gone", "GDPR request 17")
+	require.NoError(t, err)
+	w.waitCovered(w.lastThreadSeq())
+	rep := w.verify(audit.Scope{})
+	require.True(t, rep.OK, "%+v", rep.Problems)
+	require.Len(t, rep.Erased, 1)
+	require.Equal(t, "conv.acme.gone", rep.Erased[0].Subject)
+	require.Equal(t, len(seqs), rep.Erased[0].Events)
+}

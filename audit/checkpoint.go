@@ -1,0 +1,167 @@
+package audit
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Header names of a checkpoint message (the body is the Checkpoint's JSON).
+const (
+	// HeaderSignature carries the Ed25519 signature (RFC 8032) of the
+	// message body, standard base64.
+	HeaderSignature = "Convlog-Audit-Signature"
+	// HeaderKey carries the signer's public key, standard base64 of its
+	// 32 bytes: it names the key, a verifier trusts it only when it is in
+	// its own set of trusted keys.
+	HeaderKey = "Convlog-Audit-Key"
+)
+
+// CheckpointVersion is the format version of [Checkpoint].
+const CheckpointVersion = 1
+
+// Checkpoint is one signed statement of the chain heads, stored in the
+// stream itself on the checkpoint subject ("<prefix>.audit"). Checkpoint n
+// covers every thread message with a stream sequence in [From, Seq]; the
+// checkpoints form their own chain through Prev, so a missing or altered
+// checkpoint breaks it. JSON, as stored:
+//
+//	{"v":1,"stream":"CONVLOG","from":1,"seq":42,"time":"2026-11-26T08:00:00Z",
+//	 "prev":"<hex SHA-256 of the previous checkpoint's body, or empty>",
+//	 "threads":[{"subject":"conv.acme.t1","prev":"<hex head before>",
+//	             "head":"<hex head after>","leaves":[[7,"<hex leaf>"],...]}]}
+//
+// threads is sorted by subject, each thread's leaves by sequence.
+type Checkpoint struct {
+	V       int           `json:"v"`
+	Stream  string        `json:"stream"`
+	From    uint64        `json:"from"`
+	Seq     uint64        `json:"seq"`
+	Time    time.Time     `json:"time"`
+	Prev    string        `json:"prev"`
+	Threads []ThreadHeads `json:"threads"`
+}
+
+// ThreadHeads is one thread subject's part of a [Checkpoint]: its chain
+// head before and after the checkpoint's messages, and the leaf of each
+// of them ([Leaf]).
+type ThreadHeads struct {
+	Subject string      `json:"subject"`
+	Prev    string      `json:"prev"`
+	Head    string      `json:"head"`
+	Leaves  []LeafEntry `json:"leaves"`
+}
+
+// LeafEntry is [stream sequence, hex leaf hash]; JSON is a two-element
+// array.
+type LeafEntry struct {
+	Seq  uint64
+	Leaf Hash
+}
+
+// MarshalJSON encodes e as [seq, "hex"].
+func (e LeafEntry) MarshalJSON() ([]byte, error) {
+	return json.Marshal([2]any{e.Seq, hex.EncodeToString(e.Leaf[:])})
+}
+
+// UnmarshalJSON decodes [seq, "hex"]; anything else is an error naming the
+// input.
+func (e *LeafEntry) UnmarshalJSON(b []byte) error {
+	var raw [2]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return fmt.Errorf("audit: a leaf entry must be [seq, \"hex\"], got %s", b)
+	}
+	if err := json.Unmarshal(raw[0], &e.Seq); err != nil {
+		return fmt.Errorf("audit: leaf entry %s: sequence: %w", b, err)
+	}
+	var s string
+	if err := json.Unmarshal(raw[1], &s); err != nil {
+		return fmt.Errorf("audit: leaf entry %s: hash: %w", b, err)
+	}
+	h, err := ParseHash(s)
+	if err != nil {
+		return fmt.Errorf("audit: leaf entry %s: %w", b, err)
+	}
+	e.Leaf = h
+	return nil
+}
+
+// ParseHash decodes 64 hex digits; "" is the zero Hash (a chain's start).
+func ParseHash(s string) (Hash, error) {
+	var h Hash
+	if s == "" {
+		return h, nil
+	}
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != len(h) {
+		return h, fmt.Errorf("audit: %q is not 64 hex digits", s)
+	}
+	copy(h[:], b)
+	return h, nil
+}
+
+// String is the hash in hex; the zero Hash is "".
+func (h Hash) String() string {
+	if h == (Hash{}) {
+		return ""
+	}
+	return hex.EncodeToString(h[:])
+}
+
+// BodyHash is the hash that the next checkpoint's Prev names: SHA-256 of
+// the stored body bytes.
+func BodyHash(body []byte) Hash { return sha256.Sum256(body) }
+
+// Sign returns the body to store and its header values (signature and
+// key), signing the JSON of c with key.
+func Sign(c Checkpoint, key ed25519.PrivateKey) (body []byte, sig, pub string, err error) {
+	body, err = json.Marshal(c)
+	if err != nil {
+		return nil, "", "", err
+	}
+	return body, base64.StdEncoding.EncodeToString(ed25519.Sign(key, body)),
+		base64.StdEncoding.EncodeToString(key.Public().(ed25519.PublicKey)), nil
+}
+
+// ErrBadSignature: a checkpoint's signature does not verify with any
+// trusted key, or names a key that is not trusted.
+var ErrBadSignature = errors.New("audit: checkpoint signature does not verify with a trusted key")
+
+// Open checks body's signature (the HeaderSignature value sig) against the
+// trusted keys and decodes it. It returns [ErrBadSignature] (wrapped) when
+// no trusted key verifies it, or an error naming what is malformed.
+func Open(body []byte, sig string, trusted []ed25519.PublicKey) (Checkpoint, error) {
+	var c Checkpoint
+	s, err := base64.StdEncoding.DecodeString(sig)
+	if err != nil || len(s) != ed25519.SignatureSize {
+		return c, fmt.Errorf("%w: the %s header is not a base64 Ed25519 signature", ErrBadSignature, HeaderSignature)
+	}
+	ok := false
+	for _, k := range trusted {
+		if ed25519.Verify(k, body, s) {
+			ok = true
+			break
+		}
+	}
+	if !ok {
+		return c, ErrBadSignature
+	}
+	return decodeCheckpoint(body)
+}
+
+// decodeCheckpoint decodes a checkpoint body of this format version.
+func decodeCheckpoint(body []byte) (Checkpoint, error) {
+	var c Checkpoint
+	if err := json.Unmarshal(body, &c); err != nil {
+		return c, fmt.Errorf("audit: checkpoint body: %w", err)
+	}
+	if c.V != CheckpointVersion {
+		return c, fmt.Errorf("audit: checkpoint format version %d, this verifier knows %d", c.V, CheckpointVersion)
+	}
+	return c, nil
+}

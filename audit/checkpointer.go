@@ -1,0 +1,324 @@
+package audit
+
+import (
+	"cmp"
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Defaults of [Config].
+const (
+	DefaultStream        = "CONVLOG"
+	DefaultSubjectPrefix = "conv"
+	// DefaultInterval is the cadence: a checkpoint at most this long after
+	// the first event it covers was delivered to the checkpointer.
+	DefaultInterval = time.Second
+	// DefaultMaxBytes caps one checkpoint's body (about 3,000 events of
+	// one thread; fewer across many threads): a burst is cut into several
+	// checkpoints, each below the server's max payload.
+	DefaultMaxBytes = 256 << 10
+)
+
+// CheckpointSubject is the subject of the signed checkpoints in the event
+// stream: "<prefix>.audit" (two tokens beside the three of a thread
+// subject, so no thread filter matches it; provision adds it to the
+// stream's subjects).
+func CheckpointSubject(prefix string) string { return cmp.Or(prefix, DefaultSubjectPrefix) + ".audit" }
+
+// Config configures a [Checkpointer]. Key is required; the zero value of
+// every other field means its default.
+type Config struct {
+	// Key signs the checkpoints (LoadOrCreateKey).
+	Key ed25519.PrivateKey
+	// Stream is the event stream (default DefaultStream).
+	Stream string
+	// SubjectPrefix is the thread subject prefix (default
+	// DefaultSubjectPrefix).
+	SubjectPrefix string
+	// Interval is the cadence (default DefaultInterval).
+	Interval time.Duration
+	// MaxBytes caps a checkpoint's body (default DefaultMaxBytes, at
+	// least 4 KiB).
+	MaxBytes int
+	// OnCheckpoint, when set, is called after each checkpoint is stored,
+	// with the checkpoint and its message's stream sequence (from the
+	// Run goroutine; it must not block).
+	OnCheckpoint func(c Checkpoint, msgSeq uint64)
+	// Logger gets restarts and errors (nil = discard).
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	c.Stream = cmp.Or(c.Stream, DefaultStream)
+	c.SubjectPrefix = cmp.Or(c.SubjectPrefix, DefaultSubjectPrefix)
+	c.Interval = cmp.Or(c.Interval, DefaultInterval)
+	c.MaxBytes = max(cmp.Or(c.MaxBytes, DefaultMaxBytes), 4<<10)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Checkpointer computes every thread subject's hash chain from the stream
+// and stores signed checkpoints of the heads in the stream (see the package
+// doc). Run it in one process per stream or in several: the checkpoints
+// are published with an expected last subject sequence, so two
+// checkpointers never fork the checkpoint chain (the one that loses
+// reloads and goes on from the winner's checkpoint).
+type Checkpointer struct {
+	js    jetstream.JetStream
+	cfg   Config
+	ready chan struct{}
+
+	// state, owned by Run's goroutine
+	heads     map[string]Hash
+	covered   uint64 // the last thread sequence of the last checkpoint
+	lastMsg   uint64 // the last checkpoint message's stream sequence
+	lastBody  Hash
+	hasLast   bool
+	readyOnce bool
+}
+
+// NewCheckpointer returns a checkpointer over js. It returns an error when
+// cfg has no key.
+func NewCheckpointer(js jetstream.JetStream, cfg Config) (*Checkpointer, error) {
+	if len(cfg.Key) != ed25519.PrivateKeySize {
+		return nil, errors.New("audit: Config.Key must be an Ed25519 private key")
+	}
+	return &Checkpointer{js: js, cfg: cfg.withDefaults(), ready: make(chan struct{})}, nil
+}
+
+// PublicKey is the key that verifies this checkpointer's signatures.
+func (c *Checkpointer) PublicKey() ed25519.PublicKey { return c.cfg.Key.Public().(ed25519.PublicKey) }
+
+// Ready is closed once Run has read the existing checkpoints and started
+// consuming the stream.
+func (c *Checkpointer) Ready() <-chan struct{} { return c.ready }
+
+// Run checkpoints until ctx ends, and returns nil then. Events delivered
+// but not yet checkpointed when ctx ends are checkpointed by the next Run
+// (it starts after the last stored checkpoint). A failed publish (a
+// conflict with another checkpointer, a timeout whose outcome is unknown,
+// a lost connection) reloads the state from the stream and goes on, after
+// a pause that doubles from 100 ms to 5 s.
+func (c *Checkpointer) Run(ctx context.Context) error {
+	pause := 100 * time.Millisecond
+	for {
+		err := c.run(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		c.cfg.Logger.Warn("audit checkpointer restarting", "err", err, "pause", pause)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
+}
+
+func (c *Checkpointer) run(ctx context.Context) error {
+	if err := c.load(ctx); err != nil {
+		return err
+	}
+	cons, err := c.js.OrderedConsumer(ctx, c.cfg.Stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{c.cfg.SubjectPrefix + ".*.*"},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy, OptStartSeq: c.covered + 1})
+	if err != nil {
+		return fmt.Errorf("audit: consumer: %w", err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("audit: consume: %w", err)
+	}
+	defer it.Stop()
+	if !c.readyOnce {
+		c.readyOnce = true
+		close(c.ready)
+	}
+	p := pending{heads: map[string]Hash{}, leaves: map[string][]LeafEntry{}}
+	var deadline time.Time
+	for {
+		wait := time.Hour
+		if !deadline.IsZero() {
+			wait = max(time.Until(deadline), time.Millisecond)
+		}
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		m, err := it.Next(jetstream.NextContext(wctx))
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded):
+		case err != nil:
+			return fmt.Errorf("audit: next: %w", err)
+		default:
+			md, err := m.Metadata()
+			if err != nil {
+				return fmt.Errorf("audit: metadata: %w", err)
+			}
+			r := Record{Subject: m.Subject(), Seq: md.Sequence.Stream, Time: md.Timestamp, Header: m.Headers(), Data: m.Data()}
+			prev, ok := p.heads[r.Subject]
+			if !ok {
+				prev = c.heads[r.Subject]
+			}
+			leaf := Leaf(r)
+			p.heads[r.Subject] = Next(prev, leaf)
+			p.leaves[r.Subject] = append(p.leaves[r.Subject], LeafEntry{Seq: r.Seq, Leaf: leaf})
+			p.last = r.Seq
+			p.bytes += 80
+			if len(p.leaves[r.Subject]) == 1 {
+				p.bytes += 2*len(r.Subject) + 160
+			}
+			if deadline.IsZero() {
+				deadline = time.Now().Add(c.cfg.Interval)
+			}
+			if p.bytes < c.cfg.MaxBytes {
+				continue
+			}
+		}
+		if p.last == 0 || (time.Now().Before(deadline) && p.bytes < c.cfg.MaxBytes) {
+			continue
+		}
+		if err := c.publish(ctx, &p); err != nil {
+			return err
+		}
+		p = pending{heads: map[string]Hash{}, leaves: map[string][]LeafEntry{}}
+		deadline = time.Time{}
+	}
+}
+
+// pending is what was delivered since the last checkpoint.
+type pending struct {
+	heads  map[string]Hash
+	leaves map[string][]LeafEntry
+	last   uint64
+	bytes  int
+}
+
+func (c *Checkpointer) publish(ctx context.Context, p *pending) error {
+	cp := Checkpoint{V: CheckpointVersion, Stream: c.cfg.Stream, From: c.covered + 1, Seq: p.last,
+		Time: time.Now().UTC(), Prev: c.lastBody.String()}
+	if !c.hasLast {
+		cp.Prev = ""
+	}
+	for _, subj := range slices.Sorted(maps.Keys(p.leaves)) {
+		cp.Threads = append(cp.Threads, ThreadHeads{Subject: subj, Prev: c.heads[subj].String(),
+			Head: p.heads[subj].String(), Leaves: p.leaves[subj]})
+	}
+	body, sig, pub, err := Sign(cp, c.cfg.Key)
+	if err != nil {
+		return err
+	}
+	msg := &nats.Msg{Subject: CheckpointSubject(c.cfg.SubjectPrefix), Data: body,
+		Header: nats.Header{HeaderSignature: {sig}, HeaderKey: {pub}}}
+	ack, err := c.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(c.cfg.Stream), jetstream.WithExpectLastSequencePerSubject(c.lastMsg))
+	if err != nil {
+		return fmt.Errorf("audit: publish checkpoint of %d..%d: %w", cp.From, cp.Seq, err)
+	}
+	maps.Copy(c.heads, p.heads)
+	c.covered, c.lastMsg, c.lastBody, c.hasLast = cp.Seq, ack.Sequence, BodyHash(body), true
+	if c.cfg.OnCheckpoint != nil {
+		c.cfg.OnCheckpoint(cp, ack.Sequence)
+	}
+	return nil
+}
+
+// load reads every stored checkpoint into the heads. The checkpoints are
+// this checkpointer's own or another's with the same stream: they are
+// not verified here (that is Verify's job), only decoded.
+func (c *Checkpointer) load(ctx context.Context) error {
+	c.heads, c.covered, c.lastMsg, c.lastBody, c.hasLast = map[string]Hash{}, 0, 0, Hash{}, false
+	return readCheckpoints(ctx, c.js, c.cfg.Stream, c.cfg.SubjectPrefix, 0, func(msgSeq uint64, body []byte, _ nats.Header) error {
+		cp, err := decodeCheckpoint(body)
+		if err != nil {
+			return fmt.Errorf("audit: checkpoint at stream sequence %d: %w", msgSeq, err)
+		}
+		for _, th := range cp.Threads {
+			h, err := ParseHash(th.Head)
+			if err != nil {
+				return fmt.Errorf("audit: checkpoint at stream sequence %d: %w", msgSeq, err)
+			}
+			c.heads[th.Subject] = h
+		}
+		c.covered, c.lastMsg, c.lastBody, c.hasLast = cp.Seq, msgSeq, BodyHash(body), true
+		return nil
+	})
+}
+
+// readCheckpoints calls fn for every stored checkpoint message, in stream
+// order, stopping at the last one stored when it started, or after the
+// one at stream sequence until when until > 0.
+func readCheckpoints(ctx context.Context, js jetstream.JetStream, stream, prefix string, until uint64, fn func(msgSeq uint64, body []byte, h nats.Header) error) error {
+	return readOrdered(ctx, js, stream, CheckpointSubject(prefix), 1, until, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
+		return fn(md.Sequence.Stream, m.Data(), m.Headers())
+	})
+}
+
+// readOrdered calls fn for each message of filter from sequence from, in
+// stream order, until the last one stored when it started (or later), or
+// until the one at sequence until when until > 0.
+func readOrdered(ctx context.Context, js jetstream.JetStream, stream, filter string, from, until uint64, fn func(jetstream.Msg, *jetstream.MsgMetadata) error) error {
+	// An ephemeral consumer (not an ordered one) so that its info, with
+	// the number of messages to read, comes back on creation.
+	cons, err := js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{FilterSubjects: []string{filter},
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: max(from, 1),
+		AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute, MemoryStorage: true})
+	if err != nil {
+		return fmt.Errorf("audit: read %s: %w", filter, err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = js.DeleteConsumer(dctx, stream, cons.CachedInfo().Name)
+	}()
+	if cons.CachedInfo().NumPending == 0 {
+		return nil
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("audit: read %s: %w", filter, err)
+	}
+	defer it.Stop()
+	for {
+		// A message the server counted but cannot deliver (a block it
+		// found corrupt) never comes: after a second with nothing, the
+		// consumer's own count says whether anything is still to come.
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		m, err := it.Next(jetstream.NextContext(wctx))
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			info, ierr := cons.Info(ctx)
+			if ierr != nil {
+				return fmt.Errorf("audit: read %s: %w", filter, ierr)
+			}
+			if info.NumPending == 0 {
+				return nil
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("audit: read %s: %w", filter, err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return fmt.Errorf("audit: read %s: %w", filter, err)
+		}
+		if err := fn(m, md); err != nil {
+			return err
+		}
+		if md.NumPending == 0 || (until > 0 && md.Sequence.Stream >= until) {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,384 @@
+package audit
+
+import (
+	"cmp"
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/convlog/convlog/internal/directget"
+)
+
+// Scope picks what Verify checks: one thread (Tenant and Thread), one
+// tenant (Tenant), or the whole stream (zero Scope).
+type Scope struct {
+	Tenant string `json:"tenant,omitempty"`
+	Thread string `json:"thread,omitempty"`
+}
+
+func (s Scope) filter(prefix string) string {
+	switch {
+	case s.Thread != "":
+		return prefix + "." + s.Tenant + "." + s.Thread
+	case s.Tenant != "":
+		return prefix + "." + s.Tenant + ".*"
+	}
+	return prefix + ".*.*"
+}
+
+func (s Scope) match(prefix, subject string) bool {
+	switch {
+	case s.Thread != "":
+		return subject == s.filter(prefix)
+	case s.Tenant != "":
+		rest, ok := strings.CutPrefix(subject, prefix+"."+s.Tenant+".")
+		return ok && rest != "" && !strings.Contains(rest, ".")
+	}
+	rest, ok := strings.CutPrefix(subject, prefix+".")
+	tenant, thread, two := strings.Cut(rest, ".")
+	return ok && two && tenant != "" && thread != "" && !strings.Contains(thread, ".")
+}
+
+// Anchor is a checkpoint a client or auditor trusted earlier: its
+// message's stream sequence and its body hash (Report.LastCheckpoint).
+// Verify fails when the stream no longer holds that exact checkpoint: the
+// log was rewritten since it was trusted.
+type Anchor struct {
+	MsgSeq uint64 `json:"msg_seq"`
+	Hash   string `json:"hash"`
+}
+
+// VerifyOptions configure [Verify]. Trusted is required.
+type VerifyOptions struct {
+	// Trusted are the public keys whose checkpoints are accepted.
+	Trusted []ed25519.PublicKey
+	// Stream and SubjectPrefix as in Config (defaults the same).
+	Stream, SubjectPrefix string
+	// Anchor, when set, is a checkpoint that must still be in the stream.
+	Anchor *Anchor
+	// MaxProblems caps Report.Problems (default 100); the count of all
+	// problems is Report.ProblemCount.
+	MaxProblems int
+}
+
+// Problem kinds of a [Report].
+const (
+	KindAltered          = "altered"              // a stored message's leaf differs from its checkpointed leaf
+	KindMissing          = "missing"              // a checkpointed message is gone and its thread was not erased
+	KindInserted         = "inserted"             // a stored message is not in the checkpoint that covers its sequence
+	KindSignature        = "checkpoint-signature" // a checkpoint does not verify with a trusted key
+	KindCheckpointChain  = "checkpoint-chain"     // a checkpoint does not follow the previous one (Prev or From)
+	KindCheckpointHeads  = "checkpoint-heads"     // a checkpoint's thread heads do not follow from its leaves or the previous head
+	KindAnchorNotFound   = "anchor-not-found"     // the trusted checkpoint is not in the stream as it was
+	KindCheckpointFormat = "checkpoint-format"    // a checkpoint body that does not decode
+)
+
+// Problem is one difference Verify found.
+type Problem struct {
+	// Seq is the stream sequence where it is: the message's, or the
+	// checkpoint message's for the checkpoint kinds.
+	Seq     uint64 `json:"seq"`
+	Subject string `json:"subject,omitempty"`
+	Kind    string `json:"kind"`
+	Detail  string `json:"detail"`
+}
+
+// Erasure is a thread whose checkpointed messages are gone because it was
+// erased: a thread.erased marker is its first stored message.
+type Erasure struct {
+	Subject   string `json:"subject"`
+	Events    int    `json:"events"`
+	MarkerSeq uint64 `json:"marker_seq"`
+}
+
+// CheckpointRef names a checkpoint: Anchor (its message) plus what it
+// covers.
+type CheckpointRef struct {
+	Anchor
+	Seq  uint64    `json:"seq"`
+	Time time.Time `json:"time"`
+}
+
+// Report is what [Verify] found. OK is true when nothing differs;
+// FirstBadSeq is the lowest sequence of any problem.
+type Report struct {
+	Scope          Scope          `json:"scope"`
+	OK             bool           `json:"ok"`
+	FirstBadSeq    uint64         `json:"first_bad_seq,omitempty"`
+	Checkpoints    int            `json:"checkpoints"`
+	LastCheckpoint *CheckpointRef `json:"last_checkpoint,omitempty"`
+	// Verified counts the stored messages of the scope whose leaf matched
+	// a signed checkpoint.
+	Verified uint64 `json:"verified_events"`
+	// Unsigned counts the stored messages of the scope after the last
+	// checkpoint (not yet checkpointed: the cadence's window).
+	Unsigned     uint64    `json:"unsigned_events"`
+	Threads      int       `json:"threads"`
+	Erased       []Erasure `json:"erased,omitempty"`
+	Problems     []Problem `json:"problems,omitempty"`
+	ProblemCount int       `json:"problem_count"`
+	Took         float64   `json:"took_seconds"`
+}
+
+func (r *Report) add(max int, p Problem) {
+	r.ProblemCount++
+	if r.FirstBadSeq == 0 || p.Seq < r.FirstBadSeq {
+		r.FirstBadSeq = p.Seq
+	}
+	r.Problems = append(r.Problems, p)
+	slices.SortStableFunc(r.Problems, func(a, b Problem) int { return cmp.Compare(a.Seq, b.Seq) })
+	if len(r.Problems) > max {
+		r.Problems = r.Problems[:max]
+	}
+}
+
+// ErasedType is the Convlog-Type header value of an erasure marker
+// (events.TypeErased; repeated here so this package needs no events
+// import).
+const ErasedType = "thread.erased"
+
+// Verify re-reads the checkpoints and the scope's stored messages and
+// reports every difference: each checkpoint's signature (a trusted key),
+// the checkpoint chain (Prev, From), each thread's heads (Prev of the
+// first checkpoint naming it is the zero hash, each later one the head
+// before it; Head follows from Prev and the leaves), then each stored
+// message's leaf against the checkpoint covering its sequence. A
+// checkpointed message that is gone is an erasure when its thread's
+// first stored message is a thread.erased marker (reported in Erased, not
+// a problem), else a problem. Messages after the last checkpoint are
+// counted as Unsigned.
+//
+// It reads in one pass, holding one checkpoint's leaves and one chain
+// head per thread of the scope. The error is for what stopped the reading
+// (NATS, ctx); differences are in the Report.
+func Verify(ctx context.Context, js jetstream.JetStream, scope Scope, opts VerifyOptions) (*Report, error) {
+	start := time.Now()
+	if len(opts.Trusted) == 0 {
+		return nil, errors.New("audit: Verify needs at least one trusted public key")
+	}
+	prefix := cmp.Or(opts.SubjectPrefix, DefaultSubjectPrefix)
+	stream := cmp.Or(opts.Stream, DefaultStream)
+	maxP := cmp.Or(opts.MaxProblems, 100)
+	rep := &Report{Scope: scope}
+	v := &verifier{rep: rep, maxP: maxP, heads: map[string]Hash{}, missing: map[string][]uint64{}, threads: map[string]bool{}}
+
+	// The last checkpoint is fixed first and the stored messages are read
+	// after: every message a considered checkpoint covers was stored
+	// before it, so the reader (which reads what was stored when it
+	// started) sees it.
+	lastCp, err := directget.Last(ctx, js, stream, CheckpointSubject(prefix))
+	if err != nil {
+		return nil, fmt.Errorf("audit: last checkpoint: %w", err)
+	}
+	// The stored messages of the scope, read lazily in stream order.
+	msgs := make(chan Record, 1024)
+	readErr := make(chan error, 1)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		defer close(msgs)
+		readErr <- readOrdered(rctx, js, stream, scope.filter(prefix), 1, 0, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
+			select {
+			case msgs <- Record{Subject: m.Subject(), Seq: md.Sequence.Stream, Time: md.Timestamp, Header: m.Headers(), Data: m.Data()}:
+				return nil
+			case <-rctx.Done():
+				return rctx.Err()
+			}
+		})
+	}()
+	v.next = func() (Record, bool) { r, ok := <-msgs; return r, ok }
+
+	var lastBody Hash
+	var have bool
+	var covered uint64
+	anchorSeen := false
+	read := func(fn func(uint64, []byte, nats.Header) error) error {
+		if lastCp == nil {
+			return nil
+		}
+		return readCheckpoints(ctx, js, stream, prefix, lastCp.Sequence, fn)
+	}
+	err = read(func(msgSeq uint64, body []byte, h nats.Header) error {
+		rep.Checkpoints++
+		bh := BodyHash(body)
+		if a := opts.Anchor; a != nil && a.MsgSeq == msgSeq {
+			anchorSeen = a.Hash == bh.String()
+		}
+		cp, err := Open(body, h.Get(HeaderSignature), opts.Trusted)
+		if err != nil {
+			kind := KindCheckpointFormat
+			if errors.Is(err, ErrBadSignature) {
+				kind = KindSignature
+			}
+			rep.add(maxP, Problem{Seq: msgSeq, Kind: kind, Detail: err.Error()})
+			lastBody, have = bh, true
+			return nil
+		}
+		if want := lastBody.String(); (have && cp.Prev != want) || (!have && cp.Prev != "") {
+			rep.add(maxP, Problem{Seq: msgSeq, Kind: KindCheckpointChain, Detail: fmt.Sprintf("prev is %q, the previous checkpoint's body hash is %q: a checkpoint is missing or altered", cp.Prev, want)})
+		}
+		if cp.From != covered+1 {
+			rep.add(maxP, Problem{Seq: msgSeq, Kind: KindCheckpointChain, Detail: fmt.Sprintf("covers from sequence %d, the previous checkpoint ended at %d", cp.From, covered)})
+		}
+		lastBody, have, covered = bh, true, cp.Seq
+		rep.LastCheckpoint = &CheckpointRef{Anchor: Anchor{MsgSeq: msgSeq, Hash: bh.String()}, Seq: cp.Seq, Time: cp.Time}
+		v.checkpoint(prefix, scope, msgSeq, cp)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The rest of the stored messages are after the last checkpoint.
+	for r, ok := v.next(); ok; r, ok = v.next() {
+		if r.Seq <= covered {
+			v.inserted(r)
+			continue
+		}
+		v.threads[r.Subject] = true
+		rep.Unsigned++
+	}
+	if err := <-readErr; err != nil {
+		return nil, err
+	}
+	if opts.Anchor != nil && !anchorSeen {
+		rep.add(maxP, Problem{Seq: opts.Anchor.MsgSeq, Kind: KindAnchorNotFound,
+			Detail: fmt.Sprintf("the trusted checkpoint (message %d, hash %s) is not in the stream as it was: the log was rewritten", opts.Anchor.MsgSeq, opts.Anchor.Hash)})
+	}
+	if err := v.resolveMissing(ctx, js, stream); err != nil {
+		return nil, err
+	}
+	rep.Threads = len(v.threads)
+	rep.OK = rep.ProblemCount == 0
+	rep.Took = time.Since(start).Seconds()
+	return rep, nil
+}
+
+type verifier struct {
+	rep     *Report
+	maxP    int
+	heads   map[string]Hash
+	missing map[string][]uint64
+	threads map[string]bool
+	next    func() (Record, bool)
+	peeked  *Record
+}
+
+func (v *verifier) peek() (Record, bool) {
+	if v.peeked == nil {
+		r, ok := v.next()
+		if !ok {
+			return r, false
+		}
+		v.peeked = &r
+	}
+	return *v.peeked, true
+}
+
+func (v *verifier) inserted(r Record) {
+	v.threads[r.Subject] = true
+	v.rep.add(v.maxP, Problem{Seq: r.Seq, Subject: r.Subject, Kind: KindInserted,
+		Detail: "a stored message that no checkpoint covering its sequence lists: written behind convlog's back"})
+}
+
+type expected struct {
+	subject string
+	LeafEntry
+}
+
+// checkpoint checks cp's heads for the scope's threads and compares its
+// leaves with the stored messages up to cp.Seq.
+func (v *verifier) checkpoint(prefix string, scope Scope, msgSeq uint64, cp Checkpoint) {
+	var exp []expected
+	for _, th := range cp.Threads {
+		if !scope.match(prefix, th.Subject) {
+			continue
+		}
+		v.threads[th.Subject] = true
+		prev, err1 := ParseHash(th.Prev)
+		head, err2 := ParseHash(th.Head)
+		if err := errors.Join(err1, err2); err != nil {
+			v.rep.add(v.maxP, Problem{Seq: msgSeq, Subject: th.Subject, Kind: KindCheckpointFormat, Detail: err.Error()})
+			continue
+		}
+		if prev != v.heads[th.Subject] {
+			v.rep.add(v.maxP, Problem{Seq: msgSeq, Subject: th.Subject, Kind: KindCheckpointHeads,
+				Detail: fmt.Sprintf("the thread's head before this checkpoint is %q, the previous checkpoint left it at %q", th.Prev, v.heads[th.Subject].String())})
+		}
+		h := prev
+		for _, l := range th.Leaves {
+			h = Next(h, l.Leaf)
+			exp = append(exp, expected{th.Subject, l})
+		}
+		if h != head {
+			v.rep.add(v.maxP, Problem{Seq: msgSeq, Subject: th.Subject, Kind: KindCheckpointHeads,
+				Detail: "the head does not follow from the previous head and the leaves"})
+		}
+		v.heads[th.Subject] = head
+	}
+	slices.SortFunc(exp, func(a, b expected) int { return cmp.Compare(a.Seq, b.Seq) })
+	i := 0
+	for {
+		r, ok := v.peek()
+		if !ok || r.Seq > cp.Seq {
+			break
+		}
+		v.peeked = nil
+		for i < len(exp) && exp[i].Seq < r.Seq {
+			v.missing[exp[i].subject] = append(v.missing[exp[i].subject], exp[i].Seq)
+			i++
+		}
+		if i < len(exp) && exp[i].Seq == r.Seq {
+			e := exp[i]
+			i++
+			if e.subject != r.Subject || Leaf(r) != e.Leaf {
+				v.rep.add(v.maxP, Problem{Seq: r.Seq, Subject: r.Subject, Kind: KindAltered,
+					Detail: fmt.Sprintf("the stored message differs from the one checkpointed at stream sequence %d (subject %s)", msgSeq, e.subject)})
+				continue
+			}
+			v.rep.Verified++
+			continue
+		}
+		v.inserted(r)
+	}
+	for ; i < len(exp); i++ {
+		v.missing[exp[i].subject] = append(v.missing[exp[i].subject], exp[i].Seq)
+	}
+}
+
+// resolveMissing turns the missing messages of erased threads into
+// Erasures and the others into problems.
+func (v *verifier) resolveMissing(ctx context.Context, js jetstream.JetStream, stream string) error {
+	for _, subj := range slices.Sorted(maps.Keys(v.missing)) {
+		seqs := v.missing[subj]
+		var marker uint64
+		st, err := js.Stream(ctx, stream)
+		if err != nil {
+			return fmt.Errorf("audit: stream %s: %w", stream, err)
+		}
+		first, err := st.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subj))
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return fmt.Errorf("audit: first message of %s: %w", subj, err)
+		case first.Header.Get("Convlog-Type") == ErasedType && first.Sequence > slices.Max(seqs):
+			marker = first.Sequence
+		}
+		if marker != 0 {
+			v.rep.Erased = append(v.rep.Erased, Erasure{Subject: subj, Events: len(seqs), MarkerSeq: marker})
+			continue
+		}
+		for _, s := range seqs {
+			v.rep.add(v.maxP, Problem{Seq: s, Subject: subj, Kind: KindMissing,
+				Detail: "a checkpointed message is gone and its thread was not erased: deleted or purged behind convlog's back"})
+		}
+	}
+	return nil
+}
