@@ -26,7 +26,7 @@ import (
 
 // world is a provisioned server, a client and a running checkpointer.
 type world struct {
-	t       *testing.T
+	t       testing.TB
 	ns      *natstest.Server
 	c       *client.Client
 	key     ed25519.PrivateKey
@@ -34,7 +34,7 @@ type world struct {
 	stop    func()
 }
 
-func newWorld(t *testing.T, storeDir string) *world {
+func newWorld(t testing.TB, storeDir string) *world {
 	t.Helper()
 	ns := natstest.RunConfig(t, embedded.Config{StoreDir: storeDir})
 	c, err := client.New(context.Background(), ns.NC, client.Config{Provision: true})

@@ -6,6 +6,7 @@ import (
 	"hash"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -45,7 +46,7 @@ const (
 //	       || lp(data) )
 //
 // where lp(x) = u32be(len(x)) || x. The header fields are the stored
-// header's names lower-cased, each with each of its values in stored
+// header's names lower-cased (ASCII), each with each of its values in stored
 // order, sorted by name (values of one name in stored order), leaving out every name that
 // starts with "nats-" except "nats-msg-id" (the server adds Nats-Sequence,
 // Nats-Time-Stamp and others on a direct get, and publish preconditions
@@ -55,54 +56,86 @@ const (
 // another language recomputes it. Leaf is a pure function, safe for
 // concurrent use.
 func Leaf(r Record) Hash {
-	h := sha256.New()
-	var b [8]byte
-	h.Write([]byte(leafDomain))
-	binary.BigEndian.PutUint64(b[:], r.Seq)
-	h.Write(b[:])
-	binary.BigEndian.PutUint64(b[:], uint64(r.Time.UnixNano()))
-	h.Write(b[:])
-	lp(h, r.Subject)
+	h := hashPool.Get().(*leafHasher)
+	defer hashPool.Put(h)
+	h.d.Reset()
+	b := append(h.buf[:0], leafDomain...)
+	b = binary.BigEndian.AppendUint64(b, r.Seq)
+	b = binary.BigEndian.AppendUint64(b, uint64(r.Time.UnixNano()))
+	b = appendLP(b, r.Subject)
 	// Names sorted lower-cased (ties, "Foo" beside "foo", by the name as
 	// read), so the order never depends on map iteration.
-	names := make([]string, 0, len(r.Header))
-	for name := range r.Header {
-		if n := strings.ToLower(name); !strings.HasPrefix(n, "nats-") || n == "nats-msg-id" {
+	names := h.names[:0]
+	fields := 0
+	for name, vs := range r.Header {
+		if !hasPrefixFold(name, "nats-") || equalFold(name, "nats-msg-id") {
 			names = append(names, name)
+			fields += len(vs)
 		}
 	}
 	slices.SortFunc(names, func(a, b string) int {
-		if c := strings.Compare(strings.ToLower(a), strings.ToLower(b)); c != 0 {
+		if c := compareFold(a, b); c != 0 {
 			return c
 		}
 		return strings.Compare(a, b)
 	})
-	type field struct{ name, value string }
-	var fields []field
+	b = binary.BigEndian.AppendUint32(b, uint32(fields))
 	for _, name := range names {
 		for _, v := range r.Header[name] {
-			fields = append(fields, field{strings.ToLower(name), v})
+			b = binary.BigEndian.AppendUint32(b, uint32(len(name)))
+			for i := 0; i < len(name); i++ {
+				b = append(b, lower(name[i]))
+			}
+			b = appendLP(b, v)
 		}
 	}
-	binary.BigEndian.PutUint32(b[:4], uint32(len(fields)))
-	h.Write(b[:4])
-	for _, f := range fields {
-		lp(h, f.name)
-		lp(h, f.value)
-	}
-	binary.BigEndian.PutUint32(b[:4], uint32(len(r.Data)))
-	h.Write(b[:4])
-	h.Write(r.Data)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(r.Data)))
+	h.d.Write(b)
+	h.d.Write(r.Data)
+	h.buf, h.names = b[:0], names[:0]
 	var out Hash
-	h.Sum(out[:0])
+	h.d.Sum(out[:0])
 	return out
 }
 
-func lp(h hash.Hash, s string) {
-	var b [4]byte
-	binary.BigEndian.PutUint32(b[:], uint32(len(s)))
-	h.Write(b[:])
-	h.Write([]byte(s))
+// leafHasher is Leaf's reusable state.
+type leafHasher struct {
+	d     hash.Hash
+	buf   []byte
+	names []string
+}
+
+var hashPool = sync.Pool{New: func() any {
+	return &leafHasher{d: sha256.New(), buf: make([]byte, 0, 256), names: make([]string, 0, 8)}
+}}
+
+func appendLP(b []byte, s string) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+	return append(b, s...)
+}
+
+// lower is ASCII lower-casing: header names are ASCII tokens.
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// compareFold compares a and b ASCII-lower-cased.
+func compareFold(a, b string) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if ca, cb := lower(a[i]), lower(b[i]); ca != cb {
+			return int(ca) - int(cb)
+		}
+	}
+	return len(a) - len(b)
+}
+
+func equalFold(a, b string) bool { return len(a) == len(b) && compareFold(a, b) == 0 }
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && equalFold(s[:len(prefix)], prefix)
 }
 
 // Next returns the chain head after leaf: SHA-256("convlog.audit.chain.v1\n"

@@ -240,7 +240,7 @@ func (c *Checkpointer) publish(ctx context.Context, p *pending) error {
 func (c *Checkpointer) load(ctx context.Context) error {
 	c.heads, c.covered, c.lastMsg, c.lastBody, c.hasLast = map[string]Hash{}, 0, 0, Hash{}, false
 	return readCheckpoints(ctx, c.js, c.cfg.Stream, c.cfg.SubjectPrefix, 0, func(msgSeq uint64, body []byte, _ nats.Header) error {
-		cp, err := decodeCheckpoint(body)
+		cp, err := decodeLazy(body)
 		if err != nil {
 			return fmt.Errorf("audit: checkpoint at stream sequence %d: %w", msgSeq, err)
 		}

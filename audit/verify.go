@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -179,22 +180,51 @@ func Verify(ctx context.Context, js jetstream.JetStream, scope Scope, opts Verif
 		return nil, fmt.Errorf("audit: last checkpoint: %w", err)
 	}
 	// The stored messages of the scope, read lazily in stream order.
-	msgs := make(chan Record, 1024)
+	// Pages of records go through the channel (one send per page, not per
+	// message), read with a consumer as a long replay reads (client.Get's
+	// long reads; batched direct gets measured 2.4x slower here: the
+	// server adds and nats.go parses six headers per message).
+	pages := make(chan []Record, 8)
 	readErr := make(chan error, 1)
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	send := func(page []Record) error {
+		select {
+		case pages <- page:
+			return nil
+		case <-rctx.Done():
+			return rctx.Err()
+		}
+	}
 	go func() {
-		defer close(msgs)
-		readErr <- readOrdered(rctx, js, stream, scope.filter(prefix), 1, 0, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
-			select {
-			case msgs <- Record{Subject: m.Subject(), Seq: md.Sequence.Stream, Time: md.Timestamp, Header: m.Headers(), Data: m.Data()}:
+		defer close(pages)
+		var page []Record
+		err := readOrdered(rctx, js, stream, scope.filter(prefix), 1, 0, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
+			page = append(page, Record{Subject: m.Subject(), Seq: md.Sequence.Stream, Time: md.Timestamp, Header: m.Headers(), Data: m.Data()})
+			if len(page) < 256 {
 				return nil
-			case <-rctx.Done():
-				return rctx.Err()
 			}
+			err := send(page)
+			page = nil
+			return err
 		})
+		if err == nil && len(page) > 0 {
+			err = send(page)
+		}
+		readErr <- err
 	}()
-	v.next = func() (Record, bool) { r, ok := <-msgs; return r, ok }
+	var page []Record
+	v.next = func() (Record, bool) {
+		for len(page) == 0 {
+			var ok bool
+			if page, ok = <-pages; !ok {
+				return Record{}, false
+			}
+		}
+		r := page[0]
+		page = page[1:]
+		return r, true
+	}
 
 	var lastBody Hash
 	var have bool
@@ -212,7 +242,7 @@ func Verify(ctx context.Context, js jetstream.JetStream, scope Scope, opts Verif
 		if a := opts.Anchor; a != nil && a.MsgSeq == msgSeq {
 			anchorSeen = a.Hash == bh.String()
 		}
-		cp, err := Open(body, h.Get(HeaderSignature), opts.Trusted)
+		cp, err := openLazy(body, h.Get(HeaderSignature), opts.Trusted)
 		if err != nil {
 			kind := KindCheckpointFormat
 			if errors.Is(err, ErrBadSignature) {
@@ -295,7 +325,7 @@ type expected struct {
 
 // checkpoint checks cp's heads for the scope's threads and compares its
 // leaves with the stored messages up to cp.Seq.
-func (v *verifier) checkpoint(prefix string, scope Scope, msgSeq uint64, cp Checkpoint) {
+func (v *verifier) checkpoint(prefix string, scope Scope, msgSeq uint64, cp lazyCheckpoint) {
 	var exp []expected
 	for _, th := range cp.Threads {
 		if !scope.match(prefix, th.Subject) {
@@ -304,7 +334,9 @@ func (v *verifier) checkpoint(prefix string, scope Scope, msgSeq uint64, cp Chec
 		v.threads[th.Subject] = true
 		prev, err1 := ParseHash(th.Prev)
 		head, err2 := ParseHash(th.Head)
-		if err := errors.Join(err1, err2); err != nil {
+		var leaves []LeafEntry
+		err3 := json.Unmarshal(th.Leaves, &leaves)
+		if err := errors.Join(err1, err2, err3); err != nil {
 			v.rep.add(v.maxP, Problem{Seq: msgSeq, Subject: th.Subject, Kind: KindCheckpointFormat, Detail: err.Error()})
 			continue
 		}
@@ -313,7 +345,7 @@ func (v *verifier) checkpoint(prefix string, scope Scope, msgSeq uint64, cp Chec
 				Detail: fmt.Sprintf("the thread's head before this checkpoint is %q, the previous checkpoint left it at %q", th.Prev, v.heads[th.Subject].String())})
 		}
 		h := prev
-		for _, l := range th.Leaves {
+		for _, l := range leaves {
 			h = Next(h, l.Leaf)
 			exp = append(exp, expected{th.Subject, l})
 		}

@@ -2,8 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"fmt"
+	"sync"
 	"time"
+
+	"github.com/convlog/convlog/audit"
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/fold"
@@ -30,6 +35,7 @@ const (
 	replayRaw     = "raw JetStream read, no fold (batched direct get)"
 	replayPG      = "PostgreSQL SELECT + the same fold"
 	replayRedis   = "Redis LRANGE + the same fold"
+	replayVerify  = "convlog audit verify (read, leaf hashes, chain and checkpoint check)"
 )
 
 // RunReplay replays lt from the log, reps times per way.
@@ -61,6 +67,24 @@ func RunReplay(ctx context.Context, e *Env, b *Baselines, lt *loadedThread, reps
 			return len(msgs) - 1, err
 		}},
 	}
+	// The audit verifier over the same thread: a checkpointer covers the
+	// stream first (its catch-up is not timed).
+	if err := checkpointAll(ctx, e, lt.version, log); err != nil {
+		return nil, err
+	}
+	ways = append(ways, struct {
+		name string
+		run  func() (int, error)
+	}{replayVerify, func() (int, error) {
+		rep, err := audit.Verify(ctx, e.JS, audit.Scope{Tenant: tenant, Thread: lt.id}, audit.VerifyOptions{Trusted: []ed25519.PublicKey{auditKey.Public().(ed25519.PublicKey)}})
+		if err != nil {
+			return 0, err
+		}
+		if !rep.OK || rep.Unsigned != 0 {
+			return 0, fmt.Errorf("audit verify: ok %v, %d unsigned, problems %+v", rep.OK, rep.Unsigned, rep.Problems)
+		}
+		return int(rep.Verified) - 1, nil
+	}})
 	if b.PG != nil {
 		ways = append(ways, struct {
 			name string
@@ -116,4 +140,42 @@ func RunReplay(ctx context.Context, e *Env, b *Baselines, lt *loadedThread, reps
 		res.Rates[w.name] = median(rates[w.name])
 	}
 	return res, nil
+}
+
+// auditKey signs the bench's checkpoints (generated per run).
+var auditKey = func() ed25519.PrivateKey {
+	_, k, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
+// checkpointAll runs an audit checkpointer until a checkpoint covers seq,
+// then stops it.
+func checkpointAll(ctx context.Context, e *Env, seq uint64, log func(string, ...any)) error {
+	covered := make(chan struct{})
+	var once sync.Once
+	cp, err := audit.NewCheckpointer(e.JS, audit.Config{Key: auditKey, OnCheckpoint: func(c audit.Checkpoint, _ uint64) {
+		if c.Seq >= seq {
+			once.Do(func() { close(covered) })
+		}
+	}})
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = cp.Run(cctx) }()
+	defer func() { cancel(); <-done }()
+	t0 := time.Now()
+	select {
+	case <-covered:
+		log("replay: audit checkpoints cover the stream up to %d (%.1fs)", seq, time.Since(t0).Seconds())
+		return nil
+	case <-time.After(5 * time.Minute):
+		return fmt.Errorf("audit: no checkpoint covered sequence %d within 5 minutes", seq)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

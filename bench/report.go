@@ -222,6 +222,9 @@ func targets(m *md, res *Results) {
 	if r := res.Replay; r != nil {
 		v := r.Rates[replayConvlog]
 		ts = append(ts, target{"replay >= 100,000 events/s", fmtRate(v) + " (read from the log and fold)", verdict(v >= 100_000)})
+		if a, ok := r.Rates[replayVerify]; ok {
+			ts = append(ts, target{"audit verify >= the replay rate (issue 20)", fmt.Sprintf("%s (%.2fx the replay)", fmtRate(a), a/v), verdict(a >= v)})
+		}
 	}
 	if len(ts) == 0 {
 		return

@@ -1,0 +1,60 @@
+package audit_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/convlog/convlog/audit"
+	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/events"
+)
+
+// BenchmarkVerifyThread verifies one thread of 10,000 events (about 500
+// bytes each) against its checkpoints, and replays the same thread, in one
+// run; metric events/s of each (bench/run.sh's replay section has the
+// same pair; issue 20's target: verify at least the replay rate).
+func BenchmarkVerifyThread(b *testing.B) {
+	const n = 10_000
+	ns := newWorld(b, "")
+	ctx := context.Background()
+	_, _, _, err := ns.c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: "long"})
+	require.NoError(b, err)
+	text := strings.Repeat("x", 400)
+	var last uint64
+	for i := 0; i < n-1; i += 100 {
+		var evs []events.Event
+		for j := 0; j < 100 && i+j < n-1; j++ {
+			evs = append(evs, events.Event{Payload: events.UserMessage{Content: events.Text(fmt.Sprintf("%s %d", text, i+j))}})
+		}
+		res, err := ns.c.Append(ctx, "acme", "long", evs, client.AnyVersion())
+		require.NoError(b, err)
+		last = res.Version
+	}
+	require.Eventually(b, func() bool { return ns.covered.Load() >= last }, time.Minute, 10*time.Millisecond)
+	opts := audit.VerifyOptions{Trusted: []ed25519.PublicKey{ns.key.Public().(ed25519.PublicKey)}}
+	// The same thread replayed (read and folded, client.Get as of its
+	// last sequence): the rate verify is measured against.
+	b.Run("replay", func(b *testing.B) {
+		for b.Loop() {
+			th, err := ns.c.Get(ctx, "acme", "long", client.AtSeq(last))
+			require.NoError(b, err)
+			require.Equal(b, n-1, th.MessageCount())
+		}
+		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	})
+	b.Run("verify", func(b *testing.B) {
+		for b.Loop() {
+			rep, err := audit.Verify(ctx, ns.ns.JS, audit.Scope{Tenant: "acme", Thread: "long"}, opts)
+			require.NoError(b, err)
+			require.True(b, rep.OK)
+			require.EqualValues(b, n, rep.Verified)
+		}
+		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	})
+}
