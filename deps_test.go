@@ -65,7 +65,7 @@ func TestDependencyDirection(t *testing.T) {
 		{"client/deepagents", []string{"github.com/nats-io/nats-server"}, below("client")},
 		// The HTTP API is a layer on client: no agent loop, no embedded
 		// server, no worker, no runner.
-		{"audit", []string{"github.com/nats-io/nats-server"}, []string{"internal/directget"}},
+		{"audit", []string{"github.com/nats-io/nats-server"}, []string{"internal/directget", "internal/lru"}},
 		{"agentd/httpapi", []string{"github.com/nats-io/nats-server"}, below("client", "schemas", "agentd/chat", "audit")},
 		// The chat service is an application on client: no HTTP API, no
 		// worker, no server.

@@ -47,7 +47,8 @@ func newWorld(t testing.TB, storeDir string) *world {
 }
 
 func (w *world) start() {
-	cp, err := audit.NewCheckpointer(w.ns.JS, audit.Config{Key: w.key, Interval: 20 * time.Millisecond,
+	// CacheThreads 2: most heads come from the heads bucket, not memory.
+	cp, err := audit.NewCheckpointer(w.ns.JS, audit.Config{Key: w.key, Interval: 20 * time.Millisecond, CacheThreads: 2,
 		OnCheckpoint: func(c audit.Checkpoint, _ uint64) { w.covered.Store(c.Seq) }})
 	require.NoError(w.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -133,6 +134,22 @@ func TestAnUntouchedStoreVerifiesClean(t *testing.T) {
 	rep := w.verify(audit.Scope{})
 	require.True(t, rep.OK, "%+v", rep.Problems)
 	require.EqualValues(t, len(a)+len(b)+len(c)+len(d), rep.Verified)
+
+	// A heads bucket lost (or a log checkpointed before it existed) is
+	// rebuilt from the checkpoints at start, and the chains go on.
+	w.stop()
+	hs, err := w.ns.JS.Stream(context.Background(), "KV_"+audit.DefaultHeadsBucket)
+	require.NoError(t, err)
+	require.NoError(t, hs.Purge(context.Background()))
+	w.start()
+	for i := range 2 { // t1 goes on from its old head
+		_, err := w.c.Append(context.Background(), "acme", "t1", []events.Event{{Payload: events.UserMessage{Content: events.Text(fmt.Sprintf("after the heads were lost %d", i))}}}, client.AnyVersion())
+		require.NoError(t, err)
+	}
+	w.waitCovered(w.lastThreadSeq())
+	rep = w.verify(audit.Scope{})
+	require.True(t, rep.OK, "%+v", rep.Problems)
+	require.EqualValues(t, len(a)+len(b)+len(c)+len(d)+2, rep.Verified)
 
 	// A key that is not trusted verifies nothing.
 	_, other, err := ed25519.GenerateKey(rand.Reader)

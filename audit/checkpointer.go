@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/convlog/convlog/internal/directget"
+	"github.com/convlog/convlog/internal/lru"
 )
 
 // Defaults of [Config].
@@ -26,6 +30,10 @@ const (
 	// one thread; fewer across many threads): a burst is cut into several
 	// checkpoints, each below the server's max payload.
 	DefaultMaxBytes = 256 << 10
+	// DefaultHeadsBucket is Config.HeadsBucket's default.
+	DefaultHeadsBucket = "convlog_audit"
+	// DefaultCacheThreads is Config.CacheThreads's default.
+	DefaultCacheThreads = 100_000
 )
 
 // CheckpointSubject is the subject of the signed checkpoints in the event
@@ -49,6 +57,16 @@ type Config struct {
 	// MaxBytes caps a checkpoint's body (default DefaultMaxBytes, at
 	// least 4 KiB).
 	MaxBytes int
+	// HeadsBucket is the KV bucket that keeps each thread subject's last
+	// checkpointed head (key "h.<subject>") and the checkpointer's
+	// position (key "position"), so a start reads only the checkpoints
+	// after the position and memory holds only CacheThreads heads.
+	// Default DefaultHeadsBucket; created with the stream's replicas.
+	HeadsBucket string
+	// CacheThreads bounds the heads kept in memory (default
+	// DefaultCacheThreads, about 100 bytes each); others are read from
+	// HeadsBucket when their thread is written again.
+	CacheThreads int
 	// OnCheckpoint, when set, is called after each checkpoint is stored,
 	// with the checkpoint and its message's stream sequence (from the
 	// Run goroutine; it must not block).
@@ -62,6 +80,8 @@ func (c Config) withDefaults() Config {
 	c.SubjectPrefix = cmp.Or(c.SubjectPrefix, DefaultSubjectPrefix)
 	c.Interval = cmp.Or(c.Interval, DefaultInterval)
 	c.MaxBytes = max(cmp.Or(c.MaxBytes, DefaultMaxBytes), 4<<10)
+	c.HeadsBucket = cmp.Or(c.HeadsBucket, DefaultHeadsBucket)
+	c.CacheThreads = cmp.Or(c.CacheThreads, DefaultCacheThreads)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -80,9 +100,10 @@ type Checkpointer struct {
 	ready chan struct{}
 
 	// state, owned by Run's goroutine
-	heads     map[string]Hash
-	covered   uint64 // the last thread sequence of the last checkpoint
-	lastMsg   uint64 // the last checkpoint message's stream sequence
+	kv        jetstream.KeyValue
+	heads     *lru.Cache[string, Hash] // checkpointed heads (a cache of kv)
+	covered   uint64                   // the last thread sequence of the last checkpoint
+	lastMsg   uint64                   // the last checkpoint message's stream sequence
 	lastBody  Hash
 	hasLast   bool
 	readyOnce bool
@@ -146,7 +167,7 @@ func (c *Checkpointer) run(ctx context.Context) error {
 		c.readyOnce = true
 		close(c.ready)
 	}
-	p := pending{heads: map[string]Hash{}, leaves: map[string][]LeafEntry{}}
+	p := newPending()
 	var deadline time.Time
 	for {
 		wait := time.Hour
@@ -170,7 +191,10 @@ func (c *Checkpointer) run(ctx context.Context) error {
 			r := Record{Subject: m.Subject(), Seq: md.Sequence.Stream, Time: md.Timestamp, Header: m.Headers(), Data: m.Data()}
 			prev, ok := p.heads[r.Subject]
 			if !ok {
-				prev = c.heads[r.Subject]
+				if prev, err = c.head(ctx, r.Subject); err != nil {
+					return err
+				}
+				p.prev[r.Subject] = prev
 			}
 			leaf := Leaf(r)
 			p.heads[r.Subject] = Next(prev, leaf)
@@ -193,17 +217,88 @@ func (c *Checkpointer) run(ctx context.Context) error {
 		if err := c.publish(ctx, &p); err != nil {
 			return err
 		}
-		p = pending{heads: map[string]Hash{}, leaves: map[string][]LeafEntry{}}
+		p = newPending()
 		deadline = time.Time{}
 	}
 }
 
 // pending is what was delivered since the last checkpoint.
 type pending struct {
+	prev   map[string]Hash // each thread's head before the window
 	heads  map[string]Hash
 	leaves map[string][]LeafEntry
 	last   uint64
 	bytes  int
+}
+
+func newPending() pending {
+	return pending{prev: map[string]Hash{}, heads: map[string]Hash{}, leaves: map[string][]LeafEntry{}}
+}
+
+// head is subject's last checkpointed head: from the cache, else the heads
+// bucket, else the zero hash (a subject never checkpointed).
+func (c *Checkpointer) head(ctx context.Context, subject string) (Hash, error) {
+	if h, ok := c.heads.Get(subject); ok {
+		return h, nil
+	}
+	var h Hash
+	e, err := c.kv.Get(ctx, headKey(subject))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		return h, fmt.Errorf("audit: head of %s: %w", subject, err)
+	case len(e.Value()) != len(h):
+		return h, fmt.Errorf("audit: head of %s in %s is %d bytes, not %d", subject, c.cfg.HeadsBucket, len(e.Value()), len(h))
+	default:
+		copy(h[:], e.Value())
+	}
+	c.heads.Put(subject, h, 1)
+	return h, nil
+}
+
+func headKey(subject string) string { return "h." + subject }
+
+// position is the heads bucket's "position" value: the last checkpoint
+// whose heads the bucket holds.
+type position struct {
+	Covered  uint64 `json:"covered"`
+	LastMsg  uint64 `json:"last_msg"`
+	LastBody string `json:"last_body"`
+}
+
+// storeHeads writes heads and then the position to the heads bucket
+// (asynchronous publishes, then one wait), and into the cache. A crash in
+// between is repaired by the next load, which re-applies every checkpoint
+// after the stored position.
+func (c *Checkpointer) storeHeads(ctx context.Context, heads map[string]Hash, pos position) error {
+	var futures []jetstream.PubAckFuture
+	for subj, h := range heads {
+		f, err := c.js.PublishAsync("$KV."+c.cfg.HeadsBucket+"."+headKey(subj), h[:])
+		if err != nil {
+			return fmt.Errorf("audit: store head of %s: %w", subj, err)
+		}
+		futures = append(futures, f)
+	}
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("audit: store head of %s: %w", f.Msg().Subject, err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	b, err := json.Marshal(pos)
+	if err != nil {
+		return err
+	}
+	if _, err := c.kv.Put(ctx, "position", b); err != nil {
+		return fmt.Errorf("audit: store position: %w", err)
+	}
+	for subj, h := range heads {
+		c.heads.Put(subj, h, 1)
+	}
+	return nil
 }
 
 func (c *Checkpointer) publish(ctx context.Context, p *pending) error {
@@ -213,7 +308,7 @@ func (c *Checkpointer) publish(ctx context.Context, p *pending) error {
 		cp.Prev = ""
 	}
 	for _, subj := range slices.Sorted(maps.Keys(p.leaves)) {
-		cp.Threads = append(cp.Threads, ThreadHeads{Subject: subj, Prev: c.heads[subj].String(),
+		cp.Threads = append(cp.Threads, ThreadHeads{Subject: subj, Prev: p.prev[subj].String(),
 			Head: p.heads[subj].String(), Leaves: p.leaves[subj]})
 	}
 	body, sig, pub, err := Sign(cp, c.cfg.Key)
@@ -226,41 +321,99 @@ func (c *Checkpointer) publish(ctx context.Context, p *pending) error {
 	if err != nil {
 		return fmt.Errorf("audit: publish checkpoint of %d..%d: %w", cp.From, cp.Seq, err)
 	}
-	maps.Copy(c.heads, p.heads)
 	c.covered, c.lastMsg, c.lastBody, c.hasLast = cp.Seq, ack.Sequence, BodyHash(body), true
+	if err := c.storeHeads(ctx, p.heads, position{Covered: c.covered, LastMsg: c.lastMsg, LastBody: c.lastBody.String()}); err != nil {
+		return err
+	}
 	if c.cfg.OnCheckpoint != nil {
 		c.cfg.OnCheckpoint(cp, ack.Sequence)
 	}
 	return nil
 }
 
-// load reads every stored checkpoint into the heads. The checkpoints are
-// this checkpointer's own or another's with the same stream: they are
-// not verified here (that is Verify's job), only decoded.
+// load opens the heads bucket and brings it up to the last stored
+// checkpoint: the checkpoints after the bucket's position (all of them
+// the first time, or when the bucket is behind a stream that was
+// recreated) have their heads written to it. The checkpoints are this
+// checkpointer's own or another's with the same stream: they are not
+// verified here (that is Verify's job), only decoded.
 func (c *Checkpointer) load(ctx context.Context) error {
-	c.heads, c.covered, c.lastMsg, c.lastBody, c.hasLast = map[string]Hash{}, 0, 0, Hash{}, false
-	return readCheckpoints(ctx, c.js, c.cfg.Stream, c.cfg.SubjectPrefix, 0, func(msgSeq uint64, body []byte, _ nats.Header) error {
+	c.heads = lru.New[string, Hash](c.cfg.CacheThreads, 0)
+	c.covered, c.lastMsg, c.lastBody, c.hasLast = 0, 0, Hash{}, false
+	if c.kv == nil {
+		replicas := 1
+		if st, err := c.js.Stream(ctx, c.cfg.Stream); err == nil {
+			replicas = st.CachedInfo().Config.Replicas
+		}
+		kv, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: c.cfg.HeadsBucket,
+			Description: "convlog audit: each thread's last checkpointed chain head, and the checkpointer's position",
+			History:     1, Storage: jetstream.FileStorage, Replicas: replicas})
+		if err != nil {
+			return fmt.Errorf("audit: heads bucket %s: %w", c.cfg.HeadsBucket, err)
+		}
+		c.kv = kv
+	}
+	last, err := directget.Last(ctx, c.js, c.cfg.Stream, CheckpointSubject(c.cfg.SubjectPrefix))
+	if err != nil {
+		return fmt.Errorf("audit: last checkpoint: %w", err)
+	}
+	from := uint64(1)
+	e, err := c.kv.Get(ctx, "position")
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		return fmt.Errorf("audit: position: %w", err)
+	default:
+		var pos position
+		if err := json.Unmarshal(e.Value(), &pos); err != nil {
+			return fmt.Errorf("audit: position in %s: %w", c.cfg.HeadsBucket, err)
+		}
+		body, err := ParseHash(pos.LastBody)
+		if err != nil {
+			return fmt.Errorf("audit: position in %s: %w", c.cfg.HeadsBucket, err)
+		}
+		if last != nil && last.Sequence >= pos.LastMsg {
+			c.covered, c.lastMsg, c.lastBody, c.hasLast = pos.Covered, pos.LastMsg, body, true
+			from = pos.LastMsg + 1
+		} else {
+			// The bucket is ahead of the stream's checkpoints: the stream
+			// was recreated. Start over.
+			c.cfg.Logger.Warn("audit heads bucket is ahead of the stream's checkpoints; rebuilding it", "bucket", c.cfg.HeadsBucket)
+			st, err := c.js.Stream(ctx, "KV_"+c.cfg.HeadsBucket)
+			if err == nil {
+				err = st.Purge(ctx)
+			}
+			if err != nil {
+				return fmt.Errorf("audit: reset %s: %w", c.cfg.HeadsBucket, err)
+			}
+		}
+	}
+	if last == nil || last.Sequence < from {
+		return nil
+	}
+	return readCheckpoints(ctx, c.js, c.cfg.Stream, c.cfg.SubjectPrefix, from, 0, func(msgSeq uint64, body []byte, _ nats.Header) error {
 		cp, err := decodeLazy(body)
 		if err != nil {
 			return fmt.Errorf("audit: checkpoint at stream sequence %d: %w", msgSeq, err)
 		}
+		heads := make(map[string]Hash, len(cp.Threads))
 		for _, th := range cp.Threads {
 			h, err := ParseHash(th.Head)
 			if err != nil {
 				return fmt.Errorf("audit: checkpoint at stream sequence %d: %w", msgSeq, err)
 			}
-			c.heads[th.Subject] = h
+			heads[th.Subject] = h
 		}
 		c.covered, c.lastMsg, c.lastBody, c.hasLast = cp.Seq, msgSeq, BodyHash(body), true
-		return nil
+		return c.storeHeads(ctx, heads, position{Covered: c.covered, LastMsg: c.lastMsg, LastBody: c.lastBody.String()})
 	})
 }
 
-// readCheckpoints calls fn for every stored checkpoint message, in stream
-// order, stopping at the last one stored when it started, or after the
+// readCheckpoints calls fn for every stored checkpoint message from stream
+// sequence from, in stream order, stopping at the last one stored when it started, or after the
 // one at stream sequence until when until > 0.
-func readCheckpoints(ctx context.Context, js jetstream.JetStream, stream, prefix string, until uint64, fn func(msgSeq uint64, body []byte, h nats.Header) error) error {
-	return readOrdered(ctx, js, stream, CheckpointSubject(prefix), 1, until, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
+func readCheckpoints(ctx context.Context, js jetstream.JetStream, stream, prefix string, from, until uint64, fn func(msgSeq uint64, body []byte, h nats.Header) error) error {
+	return readOrdered(ctx, js, stream, CheckpointSubject(prefix), from, until, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
 		return fn(md.Sequence.Stream, m.Data(), m.Headers())
 	})
 }

@@ -51,12 +51,15 @@
 // [VerifyOptions.Anchor] later: a log rewritten since (checkpoints
 // included) then fails even if signed by a stolen key.
 //
-// # Limits
+// # State
 //
-// The checkpointer holds one head per thread subject in memory (about
-// 100 bytes each) and rebuilds them at start by reading every checkpoint;
-// Verify holds one head per thread of its scope and one checkpoint's
-// leaves. An erased thread's leaves stay in the checkpoints (hashes, not
-// content), so the rest of the stream still verifies and the report lists
-// the erasure.
+// The checkpointer keeps each thread subject's last checkpointed head in a
+// KV bucket ([DefaultHeadsBucket], key "h.<subject>") with its position
+// (the last checkpoint it applied), and at most Config.CacheThreads heads
+// in memory: a start reads only the checkpoints after the position (all of
+// them when the bucket is new or lost), and memory does not grow with the
+// number of threads. Verify holds one head per thread of its scope and
+// one checkpoint's leaves. An erased thread's leaves stay in the
+// checkpoints (hashes, not content), so the rest of the stream still
+// verifies and the report lists the erasure.
 package audit

@@ -234,7 +234,7 @@ func Verify(ctx context.Context, js jetstream.JetStream, scope Scope, opts Verif
 		if lastCp == nil {
 			return nil
 		}
-		return readCheckpoints(ctx, js, stream, prefix, lastCp.Sequence, fn)
+		return readCheckpoints(ctx, js, stream, prefix, 1, lastCp.Sequence, fn)
 	}
 	err = read(func(msgSeq uint64, body []byte, h nats.Header) error {
 		rep.Checkpoints++
