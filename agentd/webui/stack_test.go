@@ -2,6 +2,8 @@ package webui_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +19,7 @@ import (
 	"github.com/convlog/convlog/agentd/worker"
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/audit"
 	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/projector"
 )
@@ -86,6 +89,14 @@ func newStack(t *testing.T, cfg stackConfig) *stack {
 		t.Fatal("worker pool stopped before it was ready")
 	}
 
+	// The audit checkpointer, as agentd serve runs it.
+	_, auditKey, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	cp, err := audit.NewCheckpointer(ns.JS, audit.Config{Key: auditKey, Interval: 50 * time.Millisecond})
+	require.NoError(t, err)
+	cpDone := make(chan struct{})
+	go func() { defer close(cpDone); _ = cp.Run(ctx) }()
+
 	auth := httpapi.Auth{Disabled: cfg.keys == nil}
 	if cfg.keys != nil {
 		auth.Keys = map[string]string{}
@@ -93,7 +104,8 @@ func newStack(t *testing.T, cfg stackConfig) *stack {
 			auth.Keys[httpapi.HashKey(k)] = tenant
 		}
 	}
-	api, err := httpapi.New(httpapi.Config{Client: c, NC: ns.NC, Agents: []string{"demo"}, Auth: auth, CORSOrigins: cfg.corsOrigins})
+	api, err := httpapi.New(httpapi.Config{Client: c, NC: ns.NC, Agents: []string{"demo"}, Auth: auth, CORSOrigins: cfg.corsOrigins,
+		AuditKey: cp.PublicKey()})
 	require.NoError(t, err)
 	srv := httptest.NewServer(mount(api.Handler()))
 	t.Cleanup(func() {
@@ -105,6 +117,7 @@ func newStack(t *testing.T, cfg stackConfig) *stack {
 		cancel()
 		<-poolDone
 		<-projDone
+		<-cpDone
 	})
 	return &stack{ns: ns, c: c, api: api, srv: srv}
 }

@@ -2,6 +2,8 @@ package webui_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"flag"
 	"fmt"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/convlog/convlog/audit"
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
 )
@@ -180,6 +183,8 @@ func TestViewerEndToEnd(t *testing.T) {
 	rejSeq := publishRejected(t, s, id)
 	b.waitFor("the note that an event was rejected", `!document.querySelector(".reject-note").hidden`)
 	b.click("#audit-toggle")
+	b.waitFor("the integrity badge: verified", `document.querySelector("#integrity.ok")?.textContent === "Integrity: verified" &&
+		/^\d+ event\(s\) match the signed checkpoints/.test(document.getElementById("integrity-detail").textContent)`)
 	th, err := s.c.Get(t.Context(), "default", id, client.Consistent(), client.WithEvents())
 	require.NoError(t, err)
 	require.Len(t, th.Rejections, 1)
@@ -250,6 +255,19 @@ func TestViewerEndToEnd(t *testing.T) {
   return false;
 })()`, js(fork)))
 	b.screenshot("webui-list.png", false)
+
+	// A checkpoint forged behind convlog's back (signed by another key)
+	// turns the badge red, naming its sequence.
+	_, forger, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	body, sig, pub, err := audit.Sign(audit.Checkpoint{V: audit.CheckpointVersion, Stream: "CONVLOG", From: 1, Seq: 1}, forger)
+	require.NoError(t, err)
+	ack, err := s.ns.JS.PublishMsg(t.Context(), &nats.Msg{Subject: audit.CheckpointSubject(""), Data: body,
+		Header: nats.Header{audit.HeaderSignature: {sig}, audit.HeaderKey: {pub}}})
+	require.NoError(t, err)
+	b.do(chromedp.Navigate(s.srv.URL + "/#/t/" + id + "?audit=1"))
+	b.waitFor("the integrity badge: failed", fmt.Sprintf(`document.querySelector("#integrity.error")?.textContent === "Integrity: FAILED at seq %d" &&
+		document.getElementById("integrity-detail").textContent.startsWith("checkpoint-signature")`, ack.Sequence))
 	t.Logf("browser test took %v", time.Since(start).Round(time.Millisecond))
 }
 

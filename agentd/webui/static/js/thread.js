@@ -73,8 +73,14 @@ class ThreadView {
     this.logBody = h("tbody");
     this.logCaption = h("caption", {}, "Event log");
     this.log = new EventLog(this.logBody, (seq) => this.showAt(seq));
+    // Integrity: the thread checked against the signed checkpoints
+    // (GET /v1/threads/{id}/audit; docs/audit.md).
+    this.integrity = h("span", { class: "badge muted", id: "integrity", role: "status" }, "Integrity: not checked");
+    this.integrityDetail = h("span", { class: "muted small", id: "integrity-detail" }, "");
+    this.verifyBtn = h("button", { type: "button", class: "secondary", id: "verify-integrity", onclick: () => this.verifyIntegrity() }, "Verify");
     this.auditPane = h("section", { class: "audit-pane", id: "audit-pane", "aria-label": "Audit", hidden: !this.audit },
       h("h2", {}, "Audit"),
+      h("div", { class: "row integrity" }, this.integrity, this.verifyBtn, this.integrityDetail),
       h("div", { class: "timetravel" },
         h("label", { for: "tt-range" }, "Time travel"),
         this.range, this.rangeOut),
@@ -126,7 +132,10 @@ class ThreadView {
       onEvent: (ev) => this.onEvent(ev),
       onStatus: (s) => this.onStatus(s),
     }).start();
-    if (this.audit) this.loadLog();
+    if (this.audit) {
+      this.loadLog();
+      this.verifyIntegrity();
+    }
   }
 
   destroy() {
@@ -302,6 +311,7 @@ class ThreadView {
     this.updateHash();
     if (this.head) this.renderHead();
     if (on && !this.logLoaded && !this.loadingLog) this.loadLog();
+    if (on) this.verifyIntegrity();
   }
 
   updateHash() {
@@ -310,6 +320,39 @@ class ThreadView {
     if (this.viewSeq) q.set("at", String(this.viewSeq));
     const hash = `#/t/${enc(this.id)}` + (q.toString() ? "?" + q : "");
     if (location.hash !== hash) history.replaceState(null, "", hash);
+  }
+
+  // verifyIntegrity asks the server to re-read the thread and check it
+  // against the signed checkpoints, and shows the verdict as a badge.
+  async verifyIntegrity() {
+    this.verifyBtn.disabled = true;
+    this.integrity.className = "badge pending";
+    this.integrity.textContent = "Integrity: checking…";
+    this.integrityDetail.textContent = "";
+    try {
+      const r = await request(`/v1/threads/${enc(this.id)}/audit`);
+      if (this.destroyed) return;
+      const unsigned = r.unsigned_events ? `; ${r.unsigned_events} newer event(s) not yet checkpointed` : "";
+      if (r.ok) {
+        this.integrity.className = "badge ok";
+        this.integrity.textContent = "Integrity: verified";
+        this.integrityDetail.textContent = `${r.verified_events} event(s) match the signed checkpoints` + unsigned +
+          (r.erased?.length ? "; erased earlier, as recorded" : "");
+      } else {
+        const p = r.problems?.[0];
+        this.integrity.className = "badge error";
+        this.integrity.textContent = `Integrity: FAILED at seq ${r.first_bad_seq}`;
+        this.integrityDetail.textContent = p ? `${p.kind}: ${p.detail}` + (r.problem_count > 1 ? ` (and ${r.problem_count - 1} more)` : "") : "";
+      }
+    } catch (e) {
+      if (this.destroyed) return;
+      const off = e.problem?.code === "audit-off";
+      this.integrity.className = off ? "badge muted" : "badge warn";
+      this.integrity.textContent = off ? "Integrity: no checkpoints" : "Integrity: not checked";
+      this.integrityDetail.textContent = off ? "this server signs no audit checkpoints" : String(e.message || e);
+    } finally {
+      this.verifyBtn.disabled = false;
+    }
   }
 
   // loadLog reads the whole event log in pages of 1000, then merges the
