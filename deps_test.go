@@ -70,6 +70,7 @@ func TestDependencyDirection(t *testing.T) {
 		// The chat service is an application on client: no HTTP API, no
 		// worker, no server.
 		{"agentd/chat", []string{"github.com/nats-io/nats-server"}, below("client")},
+		{"agentd/retention", []string{"github.com/nats-io/nats-server"}, below("client")},
 	}
 	for _, c := range cases {
 		t.Run(c.pkg, func(t *testing.T) {

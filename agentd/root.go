@@ -75,6 +75,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage.`,
 	root.AddCommand(newThreadCmd(&lf))
 	root.AddCommand(newStreamCmd(&lf))
 	root.AddCommand(newAuditCmd(&lf))
+	root.AddCommand(newRetentionCmd(&lf))
 	addImportCmds(root, &lf)
 	return root
 }

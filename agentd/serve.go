@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/convlog/convlog/agentd/retention"
 	"github.com/convlog/convlog/agentd/webui"
 	"github.com/convlog/convlog/agentd/worker"
 	"github.com/convlog/convlog/audit"
@@ -40,6 +41,9 @@ type serveFlags struct {
 	AckWait     time.Duration
 	HTTPLimits  httpLimitFlags
 	Audit       auditFlags
+	// RetentionFile is the retention policy file (agentd/retention); ""
+	// runs no enforcer.
+	RetentionFile string
 	// auditPub is the checkpoint signing key's public half once loaded
 	// (nil: audit off); the HTTP API publishes it.
 	auditPub ed25519.PublicKey
@@ -90,6 +94,7 @@ CONVLOG_OPENAI_API_KEY, CONVLOG_LOG_FORMAT, CONVLOG_LOG_LEVEL.`,
 	fs.DurationVar(&f.AckWait, "worker-ack-wait", 30*time.Second, "time before work held by a crashed worker is redelivered")
 	f.HTTPLimits.register(fs)
 	f.Audit.register(fs)
+	fs.StringVar(&f.RetentionFile, "retention-file", "", `retention policies (JSON {"interval":"1m","tenants":{"acme":{"erase_idle":"720h"}}}): erase threads idle longer than that; "agentd retention plan" shows what it would do`)
 	return cmd
 }
 
@@ -120,6 +125,11 @@ func (f *serveFlags) validate() error {
 			errs = append(errs, err)
 		}
 	}
+	if f.RetentionFile != "" {
+		if _, err := retention.LoadFile(f.RetentionFile); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -136,7 +146,7 @@ func isLoopback(host string) bool {
 }
 
 // runServe is the serve command. Start order: NATS, provisioning,
-// projector, audit checkpointer, workers, HTTP. Shutdown order (reverse):
+// projector, audit checkpointer, retention enforcer, workers, HTTP. Shutdown order (reverse):
 //  1. the HTTP server stops accepting and drains requests (SSE streams end);
 //  2. workers stop taking work and finish or abandon in-flight turns
 //     (an abandoned turn is redelivered; its appends are atomic);
@@ -203,7 +213,7 @@ func runServe(parent context.Context, cmd *cobra.Command, f *serveFlags, logger 
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
 	var parts sync.WaitGroup
-	errc := make(chan error, 4)
+	errc := make(chan error, 8)
 	start := func(name string, run func(context.Context) error) {
 		parts.Add(1)
 		go func() {
@@ -241,6 +251,20 @@ func runServe(parent context.Context, cmd *cobra.Command, f *serveFlags, logger 
 		f.auditPub = cp.PublicKey()
 		start("audit", cp.Run)
 		logger.Info("audit checkpointer started", "public_key", audit.PublicKeyString(f.auditPub))
+	}
+	// 3c. retention
+	if f.RetentionFile != "" {
+		rc, err := retention.LoadFile(f.RetentionFile)
+		if err != nil {
+			return err
+		}
+		rc.Logger = logger.With("component", "retention")
+		enf, err := retention.New(cl, rc)
+		if err != nil {
+			return err
+		}
+		start("retention", enf.Run)
+		logger.Info("retention enforcer started", "file", f.RetentionFile, "tenants", len(rc.Tenants))
 	}
 	// 4. workers
 	var agentNames []string

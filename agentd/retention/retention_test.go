@@ -1,0 +1,151 @@
+package retention_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/convlog/convlog/agentd/retention"
+	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/natstest"
+	"github.com/convlog/convlog/projector"
+)
+
+// A policy of "idle > 1 s" erases exactly the idle threads of its tenant,
+// once, across an enforcer stopped in the middle of a scan and a new one;
+// a dry run before changes nothing; a thread written to since, a thread
+// whose metadata says "off", and another tenant's idle thread stay.
+func TestIdleThreadsAreErasedOnceAcrossARestart(t *testing.T) {
+	ns := natstest.Run(t)
+	ctx := context.Background()
+	c, err := client.New(ctx, ns.NC, client.Config{Provision: true})
+	require.NoError(t, err)
+	proj, err := projector.New(ns.JS, projector.Config{})
+	require.NoError(t, err)
+	pctx, pcancel := context.WithCancel(ctx)
+	pdone := make(chan struct{})
+	go func() { defer close(pdone); _ = proj.Run(pctx) }()
+	t.Cleanup(func() { pcancel(); <-pdone })
+	<-proj.Ready()
+
+	create := func(tenant, id string, md map[string]string) {
+		_, _, _, err := c.CreateThread(ctx, client.CreateOptions{Tenant: tenant, ThreadID: id, ThreadCreated: events.ThreadCreated{Metadata: md}})
+		require.NoError(t, err)
+		_, err = c.Append(ctx, tenant, id, []events.Event{{Payload: events.UserMessage{Content: events.Text("secret PII of " + id)}}}, client.AnyVersion())
+		require.NoError(t, err)
+	}
+	idle := []string{"idle-a", "idle-b", "idle-c", "idle-d"}
+	for _, id := range idle {
+		create("acme", id, nil)
+	}
+	create("acme", "kept-by-override", map[string]string{retention.MetadataKey: "off"})
+	create("acme", "revived", nil)
+	create("globex", "idle-other-tenant", nil)
+	// The policy measures time passing: let the threads above become
+	// idle for more than the policy's second.
+	time.Sleep(1200 * time.Millisecond)
+	create("acme", "fresh", nil)
+	_, err = c.Append(ctx, "acme", "revived", []events.Event{{Payload: events.UserMessage{Content: events.Text("still here")}}}, client.AnyVersion())
+	require.NoError(t, err)
+	// The index must have the threads (List reads it).
+	require.Eventually(t, func() bool {
+		p, err := c.List(ctx, "acme", client.ListOptions{Limit: 100})
+		return err == nil && len(p.Threads) == 7
+	}, 10*time.Second, 10*time.Millisecond)
+
+	policy := map[string]retention.Policy{"acme": {EraseIdle: time.Second}}
+	dry, err := retention.New(c, retention.Config{Tenants: policy, DryRun: true})
+	require.NoError(t, err)
+	planned, err := dry.Scan(ctx)
+	require.NoError(t, err)
+	require.Equal(t, idle, threadsOf(planned), "the dry run plans exactly the idle threads")
+	for _, id := range idle {
+		_, err := c.Get(ctx, "acme", id, client.Consistent())
+		require.NoError(t, err, "a dry run erases nothing: %s", id)
+	}
+
+	// An enforcer stopped after its first action (as if agentd stopped
+	// mid-scan), then a new one.
+	var mu sync.Mutex
+	var acted []retention.Action
+	rctx, stop := context.WithCancel(ctx)
+	first, err := retention.New(c, retention.Config{Tenants: policy, Interval: time.Hour, OnAction: func(a retention.Action) {
+		mu.Lock()
+		acted = append(acted, a)
+		mu.Unlock()
+		stop()
+	}})
+	require.NoError(t, err)
+	require.NoError(t, first.Run(rctx))
+	mu.Lock()
+	require.NotEmpty(t, acted)
+	require.Less(t, len(acted), len(idle), "the first enforcer stopped in the middle")
+	mu.Unlock()
+	second, err := retention.New(c, retention.Config{Tenants: policy})
+	require.NoError(t, err)
+	rest, err := second.Scan(ctx)
+	require.NoError(t, err)
+	all := append(acted, rest...)
+	require.ElementsMatch(t, idle, threadsOf(all), "every idle thread erased exactly once")
+	again, err := second.Scan(ctx)
+	require.NoError(t, err)
+	require.Empty(t, again, "a later scan has nothing left to do")
+
+	st, err := ns.JS.Stream(ctx, "CONVLOG")
+	require.NoError(t, err)
+	for _, id := range idle {
+		_, err := c.Get(ctx, "acme", id, client.Consistent())
+		require.True(t, errors.Is(err, client.ErrThreadNotFound), "%s: %v", id, err)
+		// The action is in the log: the only event left is the marker,
+		// naming the policy.
+		m, err := st.GetLastMsgForSubject(ctx, "conv.acme."+id)
+		require.NoError(t, err)
+		require.Equal(t, string(events.TypeErased), m.Header.Get(events.HeaderType))
+		first, err := st.GetMsg(ctx, 1, jetstream.WithGetMsgSubject("conv.acme."+id))
+		require.NoError(t, err)
+		require.Equal(t, m.Sequence, first.Sequence, "one marker: erased once")
+		ev, err := events.Unmarshal(m.Data)
+		require.NoError(t, err)
+		require.True(t, strings.HasPrefix(ev.Payload.(events.Erased).Reason, "retention: no event for "), ev.Payload)
+	}
+	for _, k := range [][2]string{{"acme", "kept-by-override"}, {"acme", "revived"}, {"acme", "fresh"}, {"globex", "idle-other-tenant"}} {
+		th, err := c.Get(ctx, k[0], k[1], client.Consistent())
+		require.NoError(t, err, "%v stays", k)
+		require.NotEmpty(t, th.Messages)
+	}
+}
+
+func threadsOf(as []retention.Action) []string {
+	var out []string
+	for _, a := range as {
+		out = append(out, a.Thread)
+	}
+	return out
+}
+
+func TestRetentionFilesAreChecked(t *testing.T) {
+	dir := t.TempDir()
+	write := func(s string) string {
+		p := dir + "/r.json"
+		require.NoError(t, writeFile(p, s))
+		return p
+	}
+	cfg, err := retention.LoadFile(write(`{"interval":"2s","tenants":{"acme":{"erase_idle":"720h"}}}`))
+	require.NoError(t, err)
+	require.Equal(t, 2*time.Second, cfg.Interval)
+	require.Equal(t, 720*time.Hour, cfg.Tenants["acme"].EraseIdle)
+	_, err = retention.LoadFile(write(`{"tenants":{"acme":{"erase_idle":"soon"}}}`))
+	require.ErrorContains(t, err, `tenants.acme.erase_idle "soon" is not a positive duration`)
+	_, err = retention.LoadFile(write(`{"tenant":{}}`))
+	require.ErrorContains(t, err, `unknown field "tenant"`)
+}
+
+func writeFile(p, s string) error { return os.WriteFile(p, []byte(s), 0o600) }
