@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,7 +14,10 @@ import (
 	"github.com/convlog/convlog/audit"
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/natstest"
 )
+
+func natstestRun(b *testing.B) *natstest.Server { return natstest.Run(b) }
 
 // BenchmarkVerifyThread verifies one thread of 10,000 events (about 500
 // bytes each) against its checkpoints, and replays the same thread, in one
@@ -57,4 +61,53 @@ func BenchmarkVerifyThread(b *testing.B) {
 		}
 		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
 	})
+}
+
+// BenchmarkAppendsWithACheckpointer measures what the checkpointer costs
+// the writers: concurrent single-event appends over 64 threads, with no
+// checkpointer and with one running (cadence 1 s, as agentd serve runs
+// it), in one run; metric appends/s of each.
+func BenchmarkAppendsWithACheckpointer(b *testing.B) {
+	for _, with := range []bool{false, true} {
+		name := "without"
+		if with {
+			name = "with"
+		}
+		b.Run(name, func(b *testing.B) {
+			ns := natstestRun(b)
+			ctx := context.Background()
+			c, err := client.New(ctx, ns.NC, client.Config{Provision: true})
+			require.NoError(b, err)
+			if with {
+				_, key, err := ed25519.GenerateKey(nil)
+				require.NoError(b, err)
+				cp, err := audit.NewCheckpointer(ns.JS, audit.Config{Key: key})
+				require.NoError(b, err)
+				cctx, cancel := context.WithCancel(ctx)
+				done := make(chan struct{})
+				go func() { defer close(done); _ = cp.Run(cctx) }()
+				defer func() { cancel(); <-done }()
+				<-cp.Ready()
+			}
+			for i := range 64 {
+				_, _, _, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: fmt.Sprintf("t%d", i)})
+				require.NoError(b, err)
+			}
+			text := strings.Repeat("x", 400)
+			var next atomic.Int64
+			b.SetParallelism(4)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := next.Add(1)
+					_, err := c.Append(ctx, "acme", fmt.Sprintf("t%d", i%64), []events.Event{{Payload: events.UserMessage{Content: events.Text(text)}}}, client.AnyVersion())
+					if err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
+		})
+	}
 }
