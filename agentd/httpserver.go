@@ -24,6 +24,7 @@ type httpLimitFlags struct {
 	IdleTimeout        time.Duration
 	StreamWriteTimeout time.Duration
 	MaxConns           int
+	MaxAudits          int
 	CORSOrigins        []string
 }
 
@@ -36,6 +37,7 @@ func (f *httpLimitFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.IdleTimeout, "http-idle-timeout", httpapi.DefaultIdleTimeout, "time a keep-alive connection may wait for its next request")
 	fs.DurationVar(&f.StreamWriteTimeout, "http-stream-write-timeout", httpapi.DefaultWriteTimeout, "time one write to a streaming client may take before the client is dropped")
 	fs.StringSliceVar(&f.CORSOrigins, "http-cors-origin", nil, "a browser origin (scheme://host[:port]) allowed to call the API from another origin (CORS); repeat or comma-separate for several; none by default")
+	fs.IntVar(&f.MaxAudits, "http-max-audits", httpapi.DefaultMaxAudits, "audit verifications (GET /v1/audit/verify, /v1/threads/{id}/audit) run at once; more are refused with 429")
 	fs.IntVar(&f.MaxConns, "http-max-conns", 0, fmt.Sprintf("open HTTP connections beyond which new ones are refused with 503 (0 = %d, lowered to leave a quarter of the file descriptor limit free)", httpapi.DefaultMaxConns))
 }
 
@@ -45,7 +47,7 @@ func (f *httpLimitFlags) apply(cfg *httpapi.Config) {
 	cfg.ReadHeaderTimeout, cfg.ReadTimeout = f.ReadHeaderTimeout, f.ReadTimeout
 	cfg.ResponseTimeout, cfg.IdleTimeout = f.ResponseTimeout, f.IdleTimeout
 	cfg.WriteTimeout, cfg.MaxConns = f.StreamWriteTimeout, f.MaxConns
-	cfg.CORSOrigins = f.CORSOrigins
+	cfg.CORSOrigins, cfg.MaxAudits = f.CORSOrigins, f.MaxAudits
 }
 
 // validate reports every problem with the limits (for --check too).

@@ -74,10 +74,10 @@ func TestServeCheckRejectsImpossibleLimits(t *testing.T) {
 	var f httpLimitFlags
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	f.register(fs)
-	require.NoError(t, fs.Parse([]string{"--http-max-conns=100000000", "--http-stream-total-bytes=10", "--http-read-timeout=-1s"}))
+	require.NoError(t, fs.Parse([]string{"--http-max-conns=100000000", "--http-stream-total-bytes=10", "--http-read-timeout=-1s", "--http-max-audits=-1"}))
 	err := f.validate()
 	require.Error(t, err)
-	for _, want := range []string{"--http-*", "MaxConns 100000000", "StreamTotalBytes (10)", "ReadTimeout must be >= 0"} {
+	for _, want := range []string{"--http-*", "MaxConns 100000000", "StreamTotalBytes (10)", "ReadTimeout must be >= 0", "MaxAudits must be >= 0"} {
 		require.Contains(t, err.Error(), want)
 	}
 }

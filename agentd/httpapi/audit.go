@@ -7,6 +7,9 @@ import (
 	"github.com/convlog/convlog/audit"
 )
 
+// DefaultMaxAudits is Config.MaxAudits's default.
+const DefaultMaxAudits = 2
+
 // auditKeyBody is GET /v1/audit/key.
 type auditKeyBody struct {
 	Algorithm string `json:"algorithm"`
@@ -47,6 +50,13 @@ func (s *Server) verifyThread(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) verify(w http.ResponseWriter, r *http.Request, scope audit.Scope) error {
 	if s.cfg.AuditKey == nil {
 		return s.auditOff()
+	}
+	select {
+	case s.audits <- struct{}{}:
+		defer func() { <-s.audits }()
+	default:
+		return newProblem(http.StatusTooManyRequests, "audit-busy", "Too many verifications",
+			"the server runs as many verifications as it allows at once (agentd --http-max-audits); retry after a second").header("Retry-After", "1")
 	}
 	q := r.URL.Query()
 	for name := range q {

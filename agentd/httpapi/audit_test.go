@@ -6,6 +6,8 @@ import (
 	"crypto/rand"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +17,8 @@ import (
 
 	"github.com/convlog/convlog/agentd/httpapi"
 	"github.com/convlog/convlog/audit"
+	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/events"
 )
 
 // TestAuditOverHTTP: the public key is published without an API key, a
@@ -101,11 +105,13 @@ func TestAuditOverHTTP(t *testing.T) {
 	r.json(t, &rep)
 	require.True(t, rep.OK, r.body)
 	bad := []byte(anchor.Hash)
-	bad[0] ^= 1
+	bad[0] = map[bool]byte{true: '1', false: '0'}[bad[0] == '0'] // another hex digit
 	r = e.do("GET", "/v1/threads/"+other+"/audit?anchor_seq="+strconv.FormatUint(anchor.MsgSeq, 10)+"&anchor_hash="+string(bad), keyAcme, nil)
 	rep = audit.Report{}
+	require.Equal(t, http.StatusOK, r.status, r.body)
 	r.json(t, &rep)
 	require.False(t, rep.OK, r.body)
+	require.NotEmpty(t, rep.Problems, r.body)
 	require.Equal(t, audit.KindAnchorNotFound, rep.Problems[0].Kind)
 
 	r = e.do("GET", "/v1/threads/"+other+"/audit?anchor_seq=3", keyAcme, nil)
@@ -117,4 +123,45 @@ func TestAuditOverHTTP(t *testing.T) {
 	r = off.do("GET", "/v1/audit/key", "", nil)
 	require.Equal(t, http.StatusNotFound, r.status, r.body)
 	require.Contains(t, string(r.body), "audit-off")
+}
+
+// Verifications beyond Config.MaxAudits at once are refused with 429 and
+// Retry-After, so a client repeating them cannot take every core; the
+// others are answered.
+func TestAuditVerificationsAreBounded(t *testing.T) {
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	e := newEnv(t, withoutWorkers(), withConfig(func(c *httpapi.Config) { c.AuditKey, c.MaxAudits = key.Public().(ed25519.PublicKey), 1 }))
+	id := e.createThread(map[string]any{"replies": "off"})
+	ctx := context.Background()
+	for range 30 {
+		var evs []events.Event
+		for range 100 {
+			evs = append(evs, events.Event{Payload: events.UserMessage{Content: events.Text(strings.Repeat("x", 300))}})
+		}
+		_, err := e.c.Append(ctx, "acme", id, evs, client.AnyVersion())
+		require.NoError(t, err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[int]int{}
+	retryAfter := ""
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := e.do("GET", "/v1/threads/"+id+"/audit", keyAcme, nil)
+			mu.Lock()
+			defer mu.Unlock()
+			codes[r.status]++
+			if r.status == http.StatusTooManyRequests {
+				retryAfter = r.header.Get("Retry-After")
+			}
+		}()
+	}
+	wg.Wait()
+	require.Positive(t, codes[http.StatusOK], "%v", codes)
+	require.Positive(t, codes[http.StatusTooManyRequests], "%v", codes)
+	require.Equal(t, 16, codes[http.StatusOK]+codes[http.StatusTooManyRequests], "%v", codes)
+	require.Equal(t, "1", retryAfter)
 }

@@ -85,6 +85,12 @@ type Config struct {
 	// the thread's log against the checkpoints it signed. nil: those
 	// answer 404 audit-off.
 	AuditKey ed25519.PublicKey
+	// MaxAudits caps the verifications (GET /v1/audit/verify, GET
+	// /v1/threads/{id}/audit) running at once; one more is refused with
+	// 429 audit-busy and Retry-After: each reads every checkpoint of the
+	// stream, so a client repeating them cannot take every core. Default
+	// DefaultMaxAudits.
+	MaxAudits int
 	// AnswerTimeout bounds the wait for an agent's answer in
 	// /v1/chat/completions (504 beyond; the answer still lands in the
 	// thread). Default [DefaultAnswerTimeout].
@@ -340,6 +346,9 @@ func (c Config) ValidateLimits() error {
 		if err := validOrigin(o); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if c.MaxAudits < 0 {
+		errs = append(errs, fmt.Errorf("httpapi: MaxAudits must be >= 0, got %d", c.MaxAudits))
 	}
 	for name, n := range map[string]int64{"StreamBufferBytes": c.StreamBufferBytes, "StreamTotalBytes": c.StreamTotalBytes} {
 		if n < 0 {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -58,6 +59,8 @@ type Server struct {
 	// streams is the StreamTotalBytes budget shared by every event stream
 	// and events page.
 	streams *byteBudget
+	// audits holds a token per verification in flight (Config.MaxAudits).
+	audits chan struct{}
 }
 
 // New returns a server for cfg. It validates cfg (every problem at once).
@@ -67,7 +70,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, c: cfg.Client, log: cfg.Logger, mux: http.NewServeMux(),
-		agents: map[string]bool{}, started: time.Now(), streams: newByteBudget(cfg.StreamTotalBytes)}
+		agents: map[string]bool{}, started: time.Now(), streams: newByteBudget(cfg.StreamTotalBytes),
+		audits: make(chan struct{}, cmp.Or(cfg.MaxAudits, DefaultMaxAudits))}
 	for _, a := range cfg.Agents {
 		s.agents[a] = true
 	}
