@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -297,4 +299,72 @@ func TestAnErasedThreadIsReportedNotTampered(t *testing.T) {
 	require.Len(t, rep.Erased, 1)
 	require.Equal(t, "conv.acme.gone", rep.Erased[0].Subject)
 	require.Equal(t, len(seqs), rep.Erased[0].Events)
+}
+
+// One thread is verified from the checkpoints that name it (the heads
+// bucket's entry, then each checkpoint's prev_cp), not from every
+// checkpoint of the stream; a pointer moved back (stale or altered) makes
+// the verification read everything instead, and it still counts every
+// event.
+func TestOneThreadIsVerifiedFromItsOwnCheckpoints(t *testing.T) {
+	w := newWorld(t, "")
+	x := w.thread("acme", "x", 3, "early")
+	w.waitCovered(w.lastThreadSeq())
+	var total int
+	for i := range 5 {
+		s := w.thread("acme", fmt.Sprintf("other%d", i), 2, "later")
+		total += len(s)
+		w.waitCovered(w.lastThreadSeq())
+	}
+	more, err := w.c.Append(context.Background(), "acme", "x", []events.Event{{Payload: events.UserMessage{Content: events.Text("again")}}}, client.AnyVersion())
+	require.NoError(t, err)
+	w.waitCovered(more.Version)
+
+	all := w.verify(audit.Scope{})
+	require.True(t, all.OK)
+	one := w.verify(audit.Scope{Tenant: "acme", Thread: "x"})
+	require.True(t, one.OK, "%+v", one.Problems)
+	require.EqualValues(t, len(x)+1, one.Verified)
+	require.Equal(t, 2, one.Checkpoints, "the two checkpoints naming x, of %d", all.Checkpoints)
+	require.Greater(t, all.Checkpoints, 5)
+
+	// Point x's entry back at its first checkpoint: the walk misses the
+	// second, so the whole stream is read, and all of x verifies.
+	kv, err := w.ns.JS.KeyValue(context.Background(), audit.DefaultHeadsBucket)
+	require.NoError(t, err)
+	e, err := kv.Get(context.Background(), "h.conv.acme.x")
+	require.NoError(t, err)
+	stale := append([]byte(nil), e.Value()...)
+	w.stop()
+	st, err := w.ns.JS.Stream(context.Background(), "CONVLOG")
+	require.NoError(t, err)
+	m, err := st.GetMsg(context.Background(), one.LastCheckpoint.MsgSeq)
+	require.NoError(t, err)
+	var cp audit.Checkpoint
+	require.NoError(t, json.Unmarshal(m.Data, &cp))
+	for _, th := range cp.Threads {
+		if th.Subject == "conv.acme.x" {
+			binary.BigEndian.PutUint64(stale[32:], th.PrevCheckpoint)
+		}
+	}
+	_, err = kv.Put(context.Background(), "h.conv.acme.x", stale)
+	require.NoError(t, err)
+	again := w.verify(audit.Scope{Tenant: "acme", Thread: "x"})
+	require.True(t, again.OK, "%+v", again.Problems)
+	require.EqualValues(t, len(x)+1, again.Verified, "%+v", again)
+	require.Equal(t, all.Checkpoints, again.Checkpoints, "every checkpoint read")
+
+	// Events after the last checkpoint (the checkpointer is stopped) are
+	// counted as unsigned, each of them, on both paths.
+	for range 2 {
+		_, err := w.c.Append(context.Background(), "acme", "x", []events.Event{{Payload: events.UserMessage{Content: events.Text("late")}}}, client.AnyVersion())
+		require.NoError(t, err)
+	}
+	_, err = kv.Put(context.Background(), "h.conv.acme.x", e.Value())
+	require.NoError(t, err)
+	for _, scope := range []audit.Scope{{}, {Tenant: "acme", Thread: "x"}} {
+		rep := w.verify(scope)
+		require.True(t, rep.OK, "%+v", rep.Problems)
+		require.EqualValues(t, 2, rep.Unsigned, "%+v", scope)
+	}
 }

@@ -35,7 +35,7 @@ const CheckpointVersion = 1
 //
 //	{"v":1,"stream":"CONVLOG","from":1,"seq":42,"time":"2026-11-26T08:00:00Z",
 //	 "prev":"<hex SHA-256 of the previous checkpoint's body, or empty>",
-//	 "threads":[{"subject":"conv.acme.t1","prev":"<hex head before>",
+//	 "threads":[{"subject":"conv.acme.t1","prev":"<hex head before>","prev_cp":12,
 //	             "head":"<hex head after>","leaves":[[7,"<hex leaf>"],...]}]}
 //
 // threads is sorted by subject, each thread's leaves by sequence.
@@ -53,10 +53,15 @@ type Checkpoint struct {
 // head before and after the checkpoint's messages, and the leaf of each
 // of them ([Leaf]).
 type ThreadHeads struct {
-	Subject string      `json:"subject"`
-	Prev    string      `json:"prev"`
-	Head    string      `json:"head"`
-	Leaves  []LeafEntry `json:"leaves"`
+	Subject string `json:"subject"`
+	Prev    string `json:"prev"`
+	// PrevCheckpoint is the stream sequence of the previous checkpoint
+	// message that named this subject (0 for its first): a verifier of one
+	// thread walks these back from the newest instead of reading every
+	// checkpoint of the stream.
+	PrevCheckpoint uint64      `json:"prev_cp,omitempty"`
+	Head           string      `json:"head"`
+	Leaves         []LeafEntry `json:"leaves"`
 }
 
 // LeafEntry is [stream sequence, hex leaf hash]; JSON is a two-element
@@ -170,10 +175,11 @@ type lazyCheckpoint struct {
 }
 
 type lazyThread struct {
-	Subject string          `json:"subject"`
-	Prev    string          `json:"prev"`
-	Head    string          `json:"head"`
-	Leaves  json.RawMessage `json:"leaves"`
+	Subject        string          `json:"subject"`
+	Prev           string          `json:"prev"`
+	PrevCheckpoint uint64          `json:"prev_cp"`
+	Head           string          `json:"head"`
+	Leaves         json.RawMessage `json:"leaves"`
 }
 
 // openLazy is Open into a lazyCheckpoint.
@@ -218,4 +224,74 @@ func decodeCheckpoint(body []byte) (Checkpoint, error) {
 		return c, fmt.Errorf("audit: checkpoint format version %d, this verifier knows %d", c.V, CheckpointVersion)
 	}
 	return c, nil
+}
+
+// parseLeaves decodes a thread's leaves as every checkpointer writes them,
+// [[seq,"<64 hex>"],...] without spaces, by hand (a checkpoint carries
+// thousands, and the verifier reads them all); any other valid JSON form
+// goes through encoding/json.
+func parseLeaves(raw []byte) ([]LeafEntry, error) {
+	const entry = len(`[0,""]`) + 2*len(Hash{})
+	out := make([]LeafEntry, 0, len(raw)/(entry+1))
+	b := raw
+	if len(b) < 2 || b[0] != '[' {
+		return slowLeaves(raw)
+	}
+	b = b[1:]
+	if len(b) == 1 && b[0] == ']' {
+		return out, nil
+	}
+	for {
+		end := bytes.IndexByte(b, ']')
+		if end < 0 {
+			return slowLeaves(raw)
+		}
+		var e LeafEntry
+		if err := e.UnmarshalJSON(b[:end+1]); err != nil {
+			return slowLeaves(raw)
+		}
+		out = append(out, e)
+		b = b[end+1:]
+		switch {
+		case len(b) == 1 && b[0] == ']':
+			return out, nil
+		case len(b) > 1 && b[0] == ',':
+			b = b[1:]
+		default:
+			return slowLeaves(raw)
+		}
+	}
+}
+
+func slowLeaves(raw []byte) ([]LeafEntry, error) {
+	var out []LeafEntry
+	err := json.Unmarshal(raw, &out)
+	return out, err
+}
+
+// checkpointSeq reads only the "seq" member of a checkpoint body (it comes
+// before the threads), without decoding the rest.
+func checkpointSeq(body []byte) (uint64, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return 0, fmt.Errorf("audit: a checkpoint body is a JSON object")
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return 0, fmt.Errorf("audit: checkpoint body: %w", err)
+		}
+		if t == "seq" {
+			var seq uint64
+			if err := dec.Decode(&seq); err != nil {
+				return 0, fmt.Errorf("audit: checkpoint seq: %w", err)
+			}
+			return seq, nil
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return 0, fmt.Errorf("audit: checkpoint body: %w", err)
+		}
+	}
+	return 0, fmt.Errorf("audit: checkpoint body has no seq")
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/ed25519"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -101,9 +102,9 @@ type Checkpointer struct {
 
 	// state, owned by Run's goroutine
 	kv        jetstream.KeyValue
-	heads     *lru.Cache[string, Hash] // checkpointed heads (a cache of kv)
-	covered   uint64                   // the last thread sequence of the last checkpoint
-	lastMsg   uint64                   // the last checkpoint message's stream sequence
+	heads     *lru.Cache[string, headRef] // checkpointed heads (a cache of kv)
+	covered   uint64                      // the last thread sequence of the last checkpoint
+	lastMsg   uint64                      // the last checkpoint message's stream sequence
 	lastBody  Hash
 	hasLast   bool
 	readyOnce bool
@@ -191,10 +192,11 @@ func (c *Checkpointer) run(ctx context.Context) error {
 			r := Record{Subject: m.Subject(), Seq: md.Sequence.Stream, Time: md.Timestamp, Header: m.Headers(), Data: m.Data()}
 			prev, ok := p.heads[r.Subject]
 			if !ok {
-				if prev, err = c.head(ctx, r.Subject); err != nil {
+				ref, err := c.head(ctx, r.Subject)
+				if err != nil {
 					return err
 				}
-				p.prev[r.Subject] = prev
+				p.prev[r.Subject], prev = ref, ref.head
 			}
 			leaf := Leaf(r)
 			p.heads[r.Subject] = Next(prev, leaf)
@@ -224,7 +226,7 @@ func (c *Checkpointer) run(ctx context.Context) error {
 
 // pending is what was delivered since the last checkpoint.
 type pending struct {
-	prev   map[string]Hash // each thread's head before the window
+	prev   map[string]headRef // each thread's head before the window
 	heads  map[string]Hash
 	leaves map[string][]LeafEntry
 	last   uint64
@@ -232,28 +234,61 @@ type pending struct {
 }
 
 func newPending() pending {
-	return pending{prev: map[string]Hash{}, heads: map[string]Hash{}, leaves: map[string][]LeafEntry{}}
+	return pending{prev: map[string]headRef{}, heads: map[string]Hash{}, leaves: map[string][]LeafEntry{}}
+}
+
+// headRef is a subject's last checkpointed head and the stream sequence
+// of the checkpoint message that named it (0: never checkpointed). In the
+// heads bucket: the 32 bytes of the head, then the sequence as 8 bytes big
+// endian.
+type headRef struct {
+	head Hash
+	cp   uint64
+}
+
+func (r headRef) bytes() []byte {
+	return binary.BigEndian.AppendUint64(append([]byte(nil), r.head[:]...), r.cp)
+}
+
+func parseHeadRef(b []byte) (headRef, bool) {
+	var r headRef
+	if len(b) != len(r.head)+8 {
+		return r, false
+	}
+	copy(r.head[:], b)
+	r.cp = binary.BigEndian.Uint64(b[len(r.head):])
+	return r, true
 }
 
 // head is subject's last checkpointed head: from the cache, else the heads
 // bucket, else the zero hash (a subject never checkpointed).
-func (c *Checkpointer) head(ctx context.Context, subject string) (Hash, error) {
-	if h, ok := c.heads.Get(subject); ok {
-		return h, nil
+func (c *Checkpointer) head(ctx context.Context, subject string) (headRef, error) {
+	if r, ok := c.heads.Get(subject); ok {
+		return r, nil
 	}
-	var h Hash
-	e, err := c.kv.Get(ctx, headKey(subject))
+	r, err := readHeadRef(ctx, c.kv, subject)
+	if err != nil {
+		return r, fmt.Errorf("%w (bucket %s)", err, c.cfg.HeadsBucket)
+	}
+	c.heads.Put(subject, r, 1)
+	return r, nil
+}
+
+// readHeadRef reads subject's entry of a heads bucket (the zero headRef
+// when it has none).
+func readHeadRef(ctx context.Context, kv jetstream.KeyValue, subject string) (headRef, error) {
+	e, err := kv.Get(ctx, headKey(subject))
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return headRef{}, nil
 	case err != nil:
-		return h, fmt.Errorf("audit: head of %s: %w", subject, err)
-	case len(e.Value()) != len(h):
-		return h, fmt.Errorf("audit: head of %s in %s is %d bytes, not %d", subject, c.cfg.HeadsBucket, len(e.Value()), len(h))
-	default:
-		copy(h[:], e.Value())
+		return headRef{}, fmt.Errorf("audit: head of %s: %w", subject, err)
 	}
-	c.heads.Put(subject, h, 1)
-	return h, nil
+	r, ok := parseHeadRef(e.Value())
+	if !ok {
+		return r, fmt.Errorf("audit: head of %s is %d bytes, not %d", subject, len(e.Value()), len(r.head)+8)
+	}
+	return r, nil
 }
 
 func headKey(subject string) string { return "h." + subject }
@@ -273,7 +308,7 @@ type position struct {
 func (c *Checkpointer) storeHeads(ctx context.Context, heads map[string]Hash, pos position) error {
 	var futures []jetstream.PubAckFuture
 	for subj, h := range heads {
-		f, err := c.js.PublishAsync("$KV."+c.cfg.HeadsBucket+"."+headKey(subj), h[:])
+		f, err := c.js.PublishAsync("$KV."+c.cfg.HeadsBucket+"."+headKey(subj), headRef{h, pos.LastMsg}.bytes())
 		if err != nil {
 			return fmt.Errorf("audit: store head of %s: %w", subj, err)
 		}
@@ -296,7 +331,7 @@ func (c *Checkpointer) storeHeads(ctx context.Context, heads map[string]Hash, po
 		return fmt.Errorf("audit: store position: %w", err)
 	}
 	for subj, h := range heads {
-		c.heads.Put(subj, h, 1)
+		c.heads.Put(subj, headRef{h, pos.LastMsg}, 1)
 	}
 	return nil
 }
@@ -308,8 +343,8 @@ func (c *Checkpointer) publish(ctx context.Context, p *pending) error {
 		cp.Prev = ""
 	}
 	for _, subj := range slices.Sorted(maps.Keys(p.leaves)) {
-		cp.Threads = append(cp.Threads, ThreadHeads{Subject: subj, Prev: p.prev[subj].String(),
-			Head: p.heads[subj].String(), Leaves: p.leaves[subj]})
+		cp.Threads = append(cp.Threads, ThreadHeads{Subject: subj, Prev: p.prev[subj].head.String(),
+			PrevCheckpoint: p.prev[subj].cp, Head: p.heads[subj].String(), Leaves: p.leaves[subj]})
 	}
 	body, sig, pub, err := Sign(cp, c.cfg.Key)
 	if err != nil {
@@ -338,7 +373,7 @@ func (c *Checkpointer) publish(ctx context.Context, p *pending) error {
 // checkpointer's own or another's with the same stream: they are not
 // verified here (that is Verify's job), only decoded.
 func (c *Checkpointer) load(ctx context.Context) error {
-	c.heads = lru.New[string, Hash](c.cfg.CacheThreads, 0)
+	c.heads = lru.New[string, headRef](c.cfg.CacheThreads, 0)
 	c.covered, c.lastMsg, c.lastBody, c.hasLast = 0, 0, Hash{}, false
 	if c.kv == nil {
 		replicas := 1

@@ -87,8 +87,8 @@ type Config struct {
 	AuditKey ed25519.PublicKey
 	// MaxAudits caps the verifications (GET /v1/audit/verify, GET
 	// /v1/threads/{id}/audit) running at once; one more is refused with
-	// 429 audit-busy and Retry-After: each reads every checkpoint of the
-	// stream, so a client repeating them cannot take every core. Default
+	// 429 audit-busy and Retry-After: a tenant's reads every checkpoint of
+	// the stream, so a client repeating them cannot take every core. Default
 	// DefaultMaxAudits.
 	MaxAudits int
 	// AnswerTimeout bounds the wait for an agent's answer in
