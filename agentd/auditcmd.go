@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -72,8 +73,8 @@ func newAuditCmd(lf *logFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "audit", Short: "Verify the log against its signed checkpoints"}
 	f.register(cmd)
 	var (
-		thread, pubKey, anchorHash string
-		anchorSeq                  uint64
+		thread, pubKey, anchorHash, stateFile string
+		anchorSeq                             uint64
 	)
 	trusted := func() (ed25519.PublicKey, error) {
 		if pubKey != "" {
@@ -133,6 +134,16 @@ second) are counted as unsigned.`,
 			if anchorSeq != 0 {
 				opts.Anchor = &audit.Anchor{MsgSeq: anchorSeq, Hash: anchorHash}
 			}
+			if stateFile != "" {
+				if opts.Anchor != nil {
+					return usageError{errors.New("--state-file keeps its own anchor: give it or --anchor-seq/--anchor-hash, not both")}
+				}
+				a, err := readAnchor(stateFile)
+				if err != nil {
+					return err
+				}
+				opts.Anchor = a
+			}
 			var rep *audit.Report
 			err = f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
 				var err error
@@ -151,10 +162,14 @@ second) are counted as unsigned.`,
 			if !rep.OK {
 				return fmt.Errorf("verification failed: %d problem(s), the first at stream sequence %d", rep.ProblemCount, rep.FirstBadSeq)
 			}
+			if stateFile != "" && rep.LastCheckpoint != nil {
+				return writeAnchor(stateFile, rep.LastCheckpoint.Anchor)
+			}
 			return nil
 		}}
 	verify.Flags().StringVar(&thread, "thread", "", "verify one thread of --tenant (any id; external ids are mapped)")
 	verify.Flags().StringVar(&pubKey, "public-key", "", "trusted public key: base64, PEM, or a file of either (default: the data directory's audit key)")
+	verify.Flags().StringVar(&stateFile, "state-file", "", "keep the last verified checkpoint in this file: each run must find it in the stream as it was (a rewritten log fails) and, when clean, records the new one (as immudb clients keep their last verified state)")
 	verify.Flags().Uint64Var(&anchorSeq, "anchor-seq", 0, "a checkpoint trusted earlier: its message's stream sequence (a report's last_checkpoint.msg_seq)")
 	verify.Flags().StringVar(&anchorHash, "anchor-hash", "", "that checkpoint's body hash (last_checkpoint.hash)")
 	key := &cobra.Command{Use: "key", Short: "Print the public key that verifies the checkpoints", Args: cobra.NoArgs,
@@ -198,4 +213,35 @@ func printReport(e *cliEnv, r *audit.Report) {
 	if r.ProblemCount > len(r.Problems) {
 		fmt.Fprintf(e.out, "  ... and %d more\n", r.ProblemCount-len(r.Problems))
 	}
+}
+
+// readAnchor reads a --state-file: nil when it does not exist yet (the
+// first run trusts what it finds).
+func readAnchor(path string) (*audit.Anchor, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var a audit.Anchor
+	if err := json.Unmarshal(b, &a); err != nil || a.MsgSeq == 0 || a.Hash == "" {
+		return nil, fmt.Errorf("--state-file %s: not a checkpoint anchor {\"msg_seq\": N, \"hash\": \"...\"} (%v)", path, err)
+	}
+	return &a, nil
+}
+
+// writeAnchor replaces the --state-file with a (written to a temporary
+// file, then renamed).
+func writeAnchor(path string, a audit.Anchor) error {
+	b, err := json.Marshal(a)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -47,6 +48,30 @@ func TestAuditVerifyCommand(t *testing.T) {
 		return err == nil && json.Unmarshal([]byte(out), &rep) == nil && rep.OK && rep.Verified == 6 && rep.Unsigned == 0
 	}, 30*time.Second, 200*time.Millisecond, "a clean verification of 6 events: %+v", rep)
 
+	// --state-file keeps the last verified checkpoint and requires it in
+	// the next run: a log rewritten since (here: an anchor that the
+	// stream does not hold) fails.
+	state := filepath.Join(t.TempDir(), "audit-state.json")
+	_, stderr, err := runCLIFull(t, "audit", "verify", "--data-dir", dir, "--state-file", state)
+	require.NoError(t, err, stderr)
+	kept, err := os.ReadFile(state)
+	require.NoError(t, err)
+	require.Contains(t, string(kept), `"msg_seq":`)
+	_, stderr, err = runCLIFull(t, "audit", "verify", "--data-dir", dir, "--state-file", state)
+	require.NoError(t, err, "the anchor kept is in the stream: %s", stderr)
+	var a audit.Anchor
+	require.NoError(t, json.Unmarshal(kept, &a))
+	a.Hash = strings.Repeat("0", 64)
+	forged, err := json.Marshal(a)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(state, forged, 0o600))
+	stdout, _, err := runCLIFull(t, "audit", "verify", "--data-dir", dir, "--state-file", state)
+	require.Error(t, err)
+	require.Contains(t, stdout, "anchor-not-found")
+	after, err := os.ReadFile(state)
+	require.NoError(t, err)
+	require.Equal(t, string(forged), string(after), "a failed run keeps the state file as it was")
+
 	out, _, err := runCLIFull(t, "audit", "key", "--data-dir", dir)
 	require.NoError(t, err)
 	res, err := http.Get(p.httpURL + "/v1/audit/key")
@@ -69,7 +94,7 @@ func TestAuditVerifyCommand(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, st.Purge(context.Background(), jetstream.WithPurgeSubject("conv.default.t1"), jetstream.WithPurgeSequence(first.Sequence+1)))
 
-	stdout, stderr, err := runCLIFull(t, "audit", "verify", "--data-dir", dir)
+	stdout, stderr, err = runCLIFull(t, "audit", "verify", "--data-dir", dir)
 	var exit *exec.ExitError
 	require.True(t, errors.As(err, &exit), "exit status: %v\n%s\n%s", err, stdout, stderr)
 	require.Equal(t, 1, exit.ExitCode())
