@@ -32,6 +32,19 @@ export type CreateThreadRequest = components["schemas"]["CreateThreadRequest"];
 export type Problem = components["schemas"]["Problem"];
 /** A stored blob: name, size (bytes), digest ("SHA-256=..."), content_type, lifetime, modified. */
 export type BlobInfo = components["schemas"]["BlobInfo"];
+/** What a verification against the signed audit checkpoints found (`ok`, `first_bad_seq`, `problems`, `last_checkpoint`; docs/audit.md). */
+export type AuditReport = components["schemas"]["AuditReport"];
+/**
+ * A checkpoint trusted earlier: a report's `last_checkpoint.msg_seq` and
+ * `last_checkpoint.hash`. A later verification given it fails
+ * (`anchor-not-found`) when the log no longer holds that checkpoint.
+ */
+export interface AuditAnchor {
+  /** The checkpoint message's stream sequence. */
+  msg_seq: number;
+  /** Its body's SHA-256, 64 hex digits. */
+  hash: string;
+}
 
 /** Options of {@link ConvlogClient}. */
 export interface ConvlogClientOptions {
@@ -199,6 +212,38 @@ export class ConvlogClient {
   async deleteStateKey(id: string, key: string): Promise<number> {
     const r = await this.api.DELETE("/v1/threads/{id}/state/{key}", { params: { path: { id, key } } });
     return ok(r).version;
+  }
+
+  /**
+   * The public key of the audit checkpoints (`GET /v1/audit/key`): standard
+   * base64 of the Ed25519 key, and PEM. Throws {@link ConvlogError} with
+   * code `audit-off` when the server signs none.
+   */
+  async auditKey(): Promise<{ algorithm: "Ed25519"; public_key: string; pem: string; checkpoint_subject: string }> {
+    const r = await this.api.GET("/v1/audit/key", {});
+    return ok(r);
+  }
+
+  /**
+   * Verifies one thread against the signed checkpoints
+   * (`GET /v1/threads/{id}/audit`): the server re-reads its stored events
+   * and the checkpoints that name it. A report whose `ok` is false names
+   * the first differing sequence; keep `last_checkpoint` as the `anchor` of
+   * the next call to detect a rewritten log. Throws {@link ConvlogError}:
+   * 404 for a thread with no event, 429 `audit-busy` (retry after a
+   * second), 404 `audit-off`.
+   */
+  async verifyThread(id: string, anchor?: AuditAnchor): Promise<AuditReport> {
+    const query = anchor ? { anchor_seq: anchor.msg_seq, anchor_hash: anchor.hash } : {};
+    const r = await this.api.GET("/v1/threads/{id}/audit", { params: { path: { id }, query } });
+    return ok(r);
+  }
+
+  /** As {@link ConvlogClient.verifyThread} for every thread of the API key's tenant (`GET /v1/audit/verify`). */
+  async verifyTenant(anchor?: AuditAnchor): Promise<AuditReport> {
+    const query = anchor ? { anchor_seq: anchor.msg_seq, anchor_hash: anchor.hash } : {};
+    const r = await this.api.GET("/v1/audit/verify", { params: { query } });
+    return ok(r);
   }
 
   /**

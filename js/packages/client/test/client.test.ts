@@ -126,3 +126,27 @@ async function waitFor(cond: () => boolean, what: string, ms = 10_000): Promise<
     await new Promise((r) => setTimeout(r, 20));
   }
 }
+
+test("a thread verifies against the signed audit checkpoints, and a forged anchor fails", async () => {
+  const c = new ConvlogClient({ baseUrl: agentd.url, apiKey: keys.acme });
+  const key = await c.auditKey();
+  assert.equal(key.algorithm, "Ed25519");
+  assert.match(key.public_key, /^[A-Za-z0-9+/]{43}=$/);
+  const t = await c.createThread({ replies: "off" });
+  await c.append(t.thread, [user("to be proven")]);
+  // Checkpoints come about once a second: wait until nothing is unsigned.
+  let rep = await c.verifyThread(t.thread);
+  for (let i = 0; i < 100 && (rep.unsigned_events ?? 0) > 0; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    rep = await c.verifyThread(t.thread);
+  }
+  assert.equal(rep.ok, true, JSON.stringify(rep));
+  assert.equal(rep.verified_events, 2);
+  assert.equal(rep.unsigned_events, 0);
+  const anchor = { msg_seq: rep.last_checkpoint!.msg_seq!, hash: rep.last_checkpoint!.hash! };
+  assert.equal((await c.verifyThread(t.thread, anchor)).ok, true);
+  const forged = await c.verifyThread(t.thread, { ...anchor, hash: "0".repeat(64) });
+  assert.equal(forged.ok, false);
+  assert.equal(forged.problems?.[0]?.kind, "anchor-not-found");
+  assert.equal((await c.verifyTenant()).ok, true);
+});
