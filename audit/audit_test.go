@@ -279,10 +279,12 @@ func TestVerifyNamesTheSequenceOfTampering(t *testing.T) {
 		ack, err := w.ns.JS.PublishMsg(ctx, &nats.Msg{Subject: audit.CheckpointSubject(""), Data: body,
 			Header: nats.Header{audit.HeaderSignature: {sig}, audit.HeaderKey: {pub}}})
 		require.NoError(t, err)
-		rep := w.verify(audit.Scope{})
-		require.False(t, rep.OK)
-		require.Equal(t, ack.Sequence, rep.FirstBadSeq)
-		require.Equal(t, audit.KindSignature, rep.Problems[0].Kind)
+		for _, scope := range []audit.Scope{{}, {Tenant: "acme"}, {Tenant: "acme", Thread: "t"}} {
+			rep := w.verify(scope)
+			require.False(t, rep.OK, "%+v", scope)
+			require.Equal(t, ack.Sequence, rep.FirstBadSeq, "%+v", scope)
+			require.Equal(t, audit.KindSignature, rep.Problems[0].Kind, "%+v", scope)
+		}
 	})
 }
 

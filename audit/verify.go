@@ -340,9 +340,11 @@ func verifyAll(ctx context.Context, js jetstream.JetStream, scope Scope, opts Ve
 }
 
 // verifyByWalk verifies one thread from the checkpoints that name it
-// only: the heads bucket gives the newest one, and each names the one
-// before (ThreadHeads.PrevCheckpoint), so the cost is the thread's, not
-// the stream's. ok is false when the walk cannot decide (no heads bucket
+// only (and the stream's newest checkpoint's signature): the heads bucket
+// gives the newest one, and each names the one before
+// (ThreadHeads.PrevCheckpoint), so the cost is the thread's, not the
+// stream's. Checkpoints that do not name the thread are checked by a
+// verification of the tenant or the stream. ok is false when the walk cannot decide (no heads bucket
 // or entry, a link that does not lead to a valid checkpoint naming the
 // thread, or a stored message that a later checkpoint of the stream
 // covers but the walk did not reach: a stale or altered pointer); the
@@ -363,6 +365,12 @@ func verifyByWalk(ctx context.Context, js jetstream.JetStream, scope Scope, opts
 		return nil, false, fmt.Errorf("audit: last checkpoint: %w", err)
 	}
 	if lastCp == nil {
+		return nil, false, nil
+	}
+	// The newest checkpoint of the stream must verify too (a forged or
+	// altered one is reported by the full read); older checkpoints that
+	// do not name the thread are the stream's and tenant's verifications'.
+	if checkSignature(lastCp.Data, lastCp.Header.Get(HeaderSignature), opts.Trusted) != nil {
 		return nil, false, nil
 	}
 	lastSeq, err := checkpointSeq(lastCp.Data)
