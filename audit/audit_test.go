@@ -370,3 +370,32 @@ func TestOneThreadIsVerifiedFromItsOwnCheckpoints(t *testing.T) {
 		require.EqualValues(t, 2, rep.Unsigned, "%+v", scope)
 	}
 }
+
+// Two checkpointers on one stream (two agentd serve, each with its key)
+// never fork the checkpoint chain: each publishes on the expected last
+// checkpoint, the loser reloads and goes on from the winner's; the stream
+// verifies with both keys trusted, every event once.
+func TestTwoCheckpointersDoNotForkTheChain(t *testing.T) {
+	w := newWorld(t, "")
+	_, other, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	cp2, err := audit.NewCheckpointer(w.ns.JS, audit.Config{Key: other, Interval: 7 * time.Millisecond})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = cp2.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	var n int
+	for i := range 20 {
+		n += len(w.thread("acme", fmt.Sprintf("t%d", i), 5, "busy"))
+	}
+	trusted := []ed25519.PublicKey{w.key.Public().(ed25519.PublicKey), other.Public().(ed25519.PublicKey)}
+	var rep *audit.Report
+	require.Eventually(t, func() bool {
+		rep, err = audit.Verify(context.Background(), w.ns.JS, audit.Scope{}, audit.VerifyOptions{Trusted: trusted})
+		return err == nil && rep.Unsigned == 0 && rep.Verified == uint64(n)
+	}, 20*time.Second, 20*time.Millisecond)
+	// Without the expected-last-sequence on publish, both would cover
+	// the same events and the chain check (prev, from) would fail here.
+	require.True(t, rep.OK, "%+v", rep.Problems)
+}
