@@ -47,7 +47,7 @@ func (a *auditFlags) keyPath(c *connFlags) string {
 
 // startAudit loads (or creates) the signing key and returns the
 // checkpointer to run, or nil when audit is off.
-func startAudit(f *serveFlags, js jetstream.JetStream, logger *slog.Logger) (*audit.Checkpointer, error) {
+func startAudit(f *serveFlags, js jetstream.JetStream, logger *slog.Logger, m *metrics) (*audit.Checkpointer, error) {
 	if !f.Audit.Enabled {
 		logger.Warn("audit checkpoints are off (--audit=false): nothing signs the threads' hash chains")
 		return nil, nil
@@ -65,7 +65,7 @@ func startAudit(f *serveFlags, js jetstream.JetStream, logger *slog.Logger) (*au
 		logger.Info("audit signing key created", "path", path)
 	}
 	return audit.NewCheckpointer(js, audit.Config{Key: key, Stream: f.conn.Stream, SubjectPrefix: f.conn.Prefix,
-		Logger: logger.With("component", "audit")})
+		Logger: logger.With("component", "audit"), OnCheckpoint: m.onCheckpoint, OnRestart: func(error) { m.auditRestarts.Inc() }})
 }
 
 func newAuditCmd(lf *logFlags) *cobra.Command {

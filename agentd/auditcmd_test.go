@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -48,6 +49,16 @@ func TestAuditVerifyCommand(t *testing.T) {
 		return err == nil && json.Unmarshal([]byte(out), &rep) == nil && rep.OK && rep.Verified == 6 && rep.Unsigned == 0
 	}, 30*time.Second, 200*time.Millisecond, "a clean verification of 6 events: %+v", rep)
 
+	// The checkpointer's metrics.
+	res, err := http.Get(p.httpURL + "/metrics")
+	require.NoError(t, err)
+	body, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.NoError(t, err)
+	require.Regexp(t, `(?m)^convlog_audit_checkpoints_total [1-9]`, string(body))
+	require.Regexp(t, `(?m)^convlog_audit_checkpointed_events_total ([6-9]|[1-9][0-9]+)$`, string(body))
+	require.Regexp(t, `(?m)^convlog_audit_covered_seq [1-9]`, string(body))
+
 	// --state-file keeps the last verified checkpoint and requires it in
 	// the next run: a log rewritten since (here: an anchor that the
 	// stream does not hold) fails.
@@ -74,7 +85,7 @@ func TestAuditVerifyCommand(t *testing.T) {
 
 	out, _, err := runCLIFull(t, "audit", "key", "--data-dir", dir)
 	require.NoError(t, err)
-	res, err := http.Get(p.httpURL + "/v1/audit/key")
+	res, err = http.Get(p.httpURL + "/v1/audit/key")
 	require.NoError(t, err)
 	var k struct {
 		PublicKey string `json:"public_key"`

@@ -7,6 +7,7 @@ import (
 
 	"github.com/convlog/convlog/agentd/httpapi"
 	"github.com/convlog/convlog/agentd/worker"
+	"github.com/convlog/convlog/audit"
 )
 
 // metrics are agentd's Prometheus metrics (libraries expose hooks; agentd
@@ -25,6 +26,10 @@ type metrics struct {
 	httpDropped    *prometheus.CounterVec
 	httpRefused    prometheus.Counter
 	chats          *prometheus.CounterVec
+	auditCps       prometheus.Counter
+	auditEvents    prometheus.Counter
+	auditCovered   prometheus.Gauge
+	auditRestarts  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -61,7 +66,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.chats = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "convlog_chat_completions_total",
 		Help: "OpenAI-compatible chat completions by agent, conversation key tier and outcome."}, []string{"agent", "tier", "outcome"})
 	reg.MustRegister(m.httpRequests, m.httpDropped, m.httpRefused, m.chats)
-	reg.MustRegister(m.turns, m.turnSeconds, m.turnConflicts, m.projectionLag, m.projected, m.rejections, m.projectorError, m.storageFull, m.storageFulls)
+	m.auditCps = prometheus.NewCounter(prometheus.CounterOpts{Name: "convlog_audit_checkpoints_total",
+		Help: "Signed audit checkpoints this agentd stored."})
+	m.auditEvents = prometheus.NewCounter(prometheus.CounterOpts{Name: "convlog_audit_checkpointed_events_total",
+		Help: "Events covered by the audit checkpoints this agentd stored."})
+	m.auditCovered = prometheus.NewGauge(prometheus.GaugeOpts{Name: "convlog_audit_covered_seq",
+		Help: "The last stream sequence covered by a checkpoint this agentd stored (compare with the stream's last sequence: the unsigned window)."})
+	m.auditRestarts = prometheus.NewCounter(prometheus.CounterOpts{Name: "convlog_audit_restarts_total",
+		Help: "Times the audit checkpointer reloaded after a failed publish or read (another checkpointer won, NATS errors)."})
+	reg.MustRegister(m.turns, m.turnSeconds, m.turnConflicts, m.projectionLag, m.projected, m.rejections, m.projectorError, m.storageFull, m.storageFulls,
+		m.auditCps, m.auditEvents, m.auditCovered, m.auditRestarts)
 	return m
 }
 
@@ -82,4 +96,15 @@ func (m *metrics) httpHooks() httpapi.Hooks {
 			m.chats.WithLabelValues(c.Agent, strconv.Itoa(int(c.Tier)), c.Outcome).Inc()
 		},
 	}
+}
+
+// onCheckpoint counts one stored audit checkpoint (audit.Config.OnCheckpoint).
+func (m *metrics) onCheckpoint(c audit.Checkpoint, _ uint64) {
+	m.auditCps.Inc()
+	n := 0
+	for _, th := range c.Threads {
+		n += len(th.Leaves)
+	}
+	m.auditEvents.Add(float64(n))
+	m.auditCovered.Set(float64(c.Seq))
 }

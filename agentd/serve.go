@@ -243,7 +243,7 @@ func runServe(parent context.Context, cmd *cobra.Command, f *serveFlags, logger 
 		logger.Info("projector started")
 	}
 	// 3b. audit checkpoints
-	cp, err := startAudit(f, cl.JetStream(), logger)
+	cp, err := startAudit(f, cl.JetStream(), logger, m)
 	if err != nil {
 		return err
 	}

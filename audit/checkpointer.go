@@ -72,6 +72,9 @@ type Config struct {
 	// with the checkpoint and its message's stream sequence (from the
 	// Run goroutine; it must not block).
 	OnCheckpoint func(c Checkpoint, msgSeq uint64)
+	// OnRestart, when set, is called each time Run reloads after an
+	// error (from the Run goroutine; it must not block).
+	OnRestart func(err error)
 	// Logger gets restarts and errors (nil = discard).
 	Logger *slog.Logger
 }
@@ -140,6 +143,9 @@ func (c *Checkpointer) Run(ctx context.Context) error {
 			return nil
 		}
 		c.cfg.Logger.Warn("audit checkpointer restarting", "err", err, "pause", pause)
+		if c.cfg.OnRestart != nil {
+			c.cfg.OnRestart(err)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
