@@ -399,3 +399,38 @@ func TestTwoCheckpointersDoNotForkTheChain(t *testing.T) {
 	// the same events and the chain check (prev, from) would fail here.
 	require.True(t, rep.OK, "%+v", rep.Problems)
 }
+
+// A server with a small max payload (64 KiB here) still gets checkpoints:
+// a checkpoint is cut below half the connection's max payload, whatever
+// Config.MaxBytes says.
+func TestCheckpointsFitASmallMaxPayload(t *testing.T) {
+	ns := natstest.RunConfig(t, embedded.Config{MaxPayload: 64 << 10})
+	ctx := context.Background()
+	c, err := client.New(ctx, ns.NC, client.Config{Provision: true})
+	require.NoError(t, err)
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	var covered atomic.Uint64
+	cp, err := audit.NewCheckpointer(ns.JS, audit.Config{Key: key, Interval: time.Hour, // only the size cuts
+		OnCheckpoint: func(c audit.Checkpoint, _ uint64) { covered.Store(c.Seq) }})
+	require.NoError(t, err)
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = cp.Run(cctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	_, _, _, err = c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: "t"})
+	require.NoError(t, err)
+	var last uint64
+	for range 20 {
+		var evs []events.Event
+		for range 100 {
+			evs = append(evs, events.Event{Payload: events.UserMessage{Content: events.Text("x")}})
+		}
+		res, err := c.Append(ctx, "acme", "t", evs, client.AnyVersion())
+		require.NoError(t, err)
+		last = res.Version
+	}
+	// 2,001 leaves are about 160 KiB: at least two checkpoints by size.
+	require.Eventually(t, func() bool { return covered.Load() >= last-1000 }, 10*time.Second, 10*time.Millisecond,
+		"checkpoints cut by size below the 64 KiB max payload (covered %d of %d)", covered.Load(), last)
+}

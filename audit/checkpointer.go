@@ -56,7 +56,7 @@ type Config struct {
 	// Interval is the cadence (default DefaultInterval).
 	Interval time.Duration
 	// MaxBytes caps a checkpoint's body (default DefaultMaxBytes, at
-	// least 4 KiB).
+	// least 4 KiB, and at most half the connection's max payload).
 	MaxBytes int
 	// HeadsBucket is the KV bucket that keeps each thread subject's last
 	// checkpointed head (key "h.<subject>") and the checkpointer's
@@ -119,7 +119,13 @@ func NewCheckpointer(js jetstream.JetStream, cfg Config) (*Checkpointer, error) 
 	if len(cfg.Key) != ed25519.PrivateKeySize {
 		return nil, errors.New("audit: Config.Key must be an Ed25519 private key")
 	}
-	return &Checkpointer{js: js, cfg: cfg.withDefaults(), ready: make(chan struct{})}, nil
+	cfg = cfg.withDefaults()
+	// A checkpoint must fit in one message: keep it under half the
+	// server's max payload (the estimate of its size is rough).
+	if mp := js.Conn().MaxPayload(); mp > 0 {
+		cfg.MaxBytes = max(min(cfg.MaxBytes, int(mp/2)), 4<<10)
+	}
+	return &Checkpointer{js: js, cfg: cfg, ready: make(chan struct{})}, nil
 }
 
 // PublicKey is the key that verifies this checkpointer's signatures.
