@@ -66,7 +66,14 @@ func checkEvents(s *fold.State, evs []events.Event, window int) error {
 // sequences w.Version+1, ... and returns the first verdict that is not nil.
 func foldEvents(w *fold.State, evs []events.Event) error {
 	for _, e := range evs {
-		if err := fold.ApplyValidated(w, events.Stored{Event: e, Seq: w.Version + 1}); err != nil {
+		st := events.Stored{Event: e, Seq: w.Version + 1}
+		err := fold.ApplyValidated(w, st)
+		if errors.Is(err, fold.ErrNeedParent) {
+			// A fork by reference: its creation is checked; the history
+			// it inherits is the source's, read by readers.
+			err = fold.ApplyFork(w, st, nil, nil, true)
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -25,6 +25,12 @@ type ForkOptions struct {
 	ThreadID string
 	// Overrides for the new thread (nil = copy from the source).
 	Created *events.ThreadCreated
+	// ByReference forks by reference (events.Forked.ByReference): the
+	// event names the source and sequence only and readers take the
+	// history and state from the source. A fork whose copy would not fit
+	// in one event (the server's max payload) is made by reference
+	// whatever this says.
+	ByReference bool
 }
 
 // Fork creates a new thread whose first event is thread.forked, carrying the
@@ -33,8 +39,11 @@ type ForkOptions struct {
 // thread's tenant, id and version.
 //
 // The history is copied into the fork event (so the fork reads on its own
-// and survives the source's erasure); a history larger than one event can
-// hold returns *TooLargeError. A fork with a ThreadID that already holds
+// and survives the source's erasure) unless opts.ByReference, or the copy
+// would not fit in one event: then the event names the source and sequence
+// only and every read resolves the history from the source (ApplyFork),
+// so a thread of any length forks; a fork by reference loses what it
+// inherited when the source is erased. A fork with a ThreadID that already holds
 // the fork of the same source at the same sequence (a retry) returns that
 // fork; any other thread under ThreadID is [ErrThreadExists] (wrapped with
 // the *ConflictError). Errors as for Get and Append.
@@ -68,6 +77,9 @@ func (c *Client) Fork(ctx context.Context, tenant, thread string, opts ForkOptio
 	}
 	ev := events.Event{Payload: events.Forked{SourceTenant: tenant, SourceThread: thread, SourceSeq: src.Version,
 		Created: created, Messages: msgs, State: src.KV}}
+	if opts.ByReference || !c.fitsOneEvent(ev) {
+		ev.Payload = events.Forked{SourceTenant: tenant, SourceThread: thread, SourceSeq: src.Version, Created: created, ByReference: true}
+	}
 	res, err := c.Append(ctx, ntenant, nthread, []events.Event{ev}, ExpectVersion(0))
 	var conflict *ConflictError
 	if errors.As(err, &conflict) {
@@ -203,4 +215,15 @@ func (c *Client) SetState(ctx context.Context, tenant, thread, key string, value
 func (c *Client) DeleteState(ctx context.Context, tenant, thread, key string) (uint64, error) {
 	res, err := c.Append(ctx, tenant, thread, []events.Event{{Payload: events.StateDeleted{Key: key}}}, AnyVersion())
 	return res.Version, err
+}
+
+// fitsOneEvent reports whether ev, encoded, fits in the server's max
+// payload with room for the envelope's headers (64 KiB).
+func (c *Client) fitsOneEvent(ev events.Event) bool {
+	mp := c.js.Conn().MaxPayload()
+	if mp <= 0 {
+		return true
+	}
+	b, err := events.Marshal(events.New("t", "t", "fork", ev.Payload))
+	return err == nil && int64(len(b)) <= mp-64<<10
 }

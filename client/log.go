@@ -283,16 +283,19 @@ func (c *Client) foldTailProbed(ctx context.Context, s *fold.State, upTo uint64,
 			}
 			continue
 		}
-		err := fold.ApplyBytes(s, m.Sequence, m.Time, m.Data)
+		err := c.applyRaw(ctx, s, m)
 		if errors.Is(err, fold.ErrNeedHistory) {
 			full, ferr := c.foldFrom(ctx, s.Tenant, s.Thread, m.Sequence-1)
 			if ferr != nil {
 				return ferr
 			}
 			*s = *full
-			err = fold.ApplyBytes(s, m.Sequence, m.Time, m.Data)
+			err = c.applyRaw(ctx, s, m)
 		}
-		_ = err // rejections are recorded in s
+		var rej *fold.RejectionError
+		if err != nil && !errors.As(err, &rej) && !errors.Is(err, fold.ErrNeedHistory) {
+			return err // reading a fork's source failed
+		}
 	}
 	return nil
 }
@@ -331,7 +334,9 @@ func (c *Client) foldFrom(ctx context.Context, tenant, thread string, upTo uint6
 		if err != nil {
 			return nil, err
 		}
-		_ = fold.ApplyBytes(s, m.Sequence, m.Time, m.Data)
+		if err := c.applyRaw(ctx, s, m); err != nil && !errors.Is(err, fold.ErrRejected) {
+			return nil, err
+		}
 	}
 	return s, nil
 }

@@ -111,6 +111,12 @@ type ForkRef struct {
 	Tenant string `json:"tenant"`
 	Thread string `json:"thread"`
 	Seq    uint64 `json:"seq"`
+	// ByReference: the fork inherited its history from the source at
+	// read time (events.Forked.ByReference), not as a copy.
+	ByReference bool `json:"by_reference,omitempty"`
+	// SourceErased: a fork by reference whose source was erased: it
+	// inherits nothing.
+	SourceErased bool `json:"source_erased,omitempty"`
 }
 
 // Rejection records one event the fold skipped (DESIGN.md invariant 6):
@@ -171,7 +177,7 @@ func forkRefOf(f *fold.ForkRef) *ForkRef {
 	if f == nil {
 		return nil
 	}
-	return &ForkRef{Tenant: f.Tenant, Thread: f.Thread, Seq: f.Seq}
+	return &ForkRef{Tenant: f.Tenant, Thread: f.Thread, Seq: f.Seq, ByReference: f.ByReference, SourceErased: f.SourceErased}
 }
 
 // FoldState returns a private copy (fold.State.Clone) of the fold state the

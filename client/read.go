@@ -135,7 +135,9 @@ func (c *Client) Get(ctx context.Context, tenant, thread string, opts ...GetOpti
 			if !o.asOf.IsZero() && m.Time.After(o.asOf) {
 				break
 			}
-			_ = fold.ApplyBytes(s, m.Sequence, m.Time, m.Data)
+			if err := c.applyRaw(ctx, s, m); err != nil && !errors.Is(err, fold.ErrRejected) {
+				return nil, err
+			}
 			if o.withEvents {
 				st, err := decodeRaw(m)
 				if err == nil {

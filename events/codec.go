@@ -347,11 +347,12 @@ type forkedWire struct {
 	Created      ThreadCreated `msgpack:"created"`
 	Messages     []Message     `msgpack:"messages"`
 	State        sortedRawMap  `msgpack:"state,omitempty"`
+	ByReference  bool          `msgpack:"by_reference,omitempty"`
 }
 
 func forkedWireOf(f Forked) forkedWire {
 	return forkedWire{SourceTenant: f.SourceTenant, SourceThread: f.SourceThread, SourceSeq: f.SourceSeq,
-		Created: f.Created, Messages: f.Messages, State: sortedRawMap(f.State)}
+		Created: f.Created, Messages: f.Messages, State: sortedRawMap(f.State), ByReference: f.ByReference}
 }
 
 // sortedRawMap encodes as a msgpack map with keys in byte order, values as

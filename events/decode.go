@@ -436,6 +436,8 @@ func (r *reader) forked() (p Forked, ok bool) {
 			return 1 << 4, r.messagesInto(&p.Messages)
 		case "state":
 			return 1 << 5, r.rawMapInto(&p.State)
+		case "by_reference":
+			return 1 << 6, r.boolInto(&p.ByReference)
 		}
 		return 0, true
 	})

@@ -219,9 +219,13 @@ type StateDeleted struct {
 func (StateDeleted) EventType() Type { return TypeStateDeleted }
 
 // Forked is the first event of a thread forked from another thread at a
-// sequence. It carries the source's projected history, state and thread
-// attributes as of that sequence, so the fork reads without the source
-// (and survives the source's erasure).
+// sequence. A copy fork carries the source's projected history, state and
+// thread attributes as of that sequence, so the fork reads without the
+// source (and survives the source's erasure); it must fit in one event. A
+// fork by reference (ByReference) carries no history or state: readers
+// take them from the source as of SourceSeq (fold.ErrNeedParent,
+// fold.ApplyFork), so a fork of any length is one small event, and the
+// source's erasure takes the inherited history from the fork too.
 type Forked struct {
 	SourceTenant string                     `msgpack:"source_tenant" json:"source_tenant"`
 	SourceThread string                     `msgpack:"source_thread" json:"source_thread"`
@@ -229,6 +233,9 @@ type Forked struct {
 	Created      ThreadCreated              `msgpack:"created" json:"created"`
 	Messages     []Message                  `msgpack:"messages" json:"messages"`
 	State        map[string]json.RawMessage `msgpack:"state,omitempty" json:"state,omitempty"`
+	// ByReference: the history and state are the source's as of
+	// SourceSeq, not in this event (Messages and State must be empty).
+	ByReference bool `msgpack:"by_reference,omitempty" json:"by_reference,omitempty"`
 }
 
 // EventType implements Payload.

@@ -361,6 +361,12 @@ func validatePayload(p Payload, l Limits, bad badFunc) error {
 				return err
 			}
 		}
+		if v.ByReference && (len(v.Messages) > 0 || len(v.State) > 0) {
+			return bad("by_reference", "a fork by reference carries no messages or state (they are the source's as of source_seq)")
+		}
+		if v.ByReference && v.SourceSeq == 0 {
+			return bad("source_seq", "a fork by reference needs the source's sequence")
+		}
 		return validateMessages(v.Messages, l, "messages", bad)
 	}
 	return bad("", "unknown payload type %T", p)

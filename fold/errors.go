@@ -35,6 +35,13 @@ var ErrRejected = errors.New("fold: event rejected")
 // The caller loads the full history into the State and applies again.
 var ErrNeedHistory = errors.New("fold: event needs the full history")
 
+// ErrNeedParent is returned by [Apply] for a fork by reference
+// (events.Forked with ByReference) that can be applied: its history and
+// state are the source's as of the fork's source sequence, which the fold
+// does not read. s is unchanged; the caller reads the source's thread as
+// of that sequence and calls [ApplyFork].
+var ErrNeedParent = errors.New("fold: a fork by reference needs its source's state")
+
 // RejectionError is the verdict of the fold on one event. It wraps
 // [ErrRejected]; Rejection says which event and why.
 type RejectionError struct {

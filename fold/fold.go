@@ -38,6 +38,28 @@ func ApplyValidated(s *State, ev events.Stored) error {
 	return applyEvent(s, ev, foldOpts{validated: true})
 }
 
+// parentState is what ApplyFork was given.
+type parentState struct {
+	messages []events.Message
+	kv       map[string]json.RawMessage
+	gone     bool
+}
+
+// ApplyFork folds a fork by reference (events.Forked with ByReference)
+// with its source's projected messages and key-value state as of the
+// fork's source sequence (the caller read them; their Seq, EventID and
+// Time are replaced by the fork event's, as a copy fork's are). With
+// gone, the source no longer has that history (erased, or never had it):
+// the fork starts empty and State.ForkedFrom.SourceErased says so. Any
+// other event goes to Apply. The verdicts are Apply's; the same inputs
+// always give the same state.
+func ApplyFork(s *State, ev events.Stored, messages []events.Message, kv map[string]json.RawMessage, gone bool) error {
+	if f, ok := ev.Payload.(events.Forked); !ok || !f.ByReference {
+		return Apply(s, ev)
+	}
+	return applyEvent(s, ev, foldOpts{parent: &parentState{messages: messages, kv: kv, gone: gone}})
+}
+
 // ApplyErasure folds an erasure marker (events.Erased) over s, a state of
 // events stored before it, after the caller has checked with the stream
 // that the marker is the first message now stored on the thread's subject:
@@ -57,6 +79,8 @@ func ApplyErasure(s *State, ev events.Stored) error {
 type foldOpts struct {
 	// validated: events.Event.Validate accepted the event.
 	validated bool
+	// parent: the source of a fork by reference (ApplyFork).
+	parent *parentState
 	// erasureProven: an erasure marker is the first message stored on
 	// the subject (ApplyErasure).
 	erasureProven bool
@@ -67,7 +91,7 @@ func applyEvent(s *State, ev events.Stored, o foldOpts) error {
 		return nil
 	}
 	err := apply(s, ev, o)
-	if errors.Is(err, ErrNeedHistory) {
+	if errors.Is(err, ErrNeedHistory) || errors.Is(err, ErrNeedParent) {
 		return err
 	}
 	s.Events++
@@ -188,17 +212,27 @@ func apply(s *State, ev events.Stored, o foldOpts) (err error) {
 		if err := s.canCreate(p.Created, ev); err != nil {
 			return err
 		}
+		if p.ByReference {
+			if o.parent == nil {
+				return ErrNeedParent
+			}
+			if o.parent.gone {
+				s.fork(p, ev, t, nil, nil, nil)
+				s.ForkedFrom.SourceErased = true
+				return nil
+			}
+			msgs, pending, err := checkHistory(o.parent.messages, ev)
+			if err != nil {
+				return reject(s, ev, CodeInvalidHistory, "history of the source %s/%s as of %d: %v", p.SourceTenant, p.SourceThread, p.SourceSeq, err)
+			}
+			s.fork(p, ev, t, msgs, pending, o.parent.kv)
+			return nil
+		}
 		msgs, pending, err := checkHistory(p.Messages, ev)
 		if err != nil {
 			return reject(s, ev, CodeInvalidHistory, "forked history: %v", err)
 		}
-		s.create(p.Created, ev, t)
-		s.ForkedFrom = &ForkRef{Tenant: p.SourceTenant, Thread: p.SourceThread, Seq: p.SourceSeq}
-		s.replaceHistory(msgs, pending)
-		s.Generation = 0
-		for k, v := range p.State {
-			s.setKV(k, v)
-		}
+		s.fork(p, ev, t, msgs, pending, p.State)
 		return nil
 	}
 	if !s.Exists {
@@ -419,6 +453,18 @@ func (s *State) closePending(ev events.Stored) error {
 	}
 	s.Pending = nil
 	return nil
+}
+
+// fork creates the thread as the fork p with the given history (checked
+// and stamped) and state.
+func (s *State) fork(p events.Forked, ev events.Stored, t time.Time, msgs []events.Message, pending []PendingCall, kv map[string]json.RawMessage) {
+	s.create(p.Created, ev, t)
+	s.ForkedFrom = &ForkRef{Tenant: p.SourceTenant, Thread: p.SourceThread, Seq: p.SourceSeq, ByReference: p.ByReference}
+	s.replaceHistory(msgs, pending)
+	s.Generation = 0
+	for k, v := range kv {
+		s.setKV(k, v)
+	}
 }
 
 func (s *State) replaceHistory(msgs []events.Message, pending []PendingCall) {

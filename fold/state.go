@@ -116,6 +116,12 @@ type ForkRef struct {
 	Tenant string `msgpack:"tenant" json:"tenant"`
 	Thread string `msgpack:"thread" json:"thread"`
 	Seq    uint64 `msgpack:"seq" json:"seq"`
+	// ByReference: the fork's inherited history was read from the source
+	// (events.Forked.ByReference), not copied into the fork's event.
+	ByReference bool `msgpack:"by_reference,omitempty" json:"by_reference,omitempty"`
+	// SourceErased: a fork by reference whose source no longer had the
+	// history when the fork was read (erased): it starts empty.
+	SourceErased bool `msgpack:"source_erased,omitempty" json:"source_erased,omitempty"`
 }
 
 // Rejection records one event the fold skipped (DESIGN.md invariant 6).

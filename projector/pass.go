@@ -275,6 +275,9 @@ func (p *Projector) fold(ctx context.Context, w *snapstore.Edit, ev rawEvent) (A
 		if errors.Is(err, fold.ErrNeedHistory) {
 			err = p.applyWithHistory(ctx, w, st)
 		}
+		if errors.Is(err, fold.ErrNeedParent) {
+			err = p.reader.ApplyFork(ctx, s, st)
+		}
 	}
 	var rej *fold.RejectionError
 	switch {

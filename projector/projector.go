@@ -17,6 +17,7 @@ import (
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/internal/lru"
+	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/internal/shutdown"
 	"github.com/convlog/convlog/snapstore"
 )
@@ -41,7 +42,8 @@ type Projector struct {
 	defaultChunk bool
 
 	// Bound by Run.
-	store *snapstore.Writer
+	store  *snapstore.Writer
+	reader *client.Client // reads the sources of forks by reference
 
 	mu      sync.Mutex
 	threads map[string]*threadState // threads with queued or running work
@@ -207,10 +209,16 @@ func (p *Projector) bind(ctx context.Context) (*client.Durable, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	// The reader of a fork by reference's source (client.ApplyFork).
+	reader, err := client.New(ctx, p.js.Conn(), client.Config{Logger: p.log, Resources: provision.Config{
+		Stream: c.Stream, SubjectPrefix: c.SubjectPrefix, SnapshotBucket: c.SnapshotBucket, IndexBucket: c.IndexBucket}})
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	p.store = store
+	p.store, p.reader = store, reader
 	// A short pull expiry (heartbeat 2.5 s) notices a consumer leader lost
 	// with its NATS node within seconds instead of the default 30 s.
 	return client.ConsumeDurable(ctx, p.js, c.Stream, p.subjects, client.DurableConfig{

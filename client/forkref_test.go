@@ -1,0 +1,161 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/projector"
+)
+
+// A fork of a thread larger than one event can hold (3,000 messages of
+// 600 bytes: 1.8 MB against the 1 MiB max payload) is made by reference:
+// one small event, and the fork reads back equal to its source up to the
+// fork point, from the log and from the projector's snapshot; it takes
+// appends; a fork of the fork reads the same lineage. Erasing the source
+// takes the inherited history from a fork read from the log.
+func TestForkByReferenceOfAThreadLargerThanAnEvent(t *testing.T) {
+	c, ns := newClient(t)
+	ctx := context.Background()
+	_, _, _, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: "src"})
+	require.NoError(t, err)
+	text := strings.Repeat("y", 600)
+	for i := 0; i < 3000; i += 500 {
+		var evs []events.Event
+		for j := range 500 {
+			evs = append(evs, user(fmt.Sprintf("%s %d", text, i+j)))
+		}
+		_, err := c.Append(ctx, "acme", "src", evs, client.AnyVersion())
+		require.NoError(t, err)
+	}
+	_, err = c.SetState(ctx, "acme", "src", "k", "v")
+	require.NoError(t, err)
+	src, err := c.Get(ctx, "acme", "src", client.Consistent())
+	require.NoError(t, err)
+	require.Len(t, src.Messages, 3000)
+
+	_, _, v, err := c.Fork(ctx, "acme", "src", client.ForkOptions{ThreadID: "fork"})
+	require.NoError(t, err, "a copy would not fit: the fork is by reference")
+	// The source goes on; the fork does not see it.
+	_, err = c.Append(ctx, "acme", "src", []events.Event{user("after the fork")}, client.AnyVersion())
+	require.NoError(t, err)
+
+	same := func(t *testing.T, th *client.Thread, extra int) {
+		t.Helper()
+		require.Len(t, th.Messages, 3000+extra)
+		for i, m := range src.Messages {
+			require.Equal(t, m.Content, th.Messages[i].Content, "message %d", i)
+			require.Equal(t, m.Role, th.Messages[i].Role)
+		}
+		require.Equal(t, "\"v\"", string(th.KV["k"]))
+		require.NotNil(t, th.ForkedFrom)
+		require.True(t, th.ForkedFrom.ByReference)
+		require.Equal(t, src.Version, th.ForkedFrom.Seq)
+	}
+	fk, err := c.Get(ctx, "acme", "fork", client.Consistent())
+	require.NoError(t, err)
+	same(t, fk, 0)
+	require.Equal(t, v, fk.Version)
+	ev, err := c.Get(ctx, "acme", "fork", client.WithEvents())
+	require.NoError(t, err)
+	require.Len(t, ev.Events, 1)
+	b, err := events.Marshal(ev.Events[0].Event)
+	require.NoError(t, err)
+	require.Less(t, len(b), 1024, "the fork event is small")
+
+	_, err = c.Append(ctx, "acme", "fork", []events.Event{user("only in the fork")}, client.AnyVersion())
+	require.NoError(t, err)
+	fk, err = c.Get(ctx, "acme", "fork", client.Consistent())
+	require.NoError(t, err)
+	same(t, fk, 1)
+	require.Equal(t, "only in the fork", fk.Messages[3000].Content.Text)
+
+	_, _, _, err = c.Fork(ctx, "acme", "fork", client.ForkOptions{ThreadID: "fork2", ByReference: true})
+	require.NoError(t, err)
+	f2, err := c.Get(ctx, "acme", "fork2", client.Consistent())
+	require.NoError(t, err)
+	require.Len(t, f2.Messages, 3001)
+	require.Equal(t, "only in the fork", f2.Messages[3000].Content.Text)
+
+	// The projector's snapshot of the fork holds the inherited history.
+	p, err := projector.New(ns.JS, projector.Config{})
+	require.NoError(t, err)
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Run(pctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	require.Eventually(t, func() bool {
+		th, err := c.Get(ctx, "acme", "fork")
+		return err == nil && th.FromSnapshot && th.Version == fk.Version
+	}, 30*time.Second, 20*time.Millisecond, "the fork projected")
+	snap, err := c.Get(ctx, "acme", "fork")
+	require.NoError(t, err)
+	require.True(t, snap.FromSnapshot)
+	same(t, snap, 1)
+
+	// Erasing the source: a fork read from the log inherits nothing.
+	// (Erase purges every snapshot key of the source one by one: give it
+	// more than the client's default timeout on a loaded machine.)
+	ectx, ecancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer ecancel()
+	_, err = c.Erase(ectx, "acme", "src", "test")
+	require.NoError(t, err)
+	gone, err := c.Get(ctx, "acme", "fork", client.AtSeq(fk.Version))
+	require.NoError(t, err)
+	require.True(t, gone.ForkedFrom.SourceErased)
+	require.Len(t, gone.Messages, 1)
+}
+
+// BenchmarkGetOfAForkByReference: Get (the projector's snapshot) of a fork
+// by reference of a 10,000-message thread, against Get of the source, a
+// thread of the same length, in one run; metric fork/source (issue 20's
+// target: at most 1.2).
+func BenchmarkGetOfAForkByReference(b *testing.B) {
+	c, ns := newClient(b)
+	ctx := context.Background()
+	_, _, _, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: "src"})
+	require.NoError(b, err)
+	text := strings.Repeat("y", 400)
+	for i := 0; i < 10000; i += 500 {
+		var evs []events.Event
+		for j := range 500 {
+			evs = append(evs, user(fmt.Sprintf("%s %d", text, i+j)))
+		}
+		_, err := c.Append(ctx, "acme", "src", evs, client.AnyVersion())
+		require.NoError(b, err)
+	}
+	_, _, v, err := c.Fork(ctx, "acme", "src", client.ForkOptions{ThreadID: "fork", ByReference: true})
+	require.NoError(b, err)
+	p, err := projector.New(ns.JS, projector.Config{})
+	require.NoError(b, err)
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Run(pctx) }()
+	defer func() { cancel(); <-done }()
+	require.Eventually(b, func() bool {
+		f, ferr := c.Get(ctx, "acme", "fork")
+		s, serr := c.Get(ctx, "acme", "src")
+		return ferr == nil && serr == nil && f.FromSnapshot && s.FromSnapshot && f.Version == v && s.Version == v-1
+	}, time.Minute, 20*time.Millisecond, "both projected")
+	timeGets := func(id string) time.Duration {
+		t0 := time.Now()
+		for range 20 {
+			th, err := c.Get(ctx, "acme", id)
+			require.NoError(b, err)
+			require.Len(b, th.Messages, 10000)
+		}
+		return time.Since(t0)
+	}
+	var fork, source time.Duration
+	for b.Loop() {
+		fork += timeGets("fork")
+		source += timeGets("src")
+	}
+	b.ReportMetric(float64(fork)/float64(source), "fork/source")
+}
