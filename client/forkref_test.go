@@ -19,7 +19,8 @@ import (
 // one small event, and the fork reads back equal to its source up to the
 // fork point, from the log and from the projector's snapshot; it takes
 // appends; a fork of the fork reads the same lineage. Erasing the source
-// takes the inherited history from a fork read from the log.
+// takes the inherited history from its forks (and their forks), on every
+// read path.
 func TestForkByReferenceOfAThreadLargerThanAnEvent(t *testing.T) {
 	c, ns := newClient(t)
 	ctx := context.Background()
@@ -104,12 +105,21 @@ func TestForkByReferenceOfAThreadLargerThanAnEvent(t *testing.T) {
 	// more than the client's default timeout on a loaded machine.)
 	ectx, ecancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer ecancel()
-	_, err = c.Erase(ectx, "acme", "src", "test")
+	rep, err := c.Erase(ectx, "acme", "src", "test")
 	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"fork", "fork2"}, rep.Forks, "the forks' snapshots are purged")
 	gone, err := c.Get(ctx, "acme", "fork", client.AtSeq(fk.Version))
 	require.NoError(t, err)
 	require.True(t, gone.ForkedFrom.SourceErased)
 	require.Len(t, gone.Messages, 1)
+	// Every read path, the default (snapshot) one too, and the fork of
+	// the fork, which inherited through the fork.
+	for id, want := range map[string]int{"fork": 1, "fork2": 1} {
+		th, err := c.Get(ctx, "acme", id)
+		require.NoError(t, err, id)
+		require.Len(t, th.Messages, want, id)
+		require.Equal(t, "only in the fork", th.Messages[0].Content.Text, id)
+	}
 }
 
 // BenchmarkGetOfAForkByReference: Get (the projector's snapshot) of a fork

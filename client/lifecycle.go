@@ -146,6 +146,10 @@ type ErasureReport struct {
 	IndexKeys    []string
 	// Blobs are the object names of the blobs deleted (every lifetime's).
 	Blobs []string
+	// Forks are the tenant's forks by reference of the thread (and their
+	// forks by reference) whose snapshots were purged: read from their
+	// logs again, they inherit nothing from the erased thread.
+	Forks []string
 }
 
 // Erase irreversibly removes a thread: it purges the thread's events from
@@ -197,7 +201,49 @@ func (c *Client) Erase(ctx context.Context, tenant, thread, reason string) (Eras
 	if rep.Blobs, err = c.eraseBlobs(ctx, tenant, thread); err != nil {
 		return rep, fmt.Errorf("client: erase %s/%s: events purged, blobs: %w", tenant, thread, err)
 	}
+	if rep.Forks, err = c.dropForkSnapshots(ctx, tenant, thread); err != nil {
+		return rep, fmt.Errorf("client: erase %s/%s: events purged, forks by reference: %w", tenant, thread, err)
+	}
 	return rep, nil
+}
+
+// dropForkSnapshots purges the snapshots of the tenant's forks by
+// reference of tenant/thread, and of their own forks by reference, so that
+// they are read from their logs again, where the erased source gives them
+// nothing (ForkRef.SourceErased). It returns the forks whose snapshots it
+// purged. Forks in other tenants are not found (the index is per tenant).
+func (c *Client) dropForkSnapshots(ctx context.Context, tenant, thread string) ([]string, error) {
+	var forks []string
+	todo := []string{thread}
+	seen := map[string]bool{thread: true}
+	for len(todo) > 0 {
+		src := todo[0]
+		todo = todo[1:]
+		for cursor := ""; ; {
+			page, err := c.List(ctx, tenant, ListOptions{IncludeDeleted: true, Limit: MaxListLimit, Cursor: cursor})
+			if err != nil {
+				return forks, err
+			}
+			for _, s := range page.Threads {
+				f := s.ForkedFrom
+				if f == nil || !f.ByReference || f.Tenant != tenant || f.Thread != src || seen[s.Thread] {
+					continue
+				}
+				seen[s.Thread] = true
+				if _, err := snapstore.PurgeSnapshot(ctx, c.snapshots, tenant, s.Thread); err != nil {
+					return forks, err
+				}
+				c.cache.drop(tenant + "." + s.Thread)
+				forks = append(forks, s.Thread)
+				todo = append(todo, s.Thread)
+			}
+			if page.NextCursor == "" {
+				break
+			}
+			cursor = page.NextCursor
+		}
+	}
+	return forks, nil
 }
 
 // SetState sets a key of the thread's key-value state (AgentKit state.kv)

@@ -28,18 +28,9 @@ type Purged struct {
 // the key; Purged then holds the keys found so far.
 func PurgeThread(ctx context.Context, snapshots, index jetstream.KeyValue, tenant, thread string) (Purged, error) {
 	var p Purged
-	h := HeadKey(tenant, thread)
-	lister, err := snapshots.ListKeysFiltered(ctx, h, h+".>")
-	if err != nil {
-		return p, fmt.Errorf("snapstore: list snapshot keys of %s/%s: %w", tenant, thread, err)
-	}
-	for k := range lister.Keys() {
-		p.SnapshotKeys = append(p.SnapshotKeys, k)
-	}
-	for _, k := range p.SnapshotKeys {
-		if err := snapshots.Purge(ctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return p, fmt.Errorf("snapstore: purge snapshot key %s: %w", k, err)
-		}
+	var err error
+	if p.SnapshotKeys, err = PurgeSnapshot(ctx, snapshots, tenant, thread); err != nil {
+		return p, err
 	}
 	ik := IndexKey(tenant, thread)
 	if err := index.Purge(ctx, ik); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -47,6 +38,27 @@ func PurgeThread(ctx context.Context, snapshots, index jetstream.KeyValue, tenan
 	}
 	p.IndexKeys = []string{ik}
 	return p, nil
+}
+
+// PurgeSnapshot purges the snapshot (head and chunks) of tenant/thread and
+// returns the keys purged; readers then fold the thread from its log
+// until the projector writes a snapshot again. Errors name the key.
+func PurgeSnapshot(ctx context.Context, snapshots jetstream.KeyValue, tenant, thread string) ([]string, error) {
+	h := HeadKey(tenant, thread)
+	lister, err := snapshots.ListKeysFiltered(ctx, h, h+".>")
+	if err != nil {
+		return nil, fmt.Errorf("snapstore: list snapshot keys of %s/%s: %w", tenant, thread, err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		if err := snapshots.Purge(ctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return keys, fmt.Errorf("snapstore: purge snapshot key %s: %w", k, err)
+		}
+	}
+	return keys, nil
 }
 
 // WatchIndex watches the index entries of every thread of tenant in index:
