@@ -317,19 +317,11 @@ func oneLine(s string, n int) string {
 // number of threads written.
 func exportTenant(ctx context.Context, e *cliEnv, format client.ExportFormat, noProgress bool) (int, error) {
 	var ids []string
-	opts := client.ListOptions{Limit: client.MaxListLimit, IncludeDeleted: true}
-	for {
-		page, err := e.c.List(ctx, e.tenant, opts)
+	for t, err := range e.c.ListAll(ctx, e.tenant, client.ListOptions{IncludeDeleted: true}) {
 		if err != nil {
 			return 0, err
 		}
-		for _, t := range page.Threads {
-			ids = append(ids, t.Thread)
-		}
-		if page.NextCursor == "" {
-			break
-		}
-		opts.Cursor = page.NextCursor
+		ids = append(ids, t.Thread)
 	}
 	bar := newProgress(int64(len(ids)), "exporting", false, noProgress)
 	for i, id := range ids {

@@ -112,21 +112,14 @@ func ConversationOf(th *Thread) events.Conversation {
 // bounded by one thread (openai) or one page of events (events).
 func (c *Client) ExportTenant(ctx context.Context, tenant string, format ExportFormat, w io.Writer) (int, error) {
 	n := 0
-	opts := ListOptions{Limit: MaxListLimit, IncludeDeleted: true}
-	for {
-		page, err := c.List(ctx, tenant, opts)
+	for t, err := range c.ListAll(ctx, tenant, ListOptions{IncludeDeleted: true}) {
 		if err != nil {
 			return n, err
 		}
-		for _, t := range page.Threads {
-			if err := c.ExportThread(ctx, tenant, t.Thread, format, w); err != nil {
-				return n, fmt.Errorf("client: export %s/%s: %w", tenant, t.Thread, err)
-			}
-			n++
+		if err := c.ExportThread(ctx, tenant, t.Thread, format, w); err != nil {
+			return n, fmt.Errorf("client: export %s/%s: %w", tenant, t.Thread, err)
 		}
-		if page.NextCursor == "" {
-			return n, nil
-		}
-		opts.Cursor = page.NextCursor
+		n++
 	}
+	return n, nil
 }

@@ -213,35 +213,31 @@ func (c *Client) Erase(ctx context.Context, tenant, thread, reason string) (Eras
 // nothing (ForkRef.SourceErased). It returns the forks whose snapshots it
 // purged. Forks in other tenants are not found (the index is per tenant).
 func (c *Client) dropForkSnapshots(ctx context.Context, tenant, thread string) ([]string, error) {
-	var forks []string
-	todo := []string{thread}
-	seen := map[string]bool{thread: true}
-	for len(todo) > 0 {
-		src := todo[0]
-		todo = todo[1:]
-		for cursor := ""; ; {
-			page, err := c.List(ctx, tenant, ListOptions{IncludeDeleted: true, Limit: MaxListLimit, Cursor: cursor})
-			if err != nil {
-				return forks, err
-			}
-			for _, s := range page.Threads {
-				f := s.ForkedFrom
-				if f == nil || !f.ByReference || f.Tenant != tenant || f.Thread != src || seen[s.Thread] {
-					continue
-				}
-				seen[s.Thread] = true
-				if _, err := snapstore.PurgeSnapshot(ctx, c.snapshots, tenant, s.Thread); err != nil {
-					return forks, err
-				}
-				c.cache.drop(tenant + "." + s.Thread)
-				forks = append(forks, s.Thread)
-				todo = append(todo, s.Thread)
-			}
-			if page.NextCursor == "" {
-				break
-			}
-			cursor = page.NextCursor
+	// One listing: the forks by reference of each thread of the tenant.
+	children := map[string][]string{}
+	for s, err := range c.ListAll(ctx, tenant, ListOptions{IncludeDeleted: true}) {
+		if err != nil {
+			return nil, err
 		}
+		if f := s.ForkedFrom; f != nil && f.ByReference && f.Tenant == tenant {
+			children[f.Thread] = append(children[f.Thread], s.Thread)
+		}
+	}
+	var forks []string
+	seen := map[string]bool{thread: true}
+	for todo := children[thread]; len(todo) > 0; {
+		fork := todo[0]
+		todo = todo[1:]
+		if seen[fork] {
+			continue
+		}
+		seen[fork] = true
+		if _, err := snapstore.PurgeSnapshot(ctx, c.snapshots, tenant, fork); err != nil {
+			return forks, err
+		}
+		c.cache.drop(tenant + "." + fork)
+		forks = append(forks, fork)
+		todo = append(todo, children[fork]...)
 	}
 	return forks, nil
 }

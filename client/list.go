@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"iter"
 	"slices"
 	"strconv"
 	"strings"
@@ -204,4 +205,33 @@ func parseCursor(s string) (cursor, error) {
 		return cursor{}, fmt.Errorf("%w: %q", ErrBadCursor, s)
 	}
 	return cursor{time.Unix(0, n).UTC(), thread}, nil
+}
+
+// ListAll yields every thread of tenant that opts selects, newest first,
+// reading the listing a page (MaxListLimit, or opts.Limit when set) at a
+// time; opts.Cursor is where it starts. A thread updated while it pages may
+// be missed or seen again, as with List. The first error is yielded and
+// ends the iteration. Errors as for List.
+func (c *Client) ListAll(ctx context.Context, tenant string, opts ListOptions) iter.Seq2[ThreadSummary, error] {
+	if opts.Limit <= 0 {
+		opts.Limit = MaxListLimit
+	}
+	return func(yield func(ThreadSummary, error) bool) {
+		for {
+			page, err := c.List(ctx, tenant, opts)
+			if err != nil {
+				yield(ThreadSummary{}, err)
+				return
+			}
+			for _, t := range page.Threads {
+				if !yield(t, nil) {
+					return
+				}
+			}
+			if page.NextCursor == "" {
+				return
+			}
+			opts.Cursor = page.NextCursor
+		}
+	}
 }

@@ -155,25 +155,17 @@ func (e *Enforcer) scanTenant(ctx context.Context, tenant string, p Policy) ([]A
 		limit  time.Duration
 	}
 	var cands []candidate
-	cursor := ""
-	for {
-		page, err := e.c.List(ctx, tenant, client.ListOptions{IncludeDeleted: true, Limit: client.MaxListLimit, Cursor: cursor})
+	for s, err := range e.c.ListAll(ctx, tenant, client.ListOptions{IncludeDeleted: true}) {
 		if err != nil {
 			return nil, err
 		}
-		for _, s := range page.Threads {
-			limit, err := limitFor(p, s.Metadata)
-			if err != nil {
-				e.cfg.Logger.Warn("retention: bad per-thread override; the tenant's policy applies", "tenant", tenant, "thread", s.Thread, "err", err)
-			}
-			if limit > 0 && now.Sub(s.UpdatedAt) > limit {
-				cands = append(cands, candidate{s.Thread, limit})
-			}
+		limit, err := limitFor(p, s.Metadata)
+		if err != nil {
+			e.cfg.Logger.Warn("retention: bad per-thread override; the tenant's policy applies", "tenant", tenant, "thread", s.Thread, "err", err)
 		}
-		if page.NextCursor == "" {
-			break
+		if limit > 0 && now.Sub(s.UpdatedAt) > limit {
+			cands = append(cands, candidate{s.Thread, limit})
 		}
-		cursor = page.NextCursor
 	}
 	slices.SortFunc(cands, func(a, b candidate) int { return strings.Compare(a.thread, b.thread) })
 	var acts []Action
