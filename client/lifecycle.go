@@ -75,12 +75,19 @@ func (c *Client) Fork(ctx context.Context, tenant, thread string, opts ForkOptio
 	if nthread == "" {
 		nthread = c.cfg.NewThreadID()
 	}
+	byRef := events.Event{Payload: events.Forked{SourceTenant: tenant, SourceThread: thread, SourceSeq: src.Version,
+		Created: created, ByReference: true}}
 	ev := events.Event{Payload: events.Forked{SourceTenant: tenant, SourceThread: thread, SourceSeq: src.Version,
 		Created: created, Messages: msgs, State: src.KV}}
-	if opts.ByReference || !c.fitsOneEvent(ev) {
-		ev.Payload = events.Forked{SourceTenant: tenant, SourceThread: thread, SourceSeq: src.Version, Created: created, ByReference: true}
+	if opts.ByReference {
+		ev = byRef
 	}
 	res, err := c.Append(ctx, ntenant, nthread, []events.Event{ev}, ExpectVersion(0))
+	var tooLarge *TooLargeError
+	if !opts.ByReference && errors.As(err, &tooLarge) {
+		// The copy does not fit in one event (refused before publishing).
+		res, err = c.Append(ctx, ntenant, nthread, []events.Event{byRef}, ExpectVersion(0))
+	}
 	var conflict *ConflictError
 	if errors.As(err, &conflict) {
 		// A retry of this fork (same new id): the thread is already the
@@ -257,15 +264,4 @@ func (c *Client) SetState(ctx context.Context, tenant, thread, key string, value
 func (c *Client) DeleteState(ctx context.Context, tenant, thread, key string) (uint64, error) {
 	res, err := c.Append(ctx, tenant, thread, []events.Event{{Payload: events.StateDeleted{Key: key}}}, AnyVersion())
 	return res.Version, err
-}
-
-// fitsOneEvent reports whether ev, encoded, fits in the server's max
-// payload with room for the envelope's headers (64 KiB).
-func (c *Client) fitsOneEvent(ev events.Event) bool {
-	mp := c.js.Conn().MaxPayload()
-	if mp <= 0 {
-		return true
-	}
-	b, err := events.Marshal(events.New("t", "t", "fork", ev.Payload))
-	return err == nil && int64(len(b)) <= mp-64<<10
 }
