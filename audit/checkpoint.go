@@ -216,12 +216,17 @@ func checkSignature(body []byte, sig string, trusted []ed25519.PublicKey) error 
 
 // decodeCheckpoint decodes a checkpoint body of this format version.
 func decodeCheckpoint(body []byte) (Checkpoint, error) {
-	var c Checkpoint
-	if err := json.Unmarshal(body, &c); err != nil {
-		return c, fmt.Errorf("audit: checkpoint body: %w", err)
+	lc, err := decodeLazy(body)
+	if err != nil {
+		return Checkpoint{}, err
 	}
-	if c.V != CheckpointVersion {
-		return c, fmt.Errorf("audit: checkpoint format version %d, this verifier knows %d", c.V, CheckpointVersion)
+	c := Checkpoint{V: lc.V, Stream: lc.Stream, From: lc.From, Seq: lc.Seq, Time: lc.Time, Prev: lc.Prev}
+	for _, th := range lc.Threads {
+		leaves, err := parseLeaves(th.Leaves)
+		if err != nil {
+			return c, fmt.Errorf("audit: checkpoint leaves of %s: %w", th.Subject, err)
+		}
+		c.Threads = append(c.Threads, ThreadHeads{Subject: th.Subject, Prev: th.Prev, PrevCheckpoint: th.PrevCheckpoint, Head: th.Head, Leaves: leaves})
 	}
 	return c, nil
 }

@@ -109,7 +109,6 @@ type Checkpointer struct {
 	covered   uint64                      // the last thread sequence of the last checkpoint
 	lastMsg   uint64                      // the last checkpoint message's stream sequence
 	lastBody  Hash
-	hasLast   bool
 	readyOnce bool
 }
 
@@ -350,10 +349,7 @@ func (c *Checkpointer) storeHeads(ctx context.Context, heads map[string]Hash, po
 
 func (c *Checkpointer) publish(ctx context.Context, p *pending) error {
 	cp := Checkpoint{V: CheckpointVersion, Stream: c.cfg.Stream, From: c.covered + 1, Seq: p.last,
-		Time: time.Now().UTC(), Prev: c.lastBody.String()}
-	if !c.hasLast {
-		cp.Prev = ""
-	}
+		Time: time.Now().UTC(), Prev: c.lastBody.String()} // "" before the first: the zero hash
 	for _, subj := range slices.Sorted(maps.Keys(p.leaves)) {
 		cp.Threads = append(cp.Threads, ThreadHeads{Subject: subj, Prev: p.prev[subj].head.String(),
 			PrevCheckpoint: p.prev[subj].cp, Head: p.heads[subj].String(), Leaves: p.leaves[subj]})
@@ -368,7 +364,7 @@ func (c *Checkpointer) publish(ctx context.Context, p *pending) error {
 	if err != nil {
 		return fmt.Errorf("audit: publish checkpoint of %d..%d: %w", cp.From, cp.Seq, err)
 	}
-	c.covered, c.lastMsg, c.lastBody, c.hasLast = cp.Seq, ack.Sequence, BodyHash(body), true
+	c.covered, c.lastMsg, c.lastBody = cp.Seq, ack.Sequence, BodyHash(body)
 	if err := c.storeHeads(ctx, p.heads, position{Covered: c.covered, LastMsg: c.lastMsg, LastBody: c.lastBody.String()}); err != nil {
 		return err
 	}
@@ -386,7 +382,7 @@ func (c *Checkpointer) publish(ctx context.Context, p *pending) error {
 // verified here (that is Verify's job), only decoded.
 func (c *Checkpointer) load(ctx context.Context) error {
 	c.heads = lru.New[string, headRef](c.cfg.CacheThreads, 0)
-	c.covered, c.lastMsg, c.lastBody, c.hasLast = 0, 0, Hash{}, false
+	c.covered, c.lastMsg, c.lastBody = 0, 0, Hash{}
 	if c.kv == nil {
 		replicas := 1
 		if st, err := c.js.Stream(ctx, c.cfg.Stream); err == nil {
@@ -420,7 +416,7 @@ func (c *Checkpointer) load(ctx context.Context) error {
 			return fmt.Errorf("audit: position in %s: %w", c.cfg.HeadsBucket, err)
 		}
 		if last != nil && last.Sequence >= pos.LastMsg {
-			c.covered, c.lastMsg, c.lastBody, c.hasLast = pos.Covered, pos.LastMsg, body, true
+			c.covered, c.lastMsg, c.lastBody = pos.Covered, pos.LastMsg, body
 			from = pos.LastMsg + 1
 		} else {
 			// The bucket is ahead of the stream's checkpoints: the stream
@@ -451,7 +447,7 @@ func (c *Checkpointer) load(ctx context.Context) error {
 			}
 			heads[th.Subject] = h
 		}
-		c.covered, c.lastMsg, c.lastBody, c.hasLast = cp.Seq, msgSeq, BodyHash(body), true
+		c.covered, c.lastMsg, c.lastBody = cp.Seq, msgSeq, BodyHash(body)
 		return c.storeHeads(ctx, heads, position{Covered: c.covered, LastMsg: c.lastMsg, LastBody: c.lastBody.String()})
 	})
 }

@@ -73,6 +73,13 @@ func buildVector(t *testing.T) []byte {
 	}
 	body, sig, _, err := audit.Sign(cp, key)
 	require.NoError(t, err)
+	// Open gives back what was signed, and refuses another key.
+	opened, err := audit.Open(body, sig, []ed25519.PublicKey{key.Public().(ed25519.PublicKey)})
+	require.NoError(t, err)
+	require.Equal(t, cp.Threads, opened.Threads)
+	require.Equal(t, cp.Seq, opened.Seq)
+	_, err = audit.Open(body, sig, []ed25519.PublicKey{make(ed25519.PublicKey, ed25519.PublicKeySize)})
+	require.ErrorIs(t, err, audit.ErrBadSignature)
 	v.Checkpoint.Body, v.Checkpoint.Signature = base64.StdEncoding.EncodeToString(body), sig
 	b, err := json.MarshalIndent(v, "", "  ")
 	require.NoError(t, err)

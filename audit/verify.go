@@ -136,16 +136,32 @@ type Report struct {
 	Took         float64   `json:"took_seconds"`
 }
 
+// add records p, keeping at most about 2*max problems until finish.
 func (r *Report) add(max int, p Problem) {
 	r.ProblemCount++
 	if r.FirstBadSeq == 0 || p.Seq < r.FirstBadSeq {
 		r.FirstBadSeq = p.Seq
 	}
 	r.Problems = append(r.Problems, p)
+	if len(r.Problems) >= 2*max {
+		r.keep(max)
+	}
+}
+
+// keep sorts the problems by sequence and keeps the first max.
+func (r *Report) keep(max int) {
 	slices.SortStableFunc(r.Problems, func(a, b Problem) int { return cmp.Compare(a.Seq, b.Seq) })
 	if len(r.Problems) > max {
 		r.Problems = r.Problems[:max]
 	}
+}
+
+// finish completes a report: the first max problems by sequence, the
+// verdict.
+func (r *Report) finish(max int, threads int) {
+	r.keep(max)
+	r.Threads = threads
+	r.OK = r.ProblemCount == 0
 }
 
 // ErasedType is the Convlog-Type header value of an erasure marker
@@ -334,8 +350,7 @@ func verifyAll(ctx context.Context, js jetstream.JetStream, scope Scope, opts Ve
 	if err := v.resolveMissing(ctx, js, stream); err != nil {
 		return nil, err
 	}
-	rep.Threads = len(v.threads)
-	rep.OK = rep.ProblemCount == 0
+	rep.finish(opts.MaxProblems, len(v.threads))
 	return rep, nil
 }
 
@@ -435,8 +450,7 @@ func verifyByWalk(ctx context.Context, js jetstream.JetStream, scope Scope, opts
 	if err := v.resolveMissing(ctx, js, stream); err != nil {
 		return nil, false, err
 	}
-	rep.Threads = len(v.threads)
-	rep.OK = rep.ProblemCount == 0
+	rep.finish(opts.MaxProblems, len(v.threads))
 	return rep, true, nil
 }
 

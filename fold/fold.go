@@ -138,7 +138,8 @@ func ApplyBytes(s *State, seq uint64, storedAt time.Time, data []byte) error {
 }
 
 // Check reports the verdict Apply would give ev on s, without changing s:
-// nil, a *RejectionError, or ErrNeedHistory. Writers use it to refuse an
+// nil, a *RejectionError, ErrNeedHistory, or ErrNeedParent (a fork by
+// reference, whose history the fold does not read). Writers use it to refuse an
 // append before publishing (DESIGN.md invariant 6).
 func Check(s *State, ev events.Stored) error {
 	// Most events only append: check on a small window so the cost does not
