@@ -145,7 +145,7 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 
-	p, err := c.prepare(tenant, thread, subject, evs)
+	p, err := c.prepare(ctx, tenant, thread, subject, evs)
 	if err != nil {
 		return AppendResult{}, err
 	}

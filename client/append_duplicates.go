@@ -119,9 +119,12 @@ func (c *Client) readAfter(ctx context.Context, subject string, from uint64, n i
 		return nil, fmt.Errorf("client: read %s after seq %d: %w", subject, from, err)
 	}
 	if n == 1 || first.Header.Get(jetstream.MsgIDHeader) != firstID {
-		return []*RawEvent{first}, nil
+		return []*RawEvent{first}, c.openRaw(ctx, first)
 	}
 	out, _, err := directget.Batch(ctx, c.js, c.stream, subject, from+1, n, 0)
+	if err == nil {
+		err = c.openAll(ctx, out)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("client: read %s after seq %d: %w", subject, from, err)
 	}

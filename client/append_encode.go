@@ -4,6 +4,8 @@ package client
 // size checks.
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -12,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/threadkey"
 )
 
 // prepared is an append ready to publish: the completed events, their
@@ -45,8 +48,10 @@ func (p *prepared) result(seqs []uint64, stored []*RawEvent, dup bool) AppendRes
 	return res
 }
 
-// prepare completes, validates and encodes evs.
-func (c *Client) prepare(tenant, thread, subject string, evs []events.Event) (*prepared, error) {
+// prepare completes, validates and encodes evs, sealing their payloads
+// with the thread's data key (created on the thread's first append) unless
+// Config.ClearPayloads is set.
+func (c *Client) prepare(ctx context.Context, tenant, thread, subject string, evs []events.Event) (*prepared, error) {
 	limit := c.maxEventSize()
 	now := time.Now().UTC()
 	p := &prepared{tenant: tenant, thread: thread, subject: subject, fresh: true,
@@ -89,6 +94,13 @@ func (c *Client) prepare(tenant, thread, subject string, evs []events.Event) (*p
 		data, err := events.Marshal(e)
 		if err != nil {
 			return nil, err
+		}
+		if !c.cfg.ClearPayloads {
+			if data, err = c.keys.SealEvent(ctx, data); errors.Is(err, threadkey.ErrDestroyed) {
+				return nil, &NotFoundError{Tenant: tenant, Thread: thread, Reason: "erased", Cause: ErrThreadErased}
+			} else if err != nil {
+				return nil, fmt.Errorf("client: append to %s/%s: seal event %s: %w", tenant, thread, e.ID, err)
+			}
 		}
 		if len(data) > limit {
 			return nil, &TooLargeError{Tenant: tenant, Thread: thread, EventID: e.ID, Size: len(data), Limit: limit}

@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/convlog/convlog/events"
@@ -61,10 +62,12 @@ func (e *BlobTooLargeError) Unwrap() error { return ErrBlobTooLarge }
 type BlobInfo struct {
 	// Name is the blob's name within its thread.
 	Name string `json:"name"`
-	// Size in bytes.
+	// Size in bytes (of the content, not of its sealed form).
 	Size uint64 `json:"size"`
-	// Digest is "SHA-256=" and the base64url digest of the bytes (the
-	// object store's form).
+	// Digest is "SHA-256=" and the base64url digest of the bytes as stored
+	// (the object store's form): of the sealed bytes for a sealed blob
+	// (blobs_seal.go), so a tag that changes with every write rather than
+	// a digest of the content.
 	Digest string `json:"digest"`
 	// ContentType as written ("" when none was given).
 	ContentType string `json:"content_type,omitempty"`
@@ -175,11 +178,16 @@ func (c *Client) PutBlob(ctx context.Context, tenant, thread, name, contentType 
 		return BlobInfo{}, err
 	}
 	lr := &limitedReader{r: r, left: limit}
-	meta := jetstream.ObjectMeta{Name: blobPrefix(tenant, thread, lifetime) + name}
+	meta := jetstream.ObjectMeta{Name: blobPrefix(tenant, thread, lifetime) + name, Headers: nats.Header{}}
 	if contentType != "" {
-		meta.Headers = map[string][]string{"Content-Type": {contentType}}
+		meta.Headers.Set("Content-Type", contentType)
 	}
-	info, err := os.Put(ctx, meta, lr)
+	var body io.Reader = lr
+	if !c.cfg.ClearPayloads {
+		meta.Headers.Set(sealedBlobHeader, "1")
+		body = &sealingReader{ctx: ctx, keys: c.keys, tenant: tenant, thread: thread, name: meta.Name, r: lr}
+	}
+	info, err := os.Put(ctx, meta, body)
 	if lr.over {
 		// nats.go purges the chunks of a Put whose reader fails; the
 		// name keeps its previous value, if any.
@@ -253,7 +261,11 @@ func (c *Client) GetBlob(ctx context.Context, tenant, thread, name string) (Blob
 		res.Close()
 		return BlobInfo{}, nil, fmt.Errorf("client: blob %q of %s/%s: %w", name, tenant, thread, err)
 	}
-	return blobInfoOf(info, name, lifetime), res, nil
+	var body io.ReadCloser = res
+	if info.Headers.Get(sealedBlobHeader) != "" {
+		body = &openingReader{ctx: ctx, keys: c.keys, tenant: tenant, thread: thread, name: info.Name, r: res}
+	}
+	return blobInfoOf(info, name, lifetime), body, nil
 }
 
 // DeleteBlob removes the blob name of tenant/thread's current lifetime
@@ -315,10 +327,16 @@ func (c *Client) eraseBlobs(ctx context.Context, tenant, thread string) ([]strin
 	return names, nil
 }
 
+// sealedBlobHeader marks an object stored sealed (blobs_seal.go).
+const sealedBlobHeader = "Convlog-Sealed"
+
 func blobInfoOf(in *jetstream.ObjectInfo, name string, lifetime int) BlobInfo {
 	b := BlobInfo{Name: name, Size: in.Size, Digest: in.Digest, Lifetime: lifetime, Modified: in.ModTime.UTC()}
 	if in.Headers != nil {
 		b.ContentType = in.Headers.Get("Content-Type")
+		if in.Headers.Get(sealedBlobHeader) != "" {
+			b.Size = plainBlobSize(in.Size)
+		}
 	}
 	return b
 }

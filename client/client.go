@@ -12,6 +12,7 @@ import (
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/snapstore"
+	"github.com/convlog/convlog/threadkey"
 )
 
 // Client is what services use to append to and read threads. It is safe
@@ -29,6 +30,7 @@ type Client struct {
 	snaps     *snapstore.Store
 	cache     *stateCache
 	blobs     blobStore
+	keys      *threadkey.Keys
 	closed    atomic.Bool
 	// pageSize is readRaw's page size: the constant pageSize (tests of
 	// the paging use smaller pages).
@@ -67,6 +69,9 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Client, error) {
 			return nil, err
 		}
 		c.st, c.snapshots, c.index, c.blobs.os = r.Stream, r.Snapshots, r.Index, r.Blobs
+		if c.keys, err = threadkey.New(ctx, js, r.Keys, cfg.KeyCacheThreads); err != nil {
+			return nil, err
+		}
 		c.snaps = c.newSnapshots()
 		return c, nil
 	}
@@ -79,14 +84,56 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Client, error) {
 	if c.index, err = js.KeyValue(ctx, cfg.Resources.IndexBucket); err != nil {
 		return nil, fmt.Errorf("client: KV bucket %s: %w", cfg.Resources.IndexBucket, err)
 	}
+	kv, err := js.KeyValue(ctx, cfg.Resources.KeyBucket)
+	if err != nil {
+		return nil, fmt.Errorf("client: KV bucket %s: %w (provision it with `agentd serve` or Config.Provision)", cfg.Resources.KeyBucket, err)
+	}
+	if c.keys, err = threadkey.New(ctx, js, kv, cfg.KeyCacheThreads); err != nil {
+		return nil, err
+	}
 	c.snaps = c.newSnapshots()
 	return c, nil
+}
+
+// Keys returns the client's thread data keys (package threadkey): what
+// seals the payloads it writes and opens those it reads.
+func (c *Client) Keys() *threadkey.Keys { return c.keys }
+
+// openRaw replaces m.Data by its opened form (threadkey.Keys.OpenEvent).
+// When the thread's key is gone (erased) or the ciphertext does not
+// authenticate, m keeps its sealed bytes, which decode with
+// events.ErrSealed, and openRaw returns nil; it returns an error only when
+// the key could not be read (NATS), which the caller must not record as
+// the event's fate.
+func (c *Client) openRaw(ctx context.Context, m *RawEvent) error {
+	if m == nil {
+		return nil
+	}
+	data, err := c.keys.OpenEvent(ctx, m.Data)
+	switch {
+	case err == nil:
+		m.Data = data
+	case errors.Is(err, threadkey.ErrNoKey), errors.Is(err, threadkey.ErrOtherKey), errors.Is(err, threadkey.ErrCorrupt):
+	default:
+		return fmt.Errorf("client: open event at seq %d: %w", m.Sequence, err)
+	}
+	return nil
+}
+
+// openAll opens every message of ms (see openRaw).
+func (c *Client) openAll(ctx context.Context, ms []*RawEvent) error {
+	for _, m := range ms {
+		if err := c.openRaw(ctx, m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // newSnapshots returns the snapshot reader of c.snapshots, with the
 // chunk cache sized by cfg.ChunkCacheBytes.
 func (c *Client) newSnapshots() *snapstore.Store {
-	return snapstore.NewWith(c.snapshots, snapstore.Options{ChunkCacheBytes: c.cfg.ChunkCacheBytes})
+	return snapstore.NewWith(c.snapshots, snapstore.Options{ChunkCacheBytes: c.cfg.ChunkCacheBytes, Sealer: c.keys})
 }
 
 // Close marks the client closed; later calls return [ErrClosed]. It does

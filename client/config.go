@@ -59,6 +59,16 @@ type Config struct {
 	// direct gets, and the client tries no consumer for 5 minutes: set a
 	// negative value for such users.
 	ConsumerReadThreshold int
+	// ClearPayloads, when true, makes the client write event payloads in
+	// the clear instead of sealing them with the thread's data key
+	// (package threadkey). Erasure then cannot make them unreadable on
+	// disk (docs/audit.md). Reads open sealed payloads either way.
+	// Default false.
+	ClearPayloads bool
+	// KeyCacheThreads bounds the cache of thread data keys (about 400
+	// bytes each). Default threadkey.DefaultCacheThreads (65,536);
+	// negative disables the cache.
+	KeyCacheThreads int
 	// NewThreadID generates ids for threads created without one (AgentKit's
 	// createThread hook). Default: a UUIDv7.
 	NewThreadID func() string

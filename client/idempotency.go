@@ -57,6 +57,9 @@ func (c *Client) sameAsStored(ctx context.Context, p *prepared, res AppendResult
 	for i := range res.Events {
 		seq := res.Events[i].Seq
 		raw, err := c.st.GetMsg(ctx, seq)
+		if err == nil {
+			err = c.openRaw(ctx, raw)
+		}
 		if err != nil {
 			return AppendResult{}, fmt.Errorf("client: append to %s/%s: read the stored event %s at sequence %d: %w", p.tenant, p.thread, p.ids[i], seq, err)
 		}

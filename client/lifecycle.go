@@ -157,14 +157,24 @@ type ErasureReport struct {
 	// forks by reference) whose snapshots were purged: read from their
 	// logs again, they inherit nothing from the erased thread.
 	Forks []string
+	// KeyDestroyed is true when the thread's data key (package threadkey)
+	// was destroyed by this call: everything sealed with it (events,
+	// snapshot values, index entries, blobs, wherever JetStream left their
+	// bytes) can no longer be read. False when the thread never had one
+	// (its content was written in the clear, Config.ClearPayloads or a
+	// writer without keys: its bytes may stay on disk, docs/audit.md).
+	KeyDestroyed bool
 }
 
 // Erase irreversibly removes a thread: it purges the thread's events from
 // the stream (the only physical removal convlog does, DESIGN.md invariant
 // 1), leaves a thread.erased marker naming what was removed, and purges the
-// thread's snapshot and index keys and deletes its blobs (every lifetime's). Readers get ErrThreadNotFound after it.
+// thread's snapshot and index keys and deletes its blobs (every lifetime's),
+// and destroys the thread's data key (threadkey.Keys.Destroy: JetStream's
+// secure delete), so that no copy of its sealed content anywhere on disk
+// can be read again. Readers get ErrThreadNotFound after it.
 // Other threads are untouched. Erasing an erased or missing thread returns
-// *NotFoundError.
+// *NotFoundError (after destroying a key an interrupted erasure left).
 func (c *Client) Erase(ctx context.Context, tenant, thread, reason string) (ErasureReport, error) {
 	subject, err := c.subjects.Thread(tenant, thread)
 	if err != nil {
@@ -184,6 +194,7 @@ func (c *Client) Erase(ctx context.Context, tenant, thread, reason string) (Eras
 		// Erased already when the marker is all that is stored; a marker
 		// after stored events was published by hand and hides nothing.
 		if first, err := directget.Next(ctx, c.js, c.stream, subject, 1); err == nil && first != nil && first.Sequence == last {
+			rep.KeyDestroyed, _ = c.keys.Destroy(ctx, tenant, thread)
 			return rep, &NotFoundError{Tenant: tenant, Thread: thread, Reason: "already erased", Cause: ErrThreadErased}
 		}
 	}
@@ -195,6 +206,9 @@ func (c *Client) Erase(ctx context.Context, tenant, thread, reason string) (Eras
 		return rep, fmt.Errorf("client: erase %s/%s: purge: %w", tenant, thread, err)
 	}
 	c.cache.drop(tenant + "." + thread)
+	if rep.KeyDestroyed, err = c.keys.Destroy(ctx, tenant, thread); err != nil {
+		return rep, fmt.Errorf("client: erase %s/%s: events purged, data key not destroyed: %w", tenant, thread, err)
+	}
 	marker := events.Event{Payload: events.Erased{RemovedEvents: rep.RemovedEvents, LastSeq: last, Reason: reason}}
 	if _, err := c.Append(ctx, tenant, thread, []events.Event{marker}, ExpectVersion(0)); err != nil && !errors.Is(err, fold.ErrRejected) {
 		return rep, fmt.Errorf("client: erase %s/%s: events purged, marker not written: %w", tenant, thread, err)

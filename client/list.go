@@ -111,12 +111,17 @@ func (c *Client) List(ctx context.Context, tenant string, opts ListOptions) (Lis
 		if e == nil {
 			break // initial values done
 		}
-		s, err := snapstore.UnmarshalSummary(e.Value())
+		thread := snapstore.ThreadOfIndexKey(tenant, e.Key())
+		plain, err := c.keys.OpenValue(ctx, tenant, thread, e.Key(), e.Value())
+		var s snapstore.Summary
+		if err == nil {
+			s, err = snapstore.UnmarshalSummary(plain)
+		}
 		if err != nil {
 			// The index is derived data: list the thread from its log
 			// (the projector writes the entry again at its next event).
 			c.cfg.Logger.Warn("list: unreadable index entry; reading the thread's log", "key", e.Key(), "err", err)
-			th, gerr := c.Get(ctx, tenant, snapstore.ThreadOfIndexKey(tenant, e.Key()), Consistent(), IncludeDeleted())
+			th, gerr := c.Get(ctx, tenant, thread, Consistent(), IncludeDeleted())
 			if gerr != nil {
 				c.cfg.Logger.Warn("list: thread of an unreadable index entry", "key", e.Key(), "err", gerr)
 				continue

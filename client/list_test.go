@@ -195,7 +195,7 @@ func TestEraseLeavesNothingReadable(t *testing.T) {
 		e, err := kv.Get(ctx, k)
 		if err == nil {
 			// A head may be rewritten by the projector as "erased": it must hold no messages.
-			snap, lerr := snapstore.New(kv).Load(ctx, "acme", "victim")
+			snap, lerr := snapstore.NewWith(kv, snapstore.Options{Sealer: c.Keys()}).Load(ctx, "acme", "victim")
 			require.NoError(t, lerr, "key %s", e.Key())
 			require.True(t, snap.State.Erased)
 			require.Empty(t, snap.State.Messages)

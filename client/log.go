@@ -136,6 +136,9 @@ func (c *Client) readPage(ctx context.Context, subject string, from, upTo uint64
 		n = int(upTo-from) + 1
 	}
 	msgs, pending, err := directget.Batch(ctx, c.js, c.stream, subject, from, n, pageBytes)
+	if err == nil {
+		err = c.openAll(ctx, msgs)
+	}
 	return page{from: from, msgs: msgs, pending: pending, err: err}
 }
 
@@ -204,6 +207,9 @@ func (c *Client) readTail(ctx context.Context, subject string, version, upTo uin
 		}
 		if upTo == 0 || last.Sequence <= upTo {
 			next, err := directget.Next(ctx, c.js, c.stream, subject, version+1)
+			if err == nil {
+				err = c.openRaw(ctx, next)
+			}
 			if err != nil {
 				yield(nil, fmt.Errorf("client: read %s after seq %d: %w", subject, version, err))
 				return

@@ -145,7 +145,12 @@ func (c *Client) readByConsumer(ctx context.Context, subject string, from, upTo 
 		if seq > end {
 			return from, true
 		}
-		if !yield(&RawEvent{Subject: m.Subject(), Sequence: seq, Header: m.Headers(), Data: m.Data(), Time: md.Timestamp.UTC()}, nil) {
+		raw := &RawEvent{Subject: m.Subject(), Sequence: seq, Header: m.Headers(), Data: m.Data(), Time: md.Timestamp.UTC()}
+		if err := c.openRaw(ctx, raw); err != nil {
+			yield(nil, err)
+			return from, true
+		}
+		if !yield(raw, nil) {
 			return seq + 1, true
 		}
 		from = seq + 1

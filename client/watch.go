@@ -183,7 +183,11 @@ func (c *Client) Watch(ctx context.Context, tenant, thread string, opts WatchOpt
 			if err != nil {
 				continue
 			}
-			ev, derr := events.Unmarshal(m.Data())
+			data := m.Data()
+			if opened, err := c.keys.OpenEvent(ctx, data); err == nil {
+				data = opened
+			}
+			ev, derr := events.Unmarshal(data)
 			st := &events.Stored{Event: ev, Seq: md.Sequence.Stream, StoredAt: md.Timestamp}
 			select {
 			case ch <- Update{Event: st, Err: derr}:

@@ -39,7 +39,8 @@ type wire struct {
 
 type wireMsgpack struct {
 	wire
-	Payload msgpack.RawMessage `msgpack:"payload"`
+	Payload       msgpack.RawMessage `msgpack:"payload"`
+	PayloadSealed []byte             `msgpack:"payload_sealed,omitempty"`
 }
 
 type wireJSON struct {
@@ -204,6 +205,9 @@ func decodeReflect(b []byte) (Event, error) {
 	p := newPayload(e.Type)
 	if p == nil {
 		return e, fmt.Errorf("%w: %q (event %s)", ErrUnknownType, e.Type, e.ID)
+	}
+	if len(w.Payload) == 0 && w.PayloadSealed != nil {
+		return e, fmt.Errorf("%w: event %s (%s) is encrypted with its thread's data key, which this reader does not have or which was destroyed", ErrSealed, e.ID, e.Type)
 	}
 	if len(w.Payload) == 0 {
 		return e, fmt.Errorf("%w: event %s has no payload", ErrDecode, e.ID)

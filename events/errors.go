@@ -17,6 +17,12 @@ var (
 	// ErrNewerSchema is returned (wrapped) when an event's schema version is
 	// newer than [SchemaVersion]. The envelope is still returned by Unmarshal.
 	ErrNewerSchema = errors.New("events: newer schema version")
+	// ErrSealed is returned (wrapped) when an event's payload is sealed
+	// (encrypted with its thread's data key, member "payload_sealed"; see
+	// schemas/README.md) and was not opened: the reader has no access to
+	// the key, or the key was destroyed by an erasure or redaction. The
+	// envelope is still returned by Unmarshal.
+	ErrSealed = errors.New("events: sealed payload")
 	// ErrInvalidID is wrapped by errors about tenant, thread and event ids.
 	ErrInvalidID = errors.New("events: invalid id")
 )

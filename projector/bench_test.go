@@ -125,8 +125,8 @@ func BenchmarkSnapshots(b *testing.B) {
 	b.Logf("built threads of %v messages in %s", sizes, time.Since(built).Round(time.Millisecond))
 
 	noCache := snapstore.Options{ChunkCacheBytes: -1}
-	plain := snapstore.NewWith(e.res.Snapshots, noCache) // long-lived, no chunk cache
-	cached := snapstore.New(e.res.Snapshots)             // long-lived, default chunk cache
+	plain := e.store(e.res.Snapshots, noCache) // long-lived, no chunk cache
+	cached := e.store(e.res.Snapshots, snapstore.Options{})             // long-lived, default chunk cache
 	for _, n := range sizes {
 		thread := fmt.Sprintf("t%d", n)
 		snap, err := plain.Load(ctx, "bench", thread)
@@ -159,14 +159,14 @@ func BenchmarkSnapshots(b *testing.B) {
 		b.Run(fmt.Sprintf("LoadCold/%d", n), func(b *testing.B) {
 			cpu := cpuTime()
 			for b.Loop() {
-				if _, err := snapstore.NewWith(e.res.Snapshots, noCache).Load(ctx, "bench", thread); err != nil {
+				if _, err := e.store(e.res.Snapshots, noCache).Load(ctx, "bench", thread); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N), "cpu-us/op")
 			if snap.Bytes <= 1<<20-1024 {
 				b.ReportMetric(interleavedRatio(b, func() {
-					_, _ = snapstore.NewWith(e.res.Snapshots, noCache).Load(ctx, "bench", thread)
+					_, _ = e.store(e.res.Snapshots, noCache).Load(ctx, "bench", thread)
 				}, rawGet), "x-raw-kv-get")
 			}
 		})

@@ -25,6 +25,9 @@ type Config struct {
 	SnapshotBucket string
 	// IndexBucket holds one [Summary] per thread. Default "convlog_threads".
 	IndexBucket string
+	// KeyBucket holds the thread data keys (package threadkey). Default
+	// "convlog_keys".
+	KeyBucket string
 	// Durable is the name of the durable pull consumer that every instance
 	// shares. Default "convlog-projector".
 	Durable string
@@ -174,7 +177,7 @@ func DefaultConfig() Config {
 	p := provision.DefaultConfig()
 	return Config{
 		Stream: p.Stream, SubjectPrefix: p.SubjectPrefix, SnapshotBucket: p.SnapshotBucket,
-		IndexBucket: p.IndexBucket, Durable: "convlog-projector",
+		IndexBucket: p.IndexBucket, KeyBucket: p.KeyBucket, Durable: "convlog-projector",
 		ChunkBytes: 768 << 10, TailBytes: 32 << 10, Workers: 8, MaxBatch: 1000,
 		MaxAckPending: 10_000, AckWait: 5 * time.Second, CacheThreads: 4096, CacheBytes: 64 << 20,
 	}
@@ -192,6 +195,7 @@ func (c Config) withDefaults() Config {
 	set(&c.SubjectPrefix, d.SubjectPrefix)
 	set(&c.SnapshotBucket, d.SnapshotBucket)
 	set(&c.IndexBucket, d.IndexBucket)
+	set(&c.KeyBucket, d.KeyBucket)
 	set(&c.Durable, d.Durable)
 	seti := func(v *int, def int) {
 		if *v == 0 {

@@ -13,11 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/projector"
 	"github.com/convlog/convlog/snapstore"
+	"github.com/convlog/convlog/threadkey"
 )
 
 var updateSnapshot = flag.Bool("update", false, "rewrite testdata/snapshot.golden.json from the projector's output")
@@ -91,14 +93,20 @@ func TestSnapshotFormatIsPinned(t *testing.T) {
 	keys := e.chunkKeys(t, e.res.Snapshots.Bucket(), "acme", "golden")
 	keys = append(keys, snapstore.HeadKey("acme", "golden"))
 	slices.Sort(keys)
-	for _, k := range keys {
-		v, err := e.res.Snapshots.Get(ctx, k)
+	// Values are stored sealed with the thread's data key (threadkey);
+	// the pinned format is of what they open to.
+	opened := func(kv jetstream.KeyValue, k string) string {
+		v, err := kv.Get(ctx, k)
 		require.NoError(t, err, k)
-		got.Snapshots[k] = hex.EncodeToString(v.Value())
+		require.True(t, threadkey.Sealed(v.Value()), "value %s is stored sealed", k)
+		plain, err := e.keys.OpenValue(ctx, "acme", "golden", k, v.Value())
+		require.NoError(t, err, k)
+		return hex.EncodeToString(plain)
 	}
-	v, err := e.res.Index.Get(ctx, snapstore.IndexKey("acme", "golden"))
-	require.NoError(t, err)
-	got.Index[snapstore.IndexKey("acme", "golden")] = hex.EncodeToString(v.Value())
+	for _, k := range keys {
+		got.Snapshots[k] = opened(e.res.Snapshots, k)
+	}
+	got.Index[snapstore.IndexKey("acme", "golden")] = opened(e.res.Index, snapstore.IndexKey("acme", "golden"))
 
 	if *updateSnapshot {
 		b, err := json.MarshalIndent(got, "", "  ")

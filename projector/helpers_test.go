@@ -22,6 +22,7 @@ import (
 	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/projector"
 	"github.com/convlog/convlog/snapstore"
+	"github.com/convlog/convlog/threadkey"
 )
 
 // env is a provisioned embedded server with the snapshot reader.
@@ -30,12 +31,40 @@ type env struct {
 	res   provision.Resources
 	js    jetstream.JetStream
 	snaps *snapstore.Store
+	keys  *threadkey.Keys
 }
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	srv, res := natstest.Provisioned(t, provision.Config{})
-	return &env{srv: srv, res: res, js: srv.JS, snaps: snapstore.New(res.Snapshots)}
+	return envOf(t, srv, res)
+}
+
+// envOf is the env of a provisioned server.
+func envOf(t testing.TB, srv *natstest.Server, res provision.Resources) *env {
+	t.Helper()
+	keys, err := threadkey.New(context.Background(), srv.JS, res.Keys, 0)
+	require.NoError(t, err)
+	e := &env{srv: srv, res: res, js: srv.JS, keys: keys}
+	e.snaps = e.store(res.Snapshots, snapstore.Options{})
+	return e
+}
+
+// store is a snapshot reader of kv configured by opts that opens sealed
+// values with the thread data keys, as client/ does.
+func (e *env) store(kv jetstream.KeyValue, opts snapstore.Options) *snapstore.Store {
+	opts.Sealer = e.keys
+	return snapstore.NewWith(kv, opts)
+}
+
+// summary decodes an index entry, opening it with the thread's key.
+func (e *env) summary(t testing.TB, tenant, thread string, entry jetstream.KeyValueEntry) (snapstore.Summary, error) {
+	t.Helper()
+	plain, err := e.keys.OpenValue(context.Background(), tenant, thread, entry.Key(), entry.Value())
+	if err != nil {
+		return snapstore.Summary{}, err
+	}
+	return snapstore.UnmarshalSummary(plain)
 }
 
 // start runs a projector until the test ends (or stop is called) and
@@ -289,7 +318,7 @@ func (e *env) waitIndex(t testing.TB, tenant, thread string, v uint64) snapstore
 	for {
 		entry, err := e.res.Index.Get(context.Background(), snapstore.IndexKey(tenant, thread))
 		if err == nil {
-			sum, err := snapstore.UnmarshalSummary(entry.Value())
+			sum, err := e.summary(t, tenant, thread, entry)
 			require.NoError(t, err)
 			if sum.Version >= v {
 				return sum

@@ -80,7 +80,7 @@ func TestTwoInstancesMatchOneInstance(t *testing.T) {
 	t.Logf("published in %s", time.Since(start))
 	tr.verify(t, e, e.snaps, e.res.Snapshots, e.res.Index, false)
 	t.Logf("verified in %s", time.Since(start))
-	tr.verify(t, e, snapstore.New(single.Snapshots), single.Snapshots, single.Index, true)
+	tr.verify(t, e, e.store(single.Snapshots, snapstore.Options{}), single.Snapshots, single.Index, true)
 	t.Logf("%d events on %d threads in %s; steps per instance %d/%d, %d conflicts",
 		tr.events(), len(tr.threads), time.Since(start).Round(time.Millisecond), steps[0].Load(), steps[1].Load(), conflicts.Load())
 	require.NotZero(t, steps[0].Load())

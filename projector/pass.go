@@ -11,6 +11,7 @@ import (
 	"github.com/convlog/convlog/fold"
 	"github.com/convlog/convlog/internal/directget"
 	"github.com/convlog/convlog/snapstore"
+	"github.com/convlog/convlog/threadkey"
 )
 
 // readMaxBytes bounds one batched direct get of events.
@@ -252,11 +253,19 @@ func (p *Projector) fold(ctx context.Context, w *snapstore.Edit, ev rawEvent) (A
 	s := w.State()
 	a := Applied{Tenant: tenant, Thread: thread, Seq: ev.seq}
 	before := w.Mark()
-	e, derr := events.Unmarshal(ev.data)
+	data, oerr := p.reader.Keys().OpenEvent(ctx, ev.data)
+	switch {
+	case oerr == nil:
+	case errors.Is(oerr, threadkey.ErrNoKey), errors.Is(oerr, threadkey.ErrOtherKey), errors.Is(oerr, threadkey.ErrCorrupt):
+		data = ev.data // its key is gone: folded as undecodable (events.ErrSealed)
+	default:
+		return a, oerr // reading the key failed: retried
+	}
+	e, derr := events.Unmarshal(data)
 	a.Type, a.EventID = e.Type, e.ID
 	var err error
 	if derr != nil {
-		err = fold.ApplyBytes(s, ev.seq, ev.time, ev.data)
+		err = fold.ApplyBytes(s, ev.seq, ev.time, data)
 	} else {
 		st := events.Stored{Event: e, Seq: ev.seq, StoredAt: ev.time}
 		proven := false

@@ -199,19 +199,24 @@ func (p *Projector) bind(ctx context.Context) (*client.Durable, error) {
 			errs = append(errs, fmt.Errorf("projector: the server's max payload (%d bytes) is too small for ChunkBytes %d (needs ChunkBytes+64 KiB)", mp, c.ChunkBytes))
 		}
 	}
+	// The reader of a fork by reference's source (client.ApplyFork), and
+	// the keeper of thread data keys (its Keys open events and seal and
+	// open snapshot values).
+	reader, err := client.New(ctx, p.js.Conn(), client.Config{Logger: p.log, Resources: provision.Config{
+		Stream: c.Stream, SubjectPrefix: c.SubjectPrefix, SnapshotBucket: c.SnapshotBucket, IndexBucket: c.IndexBucket,
+		KeyBucket: c.KeyBucket}})
+	if err != nil {
+		errs = append(errs, err)
+		return nil, errors.Join(errs...)
+	}
 	store, err := snapstore.NewWriter(ctx, p.js, snapstore.WriterConfig{
 		SnapshotBucket: c.SnapshotBucket, IndexBucket: c.IndexBucket,
 		ChunkBytes: p.cfg.ChunkBytes, TailBytes: p.cfg.TailBytes, Logger: p.log,
 		OnIndexRebuilt: func(tenant, thread string, err error) {
 			p.report(Failure{Tenant: tenant, Thread: thread, Reason: FailureIndexRebuilt, Err: err})
 		},
+		Sealer: reader.Keys(),
 	})
-	if err != nil {
-		errs = append(errs, err)
-	}
-	// The reader of a fork by reference's source (client.ApplyFork).
-	reader, err := client.New(ctx, p.js.Conn(), client.Config{Logger: p.log, Resources: provision.Config{
-		Stream: c.Stream, SubjectPrefix: c.SubjectPrefix, SnapshotBucket: c.SnapshotBucket, IndexBucket: c.IndexBucket}})
 	if err != nil {
 		errs = append(errs, err)
 	}

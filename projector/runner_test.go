@@ -337,7 +337,7 @@ func TestChunkBytesFitsTheServersMaxPayload(t *testing.T) {
 	ctx := context.Background()
 	res, err := provision.Ensure(ctx, js, provision.Config{})
 	require.NoError(t, err)
-	e := &env{srv: srv, res: res, js: js, snaps: snapstore.New(res.Snapshots)}
+	e := envOf(t, srv, res)
 
 	p, err := projector.New(js, projector.Config{Durable: "too-big", ChunkBytes: 768 << 10})
 	require.NoError(t, err)

@@ -13,7 +13,6 @@ import (
 	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/projector"
-	"github.com/convlog/convlog/snapstore"
 )
 
 // A projector stopped in the middle of a burst, followed at once by the
@@ -31,7 +30,7 @@ func TestGracefulRestartCatchesUpWithinAckWait(t *testing.T) {
 			srv := natstest.RunConfig(t, embedded.Config{StoreDir: dir})
 			res, err := provision.Ensure(ctx, srv.JS, provision.Config{})
 			require.NoError(t, err)
-			e := &env{srv: srv, res: res, js: srv.JS, snaps: snapstore.New(res.Snapshots)}
+			e := envOf(t, srv, res)
 			stop := e.start(t, projector.Config{})
 			threads := make([]string, 20)
 			for i := range threads {
@@ -48,7 +47,7 @@ func TestGracefulRestartCatchesUpWithinAckWait(t *testing.T) {
 			srv = natstest.RunConfig(t, embedded.Config{StoreDir: dir})
 			res, err = provision.Ensure(ctx, srv.JS, provision.Config{})
 			require.NoError(t, err)
-			e = &env{srv: srv, res: res, js: srv.JS, snaps: snapstore.New(res.Snapshots)}
+			e = envOf(t, srv, res)
 			e.start(t, projector.Config{}) // default AckWait
 			cons, err := srv.JS.Consumer(ctx, res.Stream.CachedInfo().Config.Name, "convlog-projector")
 			require.NoError(t, err)

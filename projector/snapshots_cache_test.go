@@ -26,7 +26,7 @@ var smallChunks = projector.Config{ChunkBytes: 4 << 10, TailBytes: 1 << 10}
 // uncached returns a reader of e's snapshots without a chunk cache: every
 // Load reads every byte from KV, the reference the cached reader must match.
 func (e *env) uncached() *snapstore.Store {
-	return snapstore.NewWith(e.res.Snapshots, snapstore.Options{ChunkCacheBytes: -1})
+	return e.store(e.res.Snapshots, snapstore.Options{ChunkCacheBytes: -1})
 }
 
 // appendMessages publishes n messages (user and assistant alternating,
@@ -83,7 +83,7 @@ func TestCachedLoadsEqualUncachedLoads(t *testing.T) {
 	e := newEnv(t)
 	e.start(t, smallChunks)
 	c := &clock{t: time.Unix(1700000000, 0)}
-	plain, cached := e.uncached(), snapstore.New(e.res.Snapshots)
+	plain, cached := e.uncached(), e.store(e.res.Snapshots, snapstore.Options{})
 	const tenant = "cache"
 	lengths := []int{0, 3, 40, 300, 1200}
 	threads := make([]string, len(lengths))
@@ -162,7 +162,7 @@ func TestCachedLoadsEqualUncachedLoads(t *testing.T) {
 		// A new reader, so that the cache holds exactly the chunks the
 		// heads name (a long-lived one also holds merged-away chunks
 		// until they age out).
-		fresh := snapstore.New(e.res.Snapshots)
+		fresh := e.store(e.res.Snapshots, snapstore.Options{})
 		gone := requireSameLoad(t, plain, fresh, tenant, "t1200")
 		kept := requireSameLoad(t, plain, fresh, tenant, "t300")
 		require.NotEmpty(t, gone.Chunks)
@@ -204,7 +204,7 @@ func TestCachedLoadsReturnTheCallersOwnMessages(t *testing.T) {
 	e.publish(t, c.ev("own", "t", events.ThreadCreated{}))
 	seqs := e.appendMessages(t, c, "own", "t", 0, 200)
 	e.waitVersion(t, "own", "t", seqs[len(seqs)-1])
-	plain, cached := e.uncached(), snapstore.New(e.res.Snapshots)
+	plain, cached := e.uncached(), e.store(e.res.Snapshots, snapstore.Options{})
 
 	a := requireSameLoad(t, plain, cached, "own", "t")
 	b := requireSameLoad(t, plain, cached, "own", "t")
@@ -231,7 +231,7 @@ func TestChunkCacheStaysWithinItsBound(t *testing.T) {
 	c := &clock{t: time.Unix(1700000000, 0)}
 	const bound = 48 << 10
 	plain := e.uncached()
-	cached := snapstore.NewWith(e.res.Snapshots, snapstore.Options{ChunkCacheBytes: bound})
+	cached := e.store(e.res.Snapshots, snapstore.Options{ChunkCacheBytes: bound})
 	var threads []string
 	for i := 0; i < 5; i++ {
 		th := fmt.Sprintf("t%d", i)
@@ -269,7 +269,7 @@ func TestConcurrentCachedLoads(t *testing.T) {
 	c := &clock{t: time.Unix(1700000000, 0)}
 	const tenant = "conc"
 	const bound = 512 << 10 // less than the three threads in the end (1.3 MB)
-	cached := snapstore.NewWith(e.res.Snapshots, snapstore.Options{ChunkCacheBytes: bound})
+	cached := e.store(e.res.Snapshots, snapstore.Options{ChunkCacheBytes: bound})
 	threads := []string{"a", "b", "c"}
 	evs := map[string][]events.Event{}
 	for _, th := range threads {

@@ -224,7 +224,7 @@ func (tr *traffic) verify(t *testing.T, e *env, snaps *snapstore.Store, kv, inde
 		for {
 			entry, err := index.Get(ctx, snapstore.IndexKey(th.tenant, th.thread))
 			if err == nil {
-				sum, err = snapstore.UnmarshalSummary(entry.Value())
+				sum, err = e.summary(t, th.tenant, th.thread, entry)
 				require.NoError(t, err)
 				if sum.Version >= th.last {
 					break

@@ -26,6 +26,9 @@ type Options struct {
 	// For messages of 512 bytes of text (606 encoded) that is about 1.45
 	// times the bound; for short messages it is more.
 	ChunkCacheBytes int
+	// Sealer opens sealed heads and chunks (threadkey.Keys); nil reads
+	// clear values only.
+	Sealer Sealer
 }
 
 // ChunkCacheStats describes the chunk cache of a [Store] (see

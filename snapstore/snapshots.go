@@ -48,6 +48,7 @@ const loadAttempts = 8
 // needs body-based direct-get permission; so Store does not use it.)
 type Store struct {
 	kv    jetstream.KeyValue
+	seal  sealing
 	hints *chunkHints
 	cache *chunkCache // nil: disabled
 }
@@ -66,7 +67,7 @@ func NewWith(kv jetstream.KeyValue, opts Options) *Store {
 	if size == 0 {
 		size = DefaultChunkCacheBytes
 	}
-	return &Store{kv: kv, hints: &chunkHints{m: map[string]chunkHint{}}, cache: newChunkCache(size)}
+	return &Store{kv: kv, seal: sealing{opts.Sealer}, hints: &chunkHints{m: map[string]chunkHint{}}, cache: newChunkCache(size)}
 }
 
 // ChunkCacheStats returns the figures of the chunk cache (all zero when it
@@ -120,7 +121,7 @@ func (s *Store) LoadHead(ctx context.Context, tenant, thread string) (*Snapshot,
 // chunks, a head of a newer generation or an erased one its older chunks.
 func (s *Store) readHead(ctx context.Context, tenant, thread string) (h *head, rev uint64, n int, err error) {
 	key := HeadKey(tenant, thread)
-	h, rev, n, err = getHead(ctx, s.kv, tenant, thread, nil)
+	h, rev, n, err = getHead(ctx, s.kv, s.seal, tenant, thread, nil)
 	if err != nil {
 		if errors.Is(err, ErrNoSnapshot) {
 			s.cache.forget(key)
@@ -184,6 +185,9 @@ const hintSlack = 16
 // end with ctx; wg waits for them.
 type chunkFetcher struct {
 	kv  jetstream.KeyValue
+	// seal, tenant and thread open the chunks (one thread per fetcher).
+	seal           sealing
+	tenant, thread string
 	sem chan struct{}
 	wg  sync.WaitGroup
 	mu  sync.Mutex
@@ -233,7 +237,10 @@ func (f *chunkFetcher) start(ctx context.Context, key string, count int, into []
 			r.err = fmt.Errorf("snapstore: read chunk %s: %w", key, err)
 			return
 		}
-		r.data = e.Value()
+		if r.data, err = f.seal.open(ctx, f.tenant, f.thread, key, e.Value()); err != nil {
+			r.decErr = fmt.Errorf("%w: chunk %s: %v", ErrCorrupt, key, err)
+			return
+		}
 		if len(into) != count {
 			into = make([]events.Message, count)
 		}
@@ -346,7 +353,7 @@ func (s *Store) Load(ctx context.Context, tenant, thread string) (*Snapshot, err
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	f := &chunkFetcher{kv: s.kv, sem: make(chan struct{}, fetchConcurrency), m: map[string]*fetch{}}
+	f := &chunkFetcher{kv: s.kv, seal: s.seal, tenant: tenant, thread: thread, sem: make(chan struct{}, fetchConcurrency), m: map[string]*fetch{}}
 	defer func() {
 		cancel() // stop fetches the head turned out not to need
 		f.wg.Wait()
@@ -373,7 +380,7 @@ func validIDs(tenant, thread string) error {
 }
 
 // getHead reads and decodes a head; n is the value size in bytes.
-func getHead(ctx context.Context, kv jetstream.KeyValue, tenant, thread string, sizes *[]int) (h *head, rev uint64, n int, err error) {
+func getHead(ctx context.Context, kv jetstream.KeyValue, seal sealing, tenant, thread string, sizes *[]int) (h *head, rev uint64, n int, err error) {
 	e, err := kv.Get(ctx, HeadKey(tenant, thread))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, 0, 0, fmt.Errorf("%w for thread %s/%s", ErrNoSnapshot, tenant, thread)
@@ -381,7 +388,11 @@ func getHead(ctx context.Context, kv jetstream.KeyValue, tenant, thread string, 
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("snapstore: read head of %s/%s: %w", tenant, thread, err)
 	}
-	h, err = decodeHead(e.Value(), sizes)
+	plain, err := seal.open(ctx, tenant, thread, HeadKey(tenant, thread), e.Value())
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("%w: head of %s/%s: %v", ErrCorrupt, tenant, thread, err)
+	}
+	h, err = decodeHead(plain, sizes)
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("thread %s/%s: %w", tenant, thread, err)
 	}

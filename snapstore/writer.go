@@ -37,6 +37,10 @@ type WriterConfig struct {
 	// decode and is written again from the head. It is called from the
 	// goroutine of [Writer.SyncIndex] and must not block.
 	OnIndexRebuilt func(tenant, thread string, err error)
+	// Sealer seals heads, chunks and index entries with the thread's data
+	// key (threadkey.Keys), and opens them; nil writes them in the clear.
+	// The head of an erased thread holds no content and is never sealed.
+	Sealer Sealer
 }
 
 // Writer writes thread snapshots: heads, chunks and index entries, in the
@@ -52,12 +56,13 @@ type Writer struct {
 	snaps    jetstream.KeyValue
 	index    jetstream.KeyValue
 	kvStream jetstream.Stream
+	seal     sealing
 }
 
 // NewWriter binds the snapshot and index buckets named in cfg through js.
 // Errors name each bucket that cannot be found (errors.Join).
 func NewWriter(ctx context.Context, js jetstream.JetStream, cfg WriterConfig) (*Writer, error) {
-	w := &Writer{js: js, cfg: cfg, log: cfg.Logger}
+	w := &Writer{js: js, cfg: cfg, log: cfg.Logger, seal: sealing{cfg.Sealer}}
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
 	}
@@ -124,7 +129,7 @@ func (c *Head) Cost() int {
 // errors.
 func (w *Writer) ReadHead(ctx context.Context, tenant, thread string) (*Head, error) {
 	var sizes []int
-	h, rev, _, err := getHead(ctx, w.snaps, tenant, thread, &sizes)
+	h, rev, _, err := getHead(ctx, w.snaps, w.seal, tenant, thread, &sizes)
 	switch {
 	case errors.Is(err, ErrNoSnapshot):
 		return &Head{h: &head{Format: headFormat, State: fold.NewState(tenant, thread)}}, nil
@@ -178,7 +183,11 @@ func (w *Writer) Edit(ctx context.Context, cur *Head) *Edit {
 				}
 				return nil, fmt.Errorf("snapstore: read chunk %s: %w", key, err)
 			}
-			return e.Value(), nil
+			v, err := w.seal.open(ctx, s.Tenant, s.Thread, key, e.Value())
+			if err != nil {
+				return nil, fmt.Errorf("%w: chunk %s: %v", ErrCorrupt, key, err)
+			}
+			return v, nil
 		},
 	}
 	e.tailSizes = append([]int(nil), cur.sizes...)
@@ -218,6 +227,11 @@ func (w *Writer) Commit(ctx context.Context, cur *Head, e *Edit) (Commit, error)
 	if err != nil {
 		return Commit{}, fmt.Errorf("snapstore: encode head of %s/%s: %w", e.tenant, e.thread, err)
 	}
+	if !nh.State.Erased {
+		if data, err = w.seal.seal(ctx, e.tenant, e.thread, HeadKey(e.tenant, e.thread), data); err != nil {
+			return Commit{}, fmt.Errorf("snapstore: seal head of %s/%s: %w", e.tenant, e.thread, err)
+		}
+	}
 	if mp := w.js.Conn().MaxPayload(); mp > 0 && int64(len(data)) > mp-1024 {
 		return Commit{}, fmt.Errorf("snapstore: head of %s/%s is %d bytes, over the server's max payload %d (state, metadata or rejections too large)", e.tenant, e.thread, len(data), mp)
 	}
@@ -253,7 +267,11 @@ func (w *Writer) writeChunks(ctx context.Context, e *Edit) error {
 	return forEach(ctx, len(e.created), 4, func(ctx context.Context, i int) error {
 		c := e.created[i]
 		key := ChunkKey(e.tenant, e.thread, e.gen, c.ref.First, c.ref.Count)
-		if _, err := w.snaps.Create(ctx, key, c.data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		data, err := w.seal.seal(ctx, e.tenant, e.thread, key, c.data)
+		if err != nil {
+			return fmt.Errorf("snapstore: seal chunk %s: %w", key, err)
+		}
+		if _, err := w.snaps.Create(ctx, key, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 			return fmt.Errorf("snapstore: write chunk %s: %w", key, err)
 		}
 		return nil
@@ -320,6 +338,9 @@ func (w *Writer) SyncIndex(ctx context.Context, cur *Head) error {
 	if err != nil {
 		return fmt.Errorf("snapstore: encode summary of %s/%s: %w", tenant, thread, err)
 	}
+	if data, err = w.seal.seal(ctx, tenant, thread, key, data); err != nil {
+		return fmt.Errorf("snapstore: seal index entry %s: %w", key, err)
+	}
 	for attempt := 0; attempt < maxConflicts; attempt++ {
 		if cur.idxRev != 0 {
 			rev, err := w.index.Update(ctx, key, data, cur.idxRev)
@@ -350,7 +371,11 @@ func (w *Writer) SyncIndex(ctx context.Context, cur *Head) error {
 		case err != nil:
 			return fmt.Errorf("snapstore: read index entry %s: %w", key, err)
 		}
-		sum, derr := UnmarshalSummary(e.Value())
+		plain, derr := w.seal.open(ctx, tenant, thread, key, e.Value())
+		var sum Summary
+		if derr == nil {
+			sum, derr = UnmarshalSummary(plain)
+		}
 		cur.idxRev = e.Revision()
 		if derr == nil && sum.Version >= s.Version {
 			cur.idxVersion = s.Version // a newer projection wrote it
@@ -371,7 +396,7 @@ func (w *Writer) SyncIndex(ctx context.Context, cur *Head) error {
 // says the thread is erased.
 func (w *Writer) recheckIndex(ctx context.Context, cur *Head) error {
 	s := cur.h.State
-	h, rev, _, err := getHead(ctx, w.snaps, s.Tenant, s.Thread, nil)
+	h, rev, _, err := getHead(ctx, w.snaps, w.seal, s.Tenant, s.Thread, nil)
 	if err != nil || rev == cur.rev {
 		return nil //nolint:nilerr // best effort: the entry stands for our head
 	}

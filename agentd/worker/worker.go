@@ -232,7 +232,8 @@ func (p *Pool) Run(ctx context.Context) error {
 			// Results a worker appended in the same atomic step as its
 			// assistant message need no trigger: that worker's turn goes on
 			// (and if it crashed, its unacked work item is redelivered).
-			if ev, err := events.Unmarshal(msg.Data()); err == nil && strings.HasPrefix(ev.Producer, p.cfg.Producer+"/") {
+			// The envelope is clear also when the payload is sealed.
+			if ev, err := events.Unmarshal(msg.Data()); (err == nil || errors.Is(err, events.ErrSealed)) && strings.HasPrefix(ev.Producer, p.cfg.Producer+"/") {
 				_ = msg.Ack()
 				continue
 			}

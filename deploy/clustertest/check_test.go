@@ -53,7 +53,7 @@ func verify(t *testing.T, nc *nats.Conn, js jetstream.JetStream, c *client.Clien
 	require.NoError(t, err, "the projector's consumer")
 	kv, err := js.KeyValue(ctx, rc.SnapshotBucket)
 	require.NoError(t, err)
-	snaps := snapstore.New(kv)
+	snaps := snapstore.NewWith(kv, snapstore.Options{Sealer: c.Keys()})
 
 	var out checked
 	for _, l := range loads {

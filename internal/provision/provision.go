@@ -30,6 +30,10 @@ type Config struct {
 	// BlobBucket is the JetStream object store of thread blobs (values
 	// larger than one event, client.PutBlob). Default "convlog_blobs".
 	BlobBucket string
+	// KeyBucket holds one data key per thread (package threadkey); its
+	// stream allows deletes so that erasure can overwrite a key on disk.
+	// Default "convlog_keys".
+	KeyBucket string
 	// Replicas for the stream and buckets (1..5). Default 1.
 	Replicas int
 	// MaxBytes caps the stream; appends beyond it fail (discard new) rather
@@ -50,7 +54,7 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{Stream: "CONVLOG", SubjectPrefix: "conv", SnapshotBucket: "convlog_snapshots",
-		IndexBucket: "convlog_threads", BlobBucket: "convlog_blobs", Replicas: 1, MaxBytes: -1, Duplicates: 2 * time.Minute, MaxMsgSize: -1}
+		IndexBucket: "convlog_threads", BlobBucket: "convlog_blobs", KeyBucket: "convlog_keys", Replicas: 1, MaxBytes: -1, Duplicates: 2 * time.Minute, MaxMsgSize: -1}
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -70,6 +74,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.BlobBucket == "" {
 		c.BlobBucket = d.BlobBucket
+	}
+	if c.KeyBucket == "" {
+		c.KeyBucket = d.KeyBucket
 	}
 	if c.Replicas == 0 {
 		c.Replicas = d.Replicas
@@ -96,8 +103,8 @@ func (c Config) Validate() error {
 	if c.Duplicates < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("provision: duplicate window must be at least 100ms, got %s", c.Duplicates))
 	}
-	if c.SnapshotBucket == c.IndexBucket {
-		errs = append(errs, errors.New("provision: snapshot and index buckets must differ"))
+	if c.SnapshotBucket == c.IndexBucket || c.KeyBucket == c.SnapshotBucket || c.KeyBucket == c.IndexBucket {
+		errs = append(errs, errors.New("provision: snapshot, index and key buckets must differ"))
 	}
 	return errors.Join(errs...)
 }
@@ -138,6 +145,7 @@ type Resources struct {
 	Snapshots jetstream.KeyValue
 	Index     jetstream.KeyValue
 	Blobs     jetstream.ObjectStore
+	Keys      jetstream.KeyValue
 }
 
 // Ensure creates the stream and buckets, or updates them to c. It is
@@ -174,7 +182,40 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (Resources, e
 	if err != nil {
 		return r, fmt.Errorf("provision: object store %s: %w", c.BlobBucket, err)
 	}
+	if _, err := js.CreateOrUpdateStream(ctx, KeyStreamConfig(c)); err != nil {
+		return r, fmt.Errorf("provision: KV bucket %s: %w", c.KeyBucket, err)
+	}
+	if r.Keys, err = js.KeyValue(ctx, c.KeyBucket); err != nil {
+		return r, fmt.Errorf("provision: KV bucket %s: %w", c.KeyBucket, err)
+	}
 	return r, nil
+}
+
+// KeyStreamConfig is the stream of the thread key bucket: the stream
+// nats.go creates for a KV bucket of history 1 (subjects "$KV.<bucket>.>",
+// rollups and direct gets allowed, discard new), except that deletes are
+// not denied: threadkey.Keys.Destroy deletes a key with JetStream's secure
+// delete, which overwrites it on disk. nats.go's KV API binds to it
+// (jetstream.KeyValue checks MaxMsgsPerSubject >= 1).
+func KeyStreamConfig(c Config) jetstream.StreamConfig {
+	c = c.WithDefaults()
+	return jetstream.StreamConfig{
+		Name:              "KV_" + c.KeyBucket,
+		Description:       "convlog thread data keys (erasure destroys a thread's key)",
+		Subjects:          []string{"$KV." + c.KeyBucket + ".>"},
+		Storage:           jetstream.FileStorage,
+		Retention:         jetstream.LimitsPolicy,
+		Replicas:          c.Replicas,
+		MaxMsgs:           -1,
+		MaxBytes:          -1,
+		MaxMsgsPerSubject: 1,
+		MaxConsumers:      -1,
+		Discard:           jetstream.DiscardNew,
+		Duplicates:        2 * time.Minute,
+		AllowRollup:       true,
+		DenyDelete:        false,
+		AllowDirect:       true,
+	}
 }
 
 // BlobStoreConfig is the blob object store's configuration: file storage,

@@ -1,0 +1,428 @@
+// Package threadkey keeps one data key per thread and encrypts with it
+// every byte of a thread's content that convlog writes to NATS: event
+// payloads, snapshot heads and chunks, index entries and blobs. Erasing a
+// thread destroys its key ([Keys.Destroy]), which makes every copy of that
+// content unreadable wherever JetStream left it: the stream's and the
+// buckets' block files, KV values that later updates dropped without
+// overwriting, followers and raft logs of a cluster, backups. This is
+// crypto-shredding; docs/erasure-design.md says why convlog erases this
+// way (JetStream overwrites only a message it deletes securely, which the
+// stream's deny_delete forbids, and never a KV value an update replaced).
+//
+// # Keys
+//
+// A thread's key is 32 random bytes with a random 8-byte id, stored in the
+// KV bucket "convlog_keys" (provision.Config.KeyBucket) at
+// "<tenant>.<thread>" as 41 bytes: version 1, the id, the key. The bucket's
+// stream is created without deny_delete (provision.Ensure), so Destroy
+// deletes the value with JetStream's secure delete, which overwrites it in
+// the block file on every replica, and then stores a tombstone (the one
+// byte 0) in its place: a destroyed key is never created again, so no
+// writer or projector racing the erasure can seal anything of the thread
+// under a new key (an erased thread accepts no events, fold.CodeErased). A
+// key is created by the first writer that needs it (KV create; a writer
+// that loses the race reads the winner's). The id in every ciphertext tells a key of a later lifetime of
+// the same thread id (after an erasure) from the one that sealed it.
+//
+// # Formats (AES-256-GCM, 12-byte random nonces; schemas/README.md)
+//
+//   - Event payload: the envelope member "payload_sealed" (bin) replaces
+//     "payload" (events.LocatePayload): 0x01 || key id (8) || nonce (12) ||
+//     ciphertext+tag of the payload map's msgpack bytes, under the event
+//     key HMAC-SHA256(thread key, "convlog.event.v1\x00" || event id),
+//     with associated data "convlog.event.v1\x00" || tenant || 0 || thread
+//     || 0 || event id || 0 || type. A key per event lets a redaction
+//     destroy one event's key while keeping the others (docs/erasure-design.md).
+//   - KV value and blob: 0xc1 (a byte msgpack never uses, so a sealed value
+//     is told from a clear one by its first byte) || 0x01 || key id (8) ||
+//     nonce (12) || ciphertext+tag, under HMAC-SHA256(thread key,
+//     "convlog.value.v1"), with associated data "convlog.value.v1\x00" ||
+//     the KV key or object name, which binds a value to its place.
+//
+// Events of type thread.erased are never sealed: the erasure marker must
+// stay readable after the key is gone.
+//
+// # Concurrency and memory
+//
+// A [Keys] is safe for concurrent use. It caches up to CacheThreads keys
+// (default 65,536, about 400 bytes each with their ciphers). A key
+// destroyed by another process stays usable from this cache until it is
+// evicted; what it unlocks is already purged from the stream and the
+// buckets by the erasure that destroyed it.
+package threadkey
+
+import (
+	"bytes"
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/lru"
+)
+
+// Errors. Match with errors.Is.
+var (
+	// ErrNoKey: the thread has no data key: it never had sealed content,
+	// or its key was destroyed (the thread was erased; then [ErrDestroyed]
+	// is wrapped too).
+	ErrNoKey = errors.New("threadkey: the thread has no data key (never sealed, or erased)")
+	// ErrDestroyed: the thread's key was destroyed (the thread was erased):
+	// nothing can be sealed for it any more. Wraps [ErrNoKey].
+	ErrDestroyed = fmt.Errorf("%w: destroyed by an erasure", ErrNoKey)
+	// ErrOtherKey: a ciphertext names a key id other than the thread's
+	// current key: it was sealed in an earlier lifetime of the thread id,
+	// whose key an erasure destroyed.
+	ErrOtherKey = errors.New("threadkey: sealed with a destroyed key of an earlier lifetime of the thread")
+	// ErrCorrupt: a sealed value is malformed or fails authentication
+	// (altered bytes, or moved to another key or event).
+	ErrCorrupt = errors.New("threadkey: sealed value does not authenticate")
+)
+
+// DefaultCacheThreads is the default number of keys a [Keys] caches.
+const DefaultCacheThreads = 65536
+
+const (
+	recordVersion = 1
+	recordLen     = 1 + 8 + 32
+	formatV1      = 0x01
+	// ValueMarker is the first byte of a sealed KV value or blob: 0xc1,
+	// which msgpack never uses.
+	ValueMarker = 0xc1
+	nonceLen    = 12
+	idLen       = 8
+	eventLabel  = "convlog.event.v1\x00"
+	valueLabel  = "convlog.value.v1"
+)
+
+// Keys reads, creates and destroys thread data keys and seals and opens
+// content with them. Create one with [New].
+type Keys struct {
+	kv    jetstream.KeyValue
+	st    jetstream.Stream
+	cache *lru.Cache[string, *threadKey]
+}
+
+// threadKey is one thread's key with its value cipher.
+type threadKey struct {
+	id    [idLen]byte
+	key   [32]byte
+	value cipher.AEAD
+	rev   uint64
+}
+
+// New returns a Keys on the KV bucket kv (provisioned by
+// provision.Ensure with deny_delete off). cacheThreads bounds the key
+// cache (0 = [DefaultCacheThreads], negative = no cache). It returns an
+// error when the bucket's stream cannot be looked up.
+func New(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, cacheThreads int) (*Keys, error) {
+	st, err := js.Stream(ctx, "KV_"+kv.Bucket())
+	if err != nil {
+		return nil, fmt.Errorf("threadkey: stream of bucket %s: %w", kv.Bucket(), err)
+	}
+	if cacheThreads == 0 {
+		cacheThreads = DefaultCacheThreads
+	}
+	k := &Keys{kv: kv, st: st}
+	if cacheThreads > 0 {
+		k.cache = lru.New[string, *threadKey](cacheThreads, 0)
+	}
+	return k, nil
+}
+
+// Key returns the KV key of tenant/thread's data key.
+func Key(tenant, thread string) string { return tenant + "." + thread }
+
+// get returns the thread's key, creating it when create is set and there
+// is none. Errors: [ErrNoKey] (not create), or NATS errors.
+func (k *Keys) get(ctx context.Context, tenant, thread string, create bool) (*threadKey, error) {
+	name := Key(tenant, thread)
+	if k.cache != nil {
+		if tk, ok := k.cache.Get(name); ok {
+			return tk, nil
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		e, err := k.kv.Get(ctx, name)
+		if err == nil && isTombstone(e.Value()) {
+			return nil, fmt.Errorf("%w: %s/%s", ErrDestroyed, tenant, thread)
+		}
+		if err == nil {
+			tk, err := parseRecord(e.Value(), e.Revision())
+			if err != nil {
+				return nil, fmt.Errorf("threadkey: key of %s/%s: %w", tenant, thread, err)
+			}
+			k.remember(name, tk)
+			return tk, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil, fmt.Errorf("threadkey: read key of %s/%s: %w", tenant, thread, err)
+		}
+		if !create {
+			return nil, fmt.Errorf("%w: %s/%s", ErrNoKey, tenant, thread)
+		}
+		if attempt > 0 {
+			return nil, fmt.Errorf("threadkey: key of %s/%s created and gone again", tenant, thread)
+		}
+		var rec [recordLen]byte
+		rec[0] = recordVersion
+		if _, err := rand.Read(rec[1:]); err != nil {
+			return nil, fmt.Errorf("threadkey: random key: %w", err)
+		}
+		rev, err := k.kv.Create(ctx, name, rec[:])
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			continue // another writer created it first: read theirs
+		}
+		if err != nil {
+			return nil, fmt.Errorf("threadkey: create key of %s/%s: %w", tenant, thread, err)
+		}
+		tk, err := parseRecord(rec[:], rev)
+		if err != nil {
+			return nil, err
+		}
+		k.remember(name, tk)
+		return tk, nil
+	}
+}
+
+func (k *Keys) remember(name string, tk *threadKey) {
+	if k.cache != nil {
+		k.cache.Put(name, tk, 1)
+	}
+}
+
+// tombstone is the record of a destroyed key.
+var tombstone = []byte{0}
+
+func isTombstone(b []byte) bool { return len(b) == 1 && b[0] == 0 }
+
+// parseRecord decodes a stored key record.
+func parseRecord(b []byte, rev uint64) (*threadKey, error) {
+	if len(b) != recordLen || b[0] != recordVersion {
+		return nil, fmt.Errorf("%w: key record of %d bytes, version %d (want %d bytes, version %d)", ErrCorrupt, len(b), firstByte(b), recordLen, recordVersion)
+	}
+	tk := &threadKey{rev: rev}
+	copy(tk.id[:], b[1:1+idLen])
+	copy(tk.key[:], b[1+idLen:])
+	tk.value = newAEAD(derive(tk.key[:], []byte(valueLabel)))
+	return tk, nil
+}
+
+func firstByte(b []byte) int {
+	if len(b) == 0 {
+		return -1
+	}
+	return int(b[0])
+}
+
+// derive is HMAC-SHA256(key, label).
+func derive(key, label []byte) []byte {
+	h := hmac.New(sha256.New, key)
+	h.Write(label)
+	return h.Sum(nil)
+}
+
+func newAEAD(key []byte) cipher.AEAD {
+	b, err := aes.NewCipher(key)
+	if err != nil {
+		panic(err) // 32-byte key: cannot fail
+	}
+	g, err := cipher.NewGCM(b)
+	if err != nil {
+		panic(err)
+	}
+	return g
+}
+
+// Destroy deletes tenant/thread's data key with JetStream's secure delete
+// (the value is overwritten on disk on every replica), stores the
+// tombstone in its place, and drops the key from this Keys' cache. It
+// reports whether there was a key. Everything sealed with it is
+// unreadable from then on, everywhere, and no key is created for the
+// thread again ([ErrDestroyed]). Idempotent; a thread that never had a
+// key gets the tombstone too.
+func (k *Keys) Destroy(ctx context.Context, tenant, thread string) (bool, error) {
+	name := Key(tenant, thread)
+	destroyed := false
+	for attempt := 0; attempt < 10; attempt++ {
+		if k.cache != nil {
+			k.cache.Remove(name)
+		}
+		e, err := k.kv.Get(ctx, name)
+		switch {
+		case err == nil && isTombstone(e.Value()):
+			return destroyed, nil
+		case err == nil:
+			if err := k.st.SecureDeleteMsg(ctx, e.Revision()); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+				return destroyed, fmt.Errorf("threadkey: destroy key of %s/%s (seq %d): %w", tenant, thread, e.Revision(), err)
+			}
+			destroyed = true
+		case !errors.Is(err, jetstream.ErrKeyNotFound):
+			return destroyed, fmt.Errorf("threadkey: read key of %s/%s: %w", tenant, thread, err)
+		}
+		_, err = k.kv.Create(ctx, name, tombstone)
+		if err == nil {
+			if k.cache != nil {
+				k.cache.Remove(name)
+			}
+			return destroyed, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return destroyed, fmt.Errorf("threadkey: tombstone for key of %s/%s: %w", tenant, thread, err)
+		}
+		// A writer created a key between the delete and the tombstone:
+		// destroy that one too.
+	}
+	return destroyed, fmt.Errorf("threadkey: destroy key of %s/%s: keys kept being created", tenant, thread)
+}
+
+// Sealable reports whether events of type t are sealed: all but
+// thread.erased.
+func Sealable(t events.Type) bool { return t != events.TypeErased }
+
+// SealEvent returns data (one encoded event) with its payload sealed
+// under the thread's key, creating the key if the thread has none. An
+// event already sealed, or of a type that is never sealed, is returned
+// unchanged. Errors wrap events.ErrDecode for bytes that are not an
+// event, or are NATS errors reading or creating the key.
+func (k *Keys) SealEvent(ctx context.Context, data []byte) ([]byte, error) {
+	pm, err := events.LocatePayload(data)
+	if err != nil {
+		return nil, err
+	}
+	env := pm.Envelope
+	if pm.Sealed || !Sealable(env.Type) {
+		return data, nil
+	}
+	tk, err := k.get(ctx, env.Tenant, env.Thread, true)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 1+idLen+nonceLen, 1+idLen+nonceLen+len(pm.Value)+16)
+	out[0] = formatV1
+	copy(out[1:], tk.id[:])
+	if _, err := rand.Read(out[1+idLen:]); err != nil {
+		return nil, fmt.Errorf("threadkey: random nonce: %w", err)
+	}
+	g := newAEAD(eventKey(tk, env.ID))
+	out = g.Seal(out, out[1+idLen:], pm.Value, eventAD(env))
+	return events.ReplacePayload(data, pm, out, true), nil
+}
+
+// OpenEvent returns data with its payload opened, or data itself when it
+// is not sealed (or is not an event: the decoder reports that). Errors:
+// [ErrNoKey] or [ErrOtherKey] when the key is gone (erased), [ErrCorrupt]
+// when the ciphertext does not authenticate, NATS errors reading the key.
+// On an error the caller keeps data as stored; events.Unmarshal of it
+// gives the envelope and events.ErrSealed.
+func (k *Keys) OpenEvent(ctx context.Context, data []byte) ([]byte, error) {
+	if !mayBeSealed(data) {
+		return data, nil
+	}
+	pm, err := events.LocatePayload(data)
+	if err != nil || !pm.Sealed {
+		return data, nil
+	}
+	env := pm.Envelope
+	v := pm.Value
+	if len(v) < 1+idLen+nonceLen+16 || v[0] != formatV1 {
+		return nil, fmt.Errorf("%w: event %s: sealed payload of %d bytes, format %d", ErrCorrupt, env.ID, len(v), firstByte(v))
+	}
+	tk, err := k.get(ctx, env.Tenant, env.Thread, false)
+	if err != nil {
+		return nil, err
+	}
+	if string(v[1:1+idLen]) != string(tk.id[:]) {
+		return nil, fmt.Errorf("%w: event %s of %s/%s", ErrOtherKey, env.ID, env.Tenant, env.Thread)
+	}
+	g := newAEAD(eventKey(tk, env.ID))
+	plain, err := g.Open(nil, v[1+idLen:1+idLen+nonceLen], v[1+idLen+nonceLen:], eventAD(env))
+	if err != nil {
+		return nil, fmt.Errorf("%w: event %s of %s/%s", ErrCorrupt, env.ID, env.Tenant, env.Thread)
+	}
+	return events.ReplacePayload(data, pm, plain, false), nil
+}
+
+// mayBeSealed is a cheap filter: a sealed event holds the member name
+// "payload_sealed". Most clear events are rejected without parsing.
+func mayBeSealed(data []byte) bool {
+	return bytes.Contains(data, []byte("\xaepayload_sealed"))
+}
+
+func eventKey(tk *threadKey, id string) []byte {
+	h := hmac.New(sha256.New, tk.key[:])
+	h.Write([]byte(eventLabel))
+	h.Write([]byte(id))
+	return h.Sum(nil)
+}
+
+func eventAD(env events.Event) []byte {
+	ad := make([]byte, 0, len(eventLabel)+len(env.Tenant)+len(env.Thread)+len(env.ID)+len(env.Type)+3)
+	ad = append(ad, eventLabel...)
+	ad = append(ad, env.Tenant...)
+	ad = append(ad, 0)
+	ad = append(ad, env.Thread...)
+	ad = append(ad, 0)
+	ad = append(ad, env.ID...)
+	ad = append(ad, 0)
+	return append(ad, env.Type...)
+}
+
+// Sealed reports whether a KV value or blob is sealed (starts with
+// [ValueMarker]).
+func Sealed(value []byte) bool { return len(value) > 0 && value[0] == ValueMarker }
+
+// SealValue seals plain, the value of KV key or object name place of
+// tenant/thread, creating the thread's key if it has none. Errors are
+// NATS errors reading or creating the key.
+func (k *Keys) SealValue(ctx context.Context, tenant, thread, place string, plain []byte) ([]byte, error) {
+	tk, err := k.get(ctx, tenant, thread, true)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 2+idLen+nonceLen, 2+idLen+nonceLen+len(plain)+16)
+	out[0], out[1] = ValueMarker, formatV1
+	copy(out[2:], tk.id[:])
+	if _, err := rand.Read(out[2+idLen:]); err != nil {
+		return nil, fmt.Errorf("threadkey: random nonce: %w", err)
+	}
+	return tk.value.Seal(out, out[2+idLen:], plain, valueAD(place)), nil
+}
+
+// OpenValue returns the plain bytes of a value SealValue sealed for the
+// same tenant/thread and place, or value itself when it is not sealed.
+// Errors: [ErrNoKey] or [ErrOtherKey] (erased), [ErrCorrupt], NATS errors.
+func (k *Keys) OpenValue(ctx context.Context, tenant, thread, place string, value []byte) ([]byte, error) {
+	if !Sealed(value) {
+		return value, nil
+	}
+	if len(value) < 2+idLen+nonceLen+16 || value[1] != formatV1 {
+		return nil, fmt.Errorf("%w: value %s: %d bytes, format %d", ErrCorrupt, place, len(value), value[1%len(value)])
+	}
+	tk, err := k.get(ctx, tenant, thread, false)
+	if err != nil {
+		return nil, err
+	}
+	if string(value[2:2+idLen]) != string(tk.id[:]) {
+		return nil, fmt.Errorf("%w: value %s", ErrOtherKey, place)
+	}
+	plain, err := tk.value.Open(nil, value[2+idLen:2+idLen+nonceLen], value[2+idLen+nonceLen:], valueAD(place))
+	if err != nil {
+		return nil, fmt.Errorf("%w: value %s", ErrCorrupt, place)
+	}
+	return plain, nil
+}
+
+func valueAD(place string) []byte {
+	ad := make([]byte, 0, len(valueLabel)+1+len(place))
+	ad = append(ad, valueLabel...)
+	ad = append(ad, 0)
+	return append(ad, place...)
+}

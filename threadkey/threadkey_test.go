@@ -1,0 +1,206 @@
+package threadkey_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/embedded"
+	"github.com/convlog/convlog/internal/natstest"
+	"github.com/convlog/convlog/internal/provision"
+	"github.com/convlog/convlog/threadkey"
+)
+
+type env struct {
+	*natstest.Server
+	kv  jetstream.KeyValue
+	dir string
+}
+
+func newKeys(t *testing.T) (*threadkey.Keys, env) {
+	t.Helper()
+	dir := t.TempDir()
+	s := natstest.RunConfig(t, embedded.Config{StoreDir: dir})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := provision.Ensure(ctx, s.JS, provision.Config{})
+	require.NoError(t, err)
+	k, err := threadkey.New(ctx, s.JS, r.Keys, 0)
+	require.NoError(t, err)
+	return k, env{Server: s, kv: r.Keys, dir: dir}
+}
+
+func event(t *testing.T, thread, text string) []byte {
+	t.Helper()
+	b, err := events.Marshal(events.New("acme", thread, "test", events.UserMessage{Content: events.Text(text)}))
+	require.NoError(t, err)
+	return b
+}
+
+func TestSealedEventsOpenToTheSameBytesAndHideTheirPayload(t *testing.T) {
+	k, e := newKeys(t)
+	ctx := context.Background()
+	clear := event(t, "t1", "the secret text")
+	sealed, err := k.SealEvent(ctx, clear)
+	require.NoError(t, err)
+	require.NotContains(t, string(sealed), "the secret text")
+	// The envelope stays readable without the key; the payload does not.
+	ev, err := events.Unmarshal(sealed)
+	require.ErrorIs(t, err, events.ErrSealed)
+	require.Equal(t, "t1", ev.Thread)
+	require.Equal(t, events.TypeUserMessage, ev.Type)
+
+	opened, err := k.OpenEvent(ctx, sealed)
+	require.NoError(t, err)
+	require.Equal(t, clear, opened, "opening gives back the exact clear encoding")
+	again, err := k.SealEvent(ctx, sealed)
+	require.NoError(t, err)
+	require.Equal(t, sealed, again, "a sealed event is not sealed twice")
+	same, err := k.OpenEvent(ctx, clear)
+	require.NoError(t, err)
+	require.Equal(t, clear, same, "a clear event opens to itself")
+
+	// A second Keys (another process) reads the same key from KV.
+	k2, err := threadkey.New(ctx, e.JS, e.kv, -1)
+	require.NoError(t, err)
+	opened2, err := k2.OpenEvent(ctx, sealed)
+	require.NoError(t, err)
+	require.Equal(t, clear, opened2)
+}
+
+func TestErasureMarkersAreNeverSealed(t *testing.T) {
+	k, _ := newKeys(t)
+	b, err := events.Marshal(events.New("acme", "t1", "test", events.Erased{Reason: "gdpr"}))
+	require.NoError(t, err)
+	out, err := k.SealEvent(context.Background(), b)
+	require.NoError(t, err)
+	require.Equal(t, b, out)
+}
+
+func TestAlteredOrMovedCiphertextsDoNotOpen(t *testing.T) {
+	k, _ := newKeys(t)
+	ctx := context.Background()
+	sealed, err := k.SealEvent(ctx, event(t, "t1", "hello"))
+	require.NoError(t, err)
+	flipped := bytes.Clone(sealed)
+	flipped[len(flipped)-3] ^= 1
+	_, err = k.OpenEvent(ctx, flipped)
+	require.ErrorIs(t, err, threadkey.ErrCorrupt)
+
+	v, err := k.SealValue(ctx, "acme", "t1", "acme.t1", []byte("head bytes"))
+	require.NoError(t, err)
+	require.True(t, threadkey.Sealed(v))
+	_, err = k.OpenValue(ctx, "acme", "t1", "acme.t1.c.1.0.10", v)
+	require.ErrorIs(t, err, threadkey.ErrCorrupt, "a value moved to another key does not open")
+	plain, err := k.OpenValue(ctx, "acme", "t1", "acme.t1", v)
+	require.NoError(t, err)
+	require.Equal(t, "head bytes", string(plain))
+	// Another thread's key does not open it.
+	_, err = k.SealValue(ctx, "acme", "t2", "acme.t1", []byte("x"))
+	require.NoError(t, err)
+	_, err = k.OpenValue(ctx, "acme", "t2", "acme.t1", v)
+	require.ErrorIs(t, err, threadkey.ErrOtherKey)
+}
+
+func TestDestroyMakesEverythingUnreadableAndIsFinal(t *testing.T) {
+	k, _ := newKeys(t)
+	ctx := context.Background()
+	sealed, err := k.SealEvent(ctx, event(t, "t1", "hello"))
+	require.NoError(t, err)
+	v, err := k.SealValue(ctx, "acme", "t1", "acme.t1", []byte("head"))
+	require.NoError(t, err)
+	other, err := k.SealEvent(ctx, event(t, "t2", "other thread"))
+	require.NoError(t, err)
+
+	destroyed, err := k.Destroy(ctx, "acme", "t1")
+	require.NoError(t, err)
+	require.True(t, destroyed)
+	_, err = k.OpenEvent(ctx, sealed)
+	require.ErrorIs(t, err, threadkey.ErrNoKey)
+	_, err = k.OpenValue(ctx, "acme", "t1", "acme.t1", v)
+	require.ErrorIs(t, err, threadkey.ErrNoKey)
+	// No new key is made for an erased thread.
+	_, err = k.SealEvent(ctx, event(t, "t1", "after"))
+	require.ErrorIs(t, err, threadkey.ErrDestroyed)
+	_, err = k.SealValue(ctx, "acme", "t1", "acme.t1", []byte("head"))
+	require.ErrorIs(t, err, threadkey.ErrDestroyed)
+	again, err := k.Destroy(ctx, "acme", "t1")
+	require.NoError(t, err)
+	require.False(t, again, "destroying twice destroys nothing the second time")
+	// Other threads are untouched.
+	_, err = k.OpenEvent(ctx, other)
+	require.NoError(t, err)
+}
+
+func TestConcurrentFirstWritersShareOneKey(t *testing.T) {
+	k, s := newKeys(t)
+	ctx := context.Background()
+	var sealed [8][]byte
+	var wg sync.WaitGroup
+	for i := range sealed {
+		wg.Go(func() {
+			ki, err := threadkey.New(ctx, s.JS, s.kv, -1) // no shared cache: a race in KV
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			sealed[i], err = ki.SealEvent(ctx, event(t, "race", "text"))
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, b := range sealed {
+		_, err := k.OpenEvent(ctx, b)
+		require.NoError(t, err, "every writer sealed with the one key that was stored")
+	}
+}
+
+// TestADestroyedKeyLeavesNoByteOnDisk checks the point of the package:
+// after Destroy, the key's bytes are in no file of the server's store
+// directory (JetStream's secure delete overwrote them), also after a
+// restart of the server.
+func TestADestroyedKeyLeavesNoByteOnDisk(t *testing.T) {
+	k, s := newKeys(t)
+	ctx := context.Background()
+	_, err := k.SealValue(ctx, "acme", "gone", "acme.gone", []byte("x"))
+	require.NoError(t, err)
+	rec, err := s.kv.Get(ctx, threadkey.Key("acme", "gone"))
+	require.NoError(t, err)
+	key := bytes.Clone(rec.Value()[9:]) // the 32 key bytes of the record
+	require.Eventually(t, func() bool { return storeHolds(t, s.dir, key) }, 5*time.Second, 50*time.Millisecond,
+		"the key is on disk before (else the check below proves nothing)")
+	_, err = k.Destroy(ctx, "acme", "gone")
+	require.NoError(t, err)
+	require.False(t, storeHolds(t, s.dir, key), "no byte sequence of the destroyed key remains")
+	s.Shutdown()
+	require.False(t, storeHolds(t, s.dir, key), "nor after the server stopped")
+}
+
+func storeHolds(t *testing.T, dir string, needle []byte) bool {
+	t.Helper()
+	found := false
+	require.NoError(t, filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(b, needle) {
+			found = true
+		}
+		return nil
+	}))
+	return found
+}
