@@ -653,6 +653,7 @@ type eraseResponse struct {
 	SnapshotKeys  []string `json:"snapshot_keys"`
 	IndexKeys     []string `json:"index_keys"`
 	Blobs         []string `json:"blobs"`
+	KeyDestroyed  bool     `json:"key_destroyed"`
 }
 
 func (s *Server) eraseThread(w http.ResponseWriter, r *http.Request) error {
@@ -673,7 +674,8 @@ func (s *Server) eraseThread(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := eraseResponse{Tenant: rep.Tenant, Thread: rep.Thread, RemovedEvents: rep.RemovedEvents, LastSeq: rep.LastSeq,
-		SnapshotKeys: rep.SnapshotKeys, IndexKeys: rep.IndexKeys, Blobs: rep.Blobs}
+		SnapshotKeys: rep.SnapshotKeys, IndexKeys: rep.IndexKeys, Blobs: rep.Blobs,
+		KeyDestroyed: rep.KeyDestroyed}
 	if out.Blobs == nil {
 		out.Blobs = []string{}
 	}
