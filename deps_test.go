@@ -23,8 +23,10 @@ const mod = "github.com/convlog/convlog/"
 //	events                         nothing of ours, no NATS
 //	fold (the fold)                events; no NATS: a pure function
 //	snapstore (the snapshot store) events, fold; nats.go's KV, no internal/
+//	                               (sealing through its Sealer interface)
+//	threadkey (thread data keys)   events, internal/lru; nats.go's KV
 //	projector (the runner)         client (its durable consume) and below
-//	client                         events, fold, snapstore, the internal leaves; never the runner
+//	client                         events, fold, snapstore, threadkey, the internal leaves; never the runner
 //	agent/...                      events only, no NATS
 //	client adapters                client and below, nothing of agentd
 //	agentd/chat (the chat service)  client and below; not the HTTP API
@@ -36,7 +38,7 @@ const mod = "github.com/convlog/convlog/"
 func TestDependencyDirection(t *testing.T) {
 	leaves := []string{"internal/provision", "internal/directget", "internal/lru", "internal/shutdown"}
 	below := func(extra ...string) []string {
-		return append(append([]string{"events", "fold", "snapstore"}, leaves...), extra...)
+		return append(append([]string{"events", "fold", "snapstore", "threadkey"}, leaves...), extra...)
 	}
 	cases := []struct {
 		pkg       string
@@ -52,6 +54,8 @@ func TestDependencyDirection(t *testing.T) {
 		{"internal/datadir", []string{"github.com/nats-io/nats-server", "github.com/nats-io/nats.go"}, nil},
 		{"fold", []string{"github.com/nats-io/"}, []string{"events"}},
 		{"snapstore", []string{"github.com/nats-io/nats-server"}, []string{"events", "fold"}},
+		// Thread data keys: events' envelope, the key cache, nats.go.
+		{"threadkey", []string{"github.com/nats-io/nats-server"}, []string{"events", "internal/lru"}},
 		{"projector", []string{"github.com/nats-io/nats-server"}, below("client")},
 		{"client", []string{"github.com/nats-io/nats-server"}, below()},
 		// The agent loop's model and tools depend on events only (agent/doc.go):

@@ -232,13 +232,19 @@ func TestVerifyNamesTheSequenceOfTampering(t *testing.T) {
 		seqs := w.thread("acme", "b", 4, "UNIQUE-MARKER-7f3a")
 		w.thread("acme", "c", 4, "plain")
 		w.waitCovered(w.lastThreadSeq())
+		st, err := w.ns.JS.Stream(ctx, "CONVLOG")
+		require.NoError(t, err)
+		third, err := st.GetMsg(ctx, seqs[2])
+		require.NoError(t, err)
 		w.stop()
 		w.ns.NC.Close()
 		w.ns.Shutdown()
 
-		// Flip one byte of the third message of thread b ("...-7f3a 1").
+		// Flip one byte of the third message of thread b: of its sealed
+		// payload (the text is encrypted with the thread's key; the
+		// envelope, with its event id, is clear).
 		var blk string
-		needle := []byte("UNIQUE-MARKER-7f3a 1")
+		needle := []byte(third.Header.Get(jetstream.MsgIDHeader))
 		require.NoError(t, filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
 			if err == nil && strings.HasSuffix(p, ".blk") && strings.Contains(p, "CONVLOG") {
 				b, _ := os.ReadFile(p)
@@ -252,7 +258,9 @@ func TestVerifyNamesTheSequenceOfTampering(t *testing.T) {
 		b, err := os.ReadFile(blk)
 		require.NoError(t, err)
 		i := bytes.Index(b, needle)
-		b[i] ^= 0x20 // 'U' -> 'u'
+		j := bytes.Index(b[i:], []byte("payload_sealed"))
+		require.Positive(t, j, "the sealed payload after the event id")
+		b[i+j+len("payload_sealed")+12] ^= 0x20
 		require.NoError(t, os.WriteFile(blk, b, 0o600))
 
 		ns := natstest.RunConfig(t, embedded.Config{StoreDir: dir})

@@ -206,6 +206,19 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 			}
 			return AppendResult{}, err
 		}
+		if p.keyDestroyed {
+			// The thread's key was destroyed by an erasure the state read
+			// did not show: nothing may be stored for it. Answer as the
+			// server would have: a conflict when the version differs.
+			actual, err := c.leaderLastSeq(ctx, subject)
+			if err != nil {
+				return AppendResult{}, err
+			}
+			if o.hasExpect && actual != o.expect {
+				return AppendResult{}, &ConflictError{Tenant: tenant, Thread: thread, Expected: o.expect, Actual: actual}
+			}
+			return AppendResult{}, &NotFoundError{Tenant: tenant, Thread: thread, Reason: "erased", Cause: ErrThreadErased}
+		}
 		seqs, dup, maybeStored, err := c.publish(ctx, p, s.Version)
 		if err == nil {
 			res := p.result(seqs, nil, dup)

@@ -379,7 +379,7 @@ func TestPutThreadIsCreateIfAbsent(t *testing.T) {
 	r = e.do("POST", "/v1/threads/run-42/erase", keyAcme, map[string]any{"confirm": true})
 	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
 	r = e.do("PUT", "/v1/threads/run-42", keyAcme, nil)
-	require.Equal(t, http.StatusConflict, r.status, "an erased id stays taken")
+	require.Equal(t, http.StatusConflict, r.status, "an erased id stays taken: %s", r.body)
 	require.Equal(t, "thread-exists", r.problem(t)["code"])
 
 	// Another tenant's PUT of the same id is its own thread.

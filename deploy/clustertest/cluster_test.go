@@ -335,6 +335,10 @@ func TestClusterSurvivesNodeLoss(t *testing.T) {
 		}
 		settle(t, l, ps)
 	})
+
+	t.Run("an erased thread leaves no readable byte on any node", func(t *testing.T) {
+		top.eraseLeavesNothing(t, logf)
+	})
 }
 
 // auditVerify waits until agentd serve's checkpoints cover the whole
