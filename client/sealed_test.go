@@ -110,7 +110,7 @@ func TestBlobsAreStoredSealedInSegments(t *testing.T) {
 	require.NoError(t, err)
 	full := 64<<10 + 38
 	alter := map[string][]byte{
-		"last segment cut off": stored[:2*full],
+		"last segment cut off":   stored[:2*full],
 		"middle segment dropped": append(append([]byte{}, stored[:full]...), stored[2*full:]...),
 		"segments swapped":       append(append(append([]byte{}, stored[full:2*full]...), stored[:full]...), stored[2*full:]...),
 	}

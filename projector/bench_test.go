@@ -125,8 +125,8 @@ func BenchmarkSnapshots(b *testing.B) {
 	b.Logf("built threads of %v messages in %s", sizes, time.Since(built).Round(time.Millisecond))
 
 	noCache := snapstore.Options{ChunkCacheBytes: -1}
-	plain := e.store(e.res.Snapshots, noCache) // long-lived, no chunk cache
-	cached := e.store(e.res.Snapshots, snapstore.Options{})             // long-lived, default chunk cache
+	plain := e.store(e.res.Snapshots, noCache)              // long-lived, no chunk cache
+	cached := e.store(e.res.Snapshots, snapstore.Options{}) // long-lived, default chunk cache
 	for _, n := range sizes {
 		thread := fmt.Sprintf("t%d", n)
 		snap, err := plain.Load(ctx, "bench", thread)

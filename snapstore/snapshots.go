@@ -184,14 +184,14 @@ const hintSlack = 16
 // a time and each key once, and decodes each as it arrives. Its goroutines
 // end with ctx; wg waits for them.
 type chunkFetcher struct {
-	kv  jetstream.KeyValue
+	kv jetstream.KeyValue
 	// seal, tenant and thread open the chunks (one thread per fetcher).
 	seal           sealing
 	tenant, thread string
-	sem chan struct{}
-	wg  sync.WaitGroup
-	mu  sync.Mutex
-	m   map[string]*fetch
+	sem            chan struct{}
+	wg             sync.WaitGroup
+	mu             sync.Mutex
+	m              map[string]*fetch
 	// pre is the slice the hinted chunks of a Load without chunk cache are
 	// decoded into (nil otherwise): each fetch writes only its range.
 	pre []events.Message
