@@ -173,7 +173,7 @@ func (k *Keys) get(ctx context.Context, tenant, thread string, create bool) (*th
 		}
 		var rec [recordLen]byte
 		rec[0] = recordVersion
-		if _, err := rand.Read(rec[1:]); err != nil {
+		if _, err := randRead(rec[1:]); err != nil {
 			return nil, fmt.Errorf("threadkey: random key: %w", err)
 		}
 		rev, err := k.kv.Create(ctx, name, rec[:])
@@ -305,16 +305,25 @@ func (k *Keys) SealEvent(ctx context.Context, data []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return sealEvent(tk, data, pm)
+}
+
+// sealEvent seals the payload pm of data with tk.
+func sealEvent(tk *threadKey, data []byte, pm events.PayloadMember) ([]byte, error) {
 	out := make([]byte, 1+idLen+nonceLen, 1+idLen+nonceLen+len(pm.Value)+16)
 	out[0] = formatV1
 	copy(out[1:], tk.id[:])
-	if _, err := rand.Read(out[1+idLen:]); err != nil {
+	if _, err := randRead(out[1+idLen:]); err != nil {
 		return nil, fmt.Errorf("threadkey: random nonce: %w", err)
 	}
-	g := newAEAD(eventKey(tk, env.ID))
-	out = g.Seal(out, out[1+idLen:], pm.Value, eventAD(env))
+	g := newAEAD(eventKey(tk, pm.Envelope.ID))
+	out = g.Seal(out, out[1+idLen:], pm.Value, eventAD(pm.Envelope))
 	return events.ReplacePayload(data, pm, out, true), nil
 }
+
+// randRead fills nonces and new keys (crypto/rand; the test vector's
+// generator replaces it).
+var randRead = rand.Read
 
 // OpenEvent returns data with its payload opened, or data itself when it
 // is not sealed (or is not an event: the decoder reports that). Errors:
@@ -339,6 +348,12 @@ func (k *Keys) OpenEvent(ctx context.Context, data []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return openEvent(tk, data, pm)
+}
+
+// openEvent opens the sealed payload pm of data with tk.
+func openEvent(tk *threadKey, data []byte, pm events.PayloadMember) ([]byte, error) {
+	env, v := pm.Envelope, pm.Value
 	if string(v[1:1+idLen]) != string(tk.id[:]) {
 		return nil, fmt.Errorf("%w: event %s of %s/%s", ErrOtherKey, env.ID, env.Tenant, env.Thread)
 	}
@@ -387,10 +402,15 @@ func (k *Keys) SealValue(ctx context.Context, tenant, thread, place string, plai
 	if err != nil {
 		return nil, err
 	}
+	return sealValue(tk, place, plain)
+}
+
+// sealValue seals plain, the value at place, with tk.
+func sealValue(tk *threadKey, place string, plain []byte) ([]byte, error) {
 	out := make([]byte, 2+idLen+nonceLen, 2+idLen+nonceLen+len(plain)+16)
 	out[0], out[1] = ValueMarker, formatV1
 	copy(out[2:], tk.id[:])
-	if _, err := rand.Read(out[2+idLen:]); err != nil {
+	if _, err := randRead(out[2+idLen:]); err != nil {
 		return nil, fmt.Errorf("threadkey: random nonce: %w", err)
 	}
 	return tk.value.Seal(out, out[2+idLen:], plain, valueAD(place)), nil
@@ -410,6 +430,11 @@ func (k *Keys) OpenValue(ctx context.Context, tenant, thread, place string, valu
 	if err != nil {
 		return nil, err
 	}
+	return openValue(tk, place, value)
+}
+
+// openValue opens value, sealed at place, with tk.
+func openValue(tk *threadKey, place string, value []byte) ([]byte, error) {
 	if string(value[2:2+idLen]) != string(tk.id[:]) {
 		return nil, fmt.Errorf("%w: value %s", ErrOtherKey, place)
 	}
