@@ -36,7 +36,10 @@ import (
 //     threads and cycles through them);
 //   - paired: the same, alternating a client append and a raw publish in
 //     one loop, so that both see the same machine load (on a shared box
-//     the ratios are steadier than across sub-benchmarks).
+//     the ratios are steadier than across sub-benchmarks);
+//   - sealed-vs-clear: a client append (payload sealed with the thread's
+//     key, the default) alternated with one of a client with
+//     ClearPayloads: what sealing costs.
 //
 // Metrics: p50-µs and p99-µs per append, appends/s; paired: both p50s,
 // p50-ratio (client/raw, target <= 1.25) and throughput-ratio (client/raw,
@@ -200,6 +203,32 @@ func BenchmarkAppend(b *testing.B) {
 			lc, lr = append(lc, t1.Sub(t0)), append(lr, time.Since(t1))
 		}
 		reportPaired(b, lc, lr)
+	})
+	// What sealing payloads with the thread key costs an append: a sealed
+	// client append (the default) alternated with one of a client with
+	// ClearPayloads, on threads of their own; p50-ratio is sealed/clear.
+	clearClient, err := client.New(ctx, s.NC, client.Config{Resources: provision.Config{}, ClearPayloads: true})
+	require.NoError(b, err)
+	var ps, pp *thread
+	b.Run("sequential/sealed-vs-clear", func(b *testing.B) {
+		if ps == nil {
+			ps, pp = newThread(), newThread()
+		}
+		var ls, lp []time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			if err := appendClient(ps); err != nil {
+				b.Fatal(err)
+			}
+			t1 := time.Now()
+			res, err := clearClient.Append(ctx, events.DefaultTenant, pp.name, []events.Event{{Payload: payload}}, client.ExpectVersion(pp.version))
+			if err != nil {
+				b.Fatal(err)
+			}
+			pp.version = res.Version
+			ls, lp = append(ls, t1.Sub(t0)), append(lp, time.Since(t1))
+		}
+		reportPaired(b, ls, lp)
 	})
 	b.Run(fmt.Sprintf("concurrent-%dx%d/client", writers, threads), concurrent(appendClient))
 	b.Run(fmt.Sprintf("concurrent-%dx%d/raw", writers, threads), concurrent(appendRaw))
