@@ -57,7 +57,6 @@ type sealingReader struct {
 	r              io.Reader
 	i              int
 	next           []byte // the plain segment read ahead (nil before the first read)
-	nextN          int
 	eof            bool
 	out            []byte // sealed bytes not yet returned
 	done           bool
