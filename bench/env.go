@@ -119,7 +119,7 @@ func StartEnv(ctx context.Context, dir string) (*Env, error) {
 		e.Close()
 		return nil, err
 	}
-	e.Snaps = snapstore.NewWith(kv, snapstore.Options{ChunkCacheBytes: -1})
+	e.Snaps = snapstore.NewWith(kv, snapstore.Options{ChunkCacheBytes: -1, Sealer: e.UncachedClient.Keys()})
 	return e, nil
 }
 

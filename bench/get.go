@@ -246,6 +246,14 @@ func buildThread(ctx context.Context, e *Env, n, size int) (*loadedThread, error
 	if len(msgs) != n+1 {
 		return nil, fmt.Errorf("thread %s: read %d events back, want %d", id, len(msgs), n+1)
 	}
+	// convlog stores payloads sealed with the thread's key; the baselines
+	// (the fold alone, raw KV, Postgres, Redis) hold the clear events, as
+	// a store without encryption would, so convlog's rows include opening.
+	for _, m := range msgs {
+		if m.Data, err = e.Client.Keys().OpenEvent(ctx, m.Data); err != nil {
+			return nil, fmt.Errorf("thread %s: open seq %d: %w", id, m.Sequence, err)
+		}
+	}
 	return &loadedThread{id: id, version: v, msgs: msgs}, nil
 }
 
