@@ -40,6 +40,9 @@ type appendOptions struct {
 	expect    uint64
 	hasExpect bool
 	any       bool
+	// redaction: the append of events.Redacted by Redact (refused
+	// otherwise: it must follow the key rotation).
+	redaction bool
 }
 
 // ExpectVersion makes the append conditional on the thread being at
@@ -134,6 +137,11 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 	}
 	if len(evs) == 0 {
 		return AppendResult{}, fmt.Errorf("%w: no events", ErrInvalidAppend)
+	}
+	for i, e := range evs {
+		if (e.Type == events.TypeRedacted || e.Payload != nil && e.Payload.EventType() == events.TypeRedacted) && !o.redaction {
+			return AppendResult{}, fmt.Errorf("%w: event %d is %s, which only Client.Redact writes (after it made the content unreadable)", ErrInvalidAppend, i, events.TypeRedacted)
+		}
 	}
 	if len(evs) > MaxTurnEvents {
 		return AppendResult{}, fmt.Errorf("%w: %d events, at most %d commit atomically", ErrInvalidAppend, len(evs), MaxTurnEvents)

@@ -311,6 +311,9 @@ func canonical(p Payload) Payload {
 		v.State = nilIfEmptyMap(v.State)
 		canonicalMessages(v.Messages)
 		return v
+	case Redacted:
+		v.Fields = nilIfEmpty(v.Fields)
+		return v
 	}
 	return p
 }

@@ -180,6 +180,8 @@ func typeOf(t []byte) Type {
 		return TypeUndeleted
 	case string(TypeErased):
 		return TypeErased
+	case string(TypeRedacted):
+		return TypeRedacted
 	}
 	return Type(t)
 }
@@ -219,6 +221,8 @@ func (r *reader) payload(t Type) (Payload, bool) {
 		return p, r.reasonOnly(&p.Reason)
 	case TypeErased:
 		return r.erased()
+	case TypeRedacted:
+		return r.redacted()
 	}
 	return nil, false
 }
@@ -457,6 +461,61 @@ func (r *reader) erased() (p Erased, ok bool) {
 		return 0, true
 	})
 	return p, ok
+}
+
+func (r *reader) redacted() (p Redacted, ok bool) {
+	ok = r.fields(func(k []byte) (uint32, bool) {
+		switch string(k) {
+		case "seq":
+			return 1 << 0, r.uint64Into(&p.Seq)
+		case "event_id":
+			return 1 << 1, r.strInto(&p.EventID)
+		case "fields":
+			return 1 << 2, r.stringsInto(&p.Fields)
+		case "reason":
+			return 1 << 3, r.strInto(&p.Reason)
+		}
+		return 0, true
+	})
+	return p, ok
+}
+
+// stringsInto reads a []string: nil, or an array of str (each copied).
+func (r *reader) stringsInto(dst *[]string) bool {
+	if r.nilValue() {
+		*dst = nil
+		return true
+	}
+	if r.i >= len(r.b) {
+		return false
+	}
+	c := r.b[r.i]
+	var n int
+	ok := true
+	switch {
+	case c&0xf0 == 0x90:
+		r.i++
+		n = int(c & 0x0f)
+	case c == 0xdc:
+		r.i++
+		n, ok = r.length(2)
+	case c == 0xdd:
+		r.i++
+		n, ok = r.length(4)
+	default:
+		return false
+	}
+	if !ok || n > len(r.b)-r.i {
+		return false
+	}
+	out := make([]string, n)
+	for i := range out {
+		if out[i], ok = r.str(); !ok {
+			return false
+		}
+	}
+	*dst = out
+	return true
 }
 
 // messagesInto reads a []Message: nil, or an array of maps, with the

@@ -88,6 +88,7 @@ func sampleEvents() map[events.Type]events.Event {
 		events.Deleted{Reason: "spam"},
 		events.Undeleted{Reason: "not spam after all"},
 		events.Erased{RemovedEvents: 512, LastSeq: 9001, Reason: "GDPR request 77"},
+		events.Redacted{Seq: 41, EventID: "01959a3c-5e2b-7cc1-9a40-3b1d2e4f5a6c", Fields: []string{"content", "metadata"}, Reason: "leaked API key"},
 	}
 	out := make(map[events.Type]events.Event, len(payloads))
 	for _, p := range payloads {
@@ -114,6 +115,7 @@ func minimalEvents() map[events.Type]events.Event {
 		events.Deleted{},
 		events.Undeleted{},
 		events.Erased{},
+		events.Redacted{Seq: 1, EventID: "e"},
 	}
 	out := make(map[events.Type]events.Event, len(payloads))
 	for _, p := range payloads {

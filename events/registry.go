@@ -45,6 +45,7 @@ var registry = []TypeInfo{
 	register[Deleted](TypeDeleted, true, false),
 	register[Undeleted](TypeUndeleted, true, false),
 	register[Erased](TypeErased, false, false),
+	register[Redacted](TypeRedacted, true, false),
 }
 
 // byType indexes registry.

@@ -22,6 +22,7 @@ const (
 	TypeDeleted          Type = "thread.deleted"
 	TypeUndeleted        Type = "thread.undeleted"
 	TypeErased           Type = "thread.erased"
+	TypeRedacted         Type = "event.redacted"
 )
 
 // AllTypes lists every event type this version knows, in a stable order
@@ -268,6 +269,30 @@ type Erased struct {
 
 // EventType implements Payload.
 func (Erased) EventType() Type { return TypeErased }
+
+// Redacted records that content of one earlier event of the thread was
+// made unreadable (issue 20: a GDPR request about one message, a secret
+// leaked into a tool result). It is written by client.Redact only, after
+// the event's key was destroyed and its content replaced by
+// [RedactedText] in the named fields; it is never sealed, so an auditor
+// reads it without keys. The stored bytes of the redacted event do not
+// change (its audit leaf stays valid).
+type Redacted struct {
+	// Seq is the stream sequence of the redacted event; EventID its id.
+	Seq     uint64 `msgpack:"seq" json:"seq"`
+	EventID string `msgpack:"event_id" json:"event_id"`
+	// Fields names the payload fields redacted ([RedactableFields]); all
+	// of the event's content fields when empty.
+	Fields []string `msgpack:"fields,omitempty" json:"fields,omitempty"`
+	// Reason is why (stored in the clear: no personal data here).
+	Reason string `msgpack:"reason,omitempty" json:"reason,omitempty"`
+}
+
+// EventType implements Payload.
+func (Redacted) EventType() Type { return TypeRedacted }
+
+// RedactedText replaces redacted text.
+const RedactedText = "[redacted]"
 
 // knownType reports whether t is one of the event types of this version.
 func knownType(t Type) bool {

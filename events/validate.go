@@ -321,6 +321,19 @@ func validatePayload(p Payload, l Limits, bad badFunc) error {
 		return validateContent(v.Content, "content", bad)
 	case Reset, Deleted, Undeleted, Erased:
 		return nil
+	case Redacted:
+		if v.Seq == 0 {
+			return bad("seq", "must be the stream sequence of an event of the thread")
+		}
+		if v.EventID == "" {
+			return bad("event_id", "is required")
+		}
+		for i, f := range v.Fields {
+			if !slices.Contains(RedactableFields, f) {
+				return bad(fmt.Sprintf("fields[%d]", i), "%q is not a redactable field (%s)", f, strings.Join(RedactableFields, ", "))
+			}
+		}
+		return nil
 	case Restore:
 		return validateMessages(v.Messages, l, "messages", bad)
 	case Compaction:

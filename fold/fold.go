@@ -325,6 +325,14 @@ func apply(s *State, ev events.Stored, o foldOpts) (err error) {
 			return reject(s, ev, CodeInvalid, "thread is not deleted")
 		}
 		s.Deleted = false
+	case events.Redacted:
+		// The redacted event already reads redacted (its key was
+		// destroyed and readers take its replacement), so the history
+		// needs no change here; the state records the redaction.
+		if p.Seq >= ev.Seq {
+			return reject(s, ev, CodeInvalid, "redacts seq %d, which is not before it (%d)", p.Seq, ev.Seq)
+		}
+		s.Redactions = append(s.Redactions, Redaction{Seq: p.Seq, EventID: p.EventID, Fields: p.Fields, Reason: p.Reason, At: t})
 	default:
 		return reject(s, ev, CodeUnknownType, "no fold rule for %T", p)
 	}

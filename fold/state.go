@@ -78,6 +78,21 @@ type State struct {
 
 	RejectedCount uint64      `msgpack:"rejected_count,omitempty" json:"rejected_count,omitempty"`
 	Rejections    []Rejection `msgpack:"rejections,omitempty" json:"rejections,omitempty"`
+
+	// Redactions lists the thread's redacted events (events.Redacted), in
+	// the order they were redacted. The redacted events themselves read
+	// with the named fields replaced (events.RedactedText).
+	Redactions []Redaction `msgpack:"redactions,omitempty" json:"redactions,omitempty"`
+}
+
+// Redaction is one events.Redacted folded: which event (its sequence and
+// id), which fields, why, and when (the redaction event's time, UTC).
+type Redaction struct {
+	Seq     uint64    `msgpack:"seq" json:"seq"`
+	EventID string    `msgpack:"event_id" json:"event_id"`
+	Fields  []string  `msgpack:"fields,omitempty" json:"fields,omitempty"`
+	Reason  string    `msgpack:"reason,omitempty" json:"reason,omitempty"`
+	At      time.Time `msgpack:"at" json:"at"`
 }
 
 // MessageCount is the number of messages in the whole history.
@@ -147,6 +162,7 @@ func (s *State) Clone0() *State {
 	c.Messages = nil
 	c.Pending = append([]PendingCall(nil), s.Pending...)
 	c.Rejections = append([]Rejection(nil), s.Rejections...)
+	c.Redactions = append([]Redaction(nil), s.Redactions...)
 	if s.Metadata != nil {
 		c.Metadata = make(map[string]string, len(s.Metadata))
 		for k, v := range s.Metadata {

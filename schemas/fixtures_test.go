@@ -220,6 +220,7 @@ func goldenEvents() []goldenEvent {
 		{"thread.deleted: a reason; the time is a whole second, so it is a 4-byte msgpack timestamp.", deletedEv},
 		{"thread.undeleted: a reason.", fxEvent(13, "ops-console", events.Undeleted{Reason: "restored by support (ticket 99)"})},
 		{"thread.erased: counts of what the purge removed.", fxEvent(14, "agentd/purge", events.Erased{RemovedEvents: 17, LastSeq: 128, Reason: "GDPR erasure request"})},
+		{"event.redacted: the sequence and id of the redacted event, the fields redacted, a reason.", fxEvent(15, "agentd/redact", events.Redacted{Seq: 42, EventID: "01972b6e-8a40-7c1d-8e2f-3a4b5c6d7e03", Fields: []string{"content"}, Reason: "GDPR request about one message"})},
 	}
 }
 

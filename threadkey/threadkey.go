@@ -284,8 +284,9 @@ func (k *Keys) Destroy(ctx context.Context, tenant, thread string) (bool, error)
 }
 
 // Sealable reports whether events of type t are sealed: all but
-// thread.erased.
-func Sealable(t events.Type) bool { return t != events.TypeErased }
+// thread.erased and event.redacted, which hold no content and must be
+// readable by auditors without keys.
+func Sealable(t events.Type) bool { return t != events.TypeErased && t != events.TypeRedacted }
 
 // SealEvent returns data (one encoded event) with its payload sealed
 // under the thread's key, creating the key if the thread has none. An

@@ -1,0 +1,124 @@
+package events
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// RedactableFields are the payload fields [RedactPayload] can replace:
+//
+//   - "content": the content of message.user, message.assistant and
+//     tool.result (a text of [RedactedText]; a null assistant content stays
+//     null);
+//   - "reasoning": message.assistant's reasoning;
+//   - "tool_calls.arguments": every tool call's arguments of
+//     message.assistant ("{}"; ids and names stay, so the fold pairs
+//     results as before);
+//   - "metadata": the metadata of messages and of thread.created and
+//     thread.updated (removed);
+//   - "value": state.set's value (the JSON string "[redacted]");
+//   - "title", "system_prompt": of thread.created and thread.updated.
+var RedactableFields = []string{"content", "reasoning", "tool_calls.arguments", "metadata", "value", "title", "system_prompt"}
+
+// RedactPayload returns p with fields (all of p's redactable fields when
+// empty) replaced as [RedactableFields] says, and the fields it replaced.
+// The result has the same type, tool call ids and structure as p, so the
+// fold decides on it exactly as on p. Errors name a field p's type does
+// not have or a type with no redactable content.
+func RedactPayload(p Payload, fields []string) (Payload, []string, error) {
+	has := typeFields(p)
+	if len(has) == 0 {
+		return nil, nil, fmt.Errorf("events: a %s event has no redactable content", p.EventType())
+	}
+	if len(fields) == 0 {
+		fields = has
+	}
+	for _, f := range fields {
+		if !slices.Contains(has, f) {
+			return nil, nil, fmt.Errorf("events: a %s event has no redactable field %q (it has %s)", p.EventType(), f, strings.Join(has, ", "))
+		}
+	}
+	on := func(f string) bool { return slices.Contains(fields, f) }
+	text := Text(RedactedText)
+	redacted := RedactedText
+	switch v := p.(type) {
+	case UserMessage:
+		if on("content") {
+			v.Content = text
+		}
+		if on("metadata") {
+			v.Metadata = nil
+		}
+		p = v
+	case AssistantMessage:
+		if on("content") && !v.Content.IsNull() {
+			v.Content = text
+		}
+		if on("reasoning") && v.Reasoning != "" {
+			v.Reasoning = RedactedText
+		}
+		if on("tool_calls.arguments") && len(v.ToolCalls) > 0 {
+			calls := slices.Clone(v.ToolCalls)
+			for i := range calls {
+				calls[i].Arguments = "{}"
+			}
+			v.ToolCalls = calls
+		}
+		if on("metadata") {
+			v.Metadata = nil
+		}
+		p = v
+	case ToolResult:
+		if on("content") {
+			v.Content = text
+		}
+		p = v
+	case StateSet:
+		if on("value") {
+			v.Value = json.RawMessage(`"` + RedactedText + `"`)
+		}
+		p = v
+	case ThreadCreated:
+		if on("title") && v.Title != "" {
+			v.Title = RedactedText
+		}
+		if on("system_prompt") && v.SystemPrompt != nil {
+			v.SystemPrompt = &redacted
+		}
+		if on("metadata") {
+			v.Metadata = nil
+		}
+		p = v
+	case ThreadUpdated:
+		if on("title") && v.Title != nil {
+			v.Title = &redacted
+		}
+		if on("system_prompt") && v.SystemPrompt != nil {
+			v.SystemPrompt = &redacted
+		}
+		if on("metadata") {
+			v.Metadata = nil
+		}
+		p = v
+	}
+	return p, fields, nil
+}
+
+// typeFields lists the redactable fields of p's type.
+func typeFields(p Payload) []string {
+	switch p.(type) {
+	case UserMessage:
+		return []string{"content", "metadata"}
+	case AssistantMessage:
+		return []string{"content", "reasoning", "tool_calls.arguments", "metadata"}
+	case ToolResult:
+		return []string{"content"}
+	case StateSet:
+		return []string{"value"}
+	case ThreadCreated, ThreadUpdated:
+		return []string{"title", "system_prompt", "metadata"}
+	}
+	return nil
+}
