@@ -61,6 +61,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -116,6 +117,13 @@ type threadKey struct {
 	key   [32]byte
 	value cipher.AEAD
 	rev   uint64
+	// prev are retired keys still kept (a rotation in progress), table
+	// the keys and replacements of events sealed with destroyed keys
+	// (rotate.go); fetched is when the record was read (cache TTL).
+	prev        []*threadKey
+	table       map[string]tableEntry
+	sealedTable []byte
+	fetched     time.Time
 }
 
 // New returns a Keys on the KV bucket kv (provisioned by
@@ -145,7 +153,7 @@ func Key(tenant, thread string) string { return tenant + "." + thread }
 func (k *Keys) get(ctx context.Context, tenant, thread string, create bool) (*threadKey, error) {
 	name := Key(tenant, thread)
 	if k.cache != nil {
-		if tk, ok := k.cache.Get(name); ok {
+		if tk, ok := k.cache.Get(name); ok && time.Since(tk.fetched) < KeyTTL {
 			return tk, nil
 		}
 	}
@@ -156,6 +164,9 @@ func (k *Keys) get(ctx context.Context, tenant, thread string, create bool) (*th
 		}
 		if err == nil {
 			tk, err := parseRecord(e.Value(), e.Revision())
+			if err == nil {
+				err = tk.openTable(name)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("threadkey: key of %s/%s: %w", tenant, thread, err)
 			}
@@ -193,6 +204,7 @@ func (k *Keys) get(ctx context.Context, tenant, thread string, create bool) (*th
 }
 
 func (k *Keys) remember(name string, tk *threadKey) {
+	tk.fetched = time.Now()
 	if k.cache != nil {
 		k.cache.Put(name, tk, 1)
 	}
@@ -203,8 +215,12 @@ var tombstone = []byte{0}
 
 func isTombstone(b []byte) bool { return len(b) == 1 && b[0] == 0 }
 
-// parseRecord decodes a stored key record.
+// parseRecord decodes a stored key record (version 1, or 2 from a
+// rotation: rotate.go).
 func parseRecord(b []byte, rev uint64) (*threadKey, error) {
+	if len(b) > 0 && b[0] == recordVersion2 {
+		return parseRecord2(b, rev)
+	}
 	if len(b) != recordLen || b[0] != recordVersion {
 		return nil, fmt.Errorf("%w: key record of %d bytes, version %d (want %d bytes, version %d)", ErrCorrupt, len(b), firstByte(b), recordLen, recordVersion)
 	}
@@ -260,8 +276,9 @@ func (k *Keys) Destroy(ctx context.Context, tenant, thread string) (bool, error)
 		case err == nil && isTombstone(e.Value()):
 			return destroyed, nil
 		case err == nil:
-			if err := k.st.SecureDeleteMsg(ctx, e.Revision()); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-				return destroyed, fmt.Errorf("threadkey: destroy key of %s/%s (seq %d): %w", tenant, thread, e.Revision(), err)
+			// Every revision: a rotation keeps up to three.
+			if err := k.eraseOlder(ctx, name, e.Revision()+1); err != nil {
+				return destroyed, fmt.Errorf("threadkey: destroy key of %s/%s: %w", tenant, thread, err)
 			}
 			destroyed = true
 		case !errors.Is(err, jetstream.ErrKeyNotFound):
@@ -355,10 +372,18 @@ func (k *Keys) OpenEvent(ctx context.Context, data []byte) ([]byte, error) {
 // openEvent opens the sealed payload pm of data with tk.
 func openEvent(tk *threadKey, data []byte, pm events.PayloadMember) ([]byte, error) {
 	env, v := pm.Envelope, pm.Value
-	if string(v[1:1+idLen]) != string(tk.id[:]) {
+	var ek []byte
+	if use := tk.byID(v[1 : 1+idLen]); use != nil {
+		ek = eventKey(use, env.ID)
+	} else if e, ok := tk.table[env.ID]; ok && e.replacement != nil {
+		// Redacted: its key is destroyed; it reads as its replacement.
+		return events.ReplacePayload(data, pm, e.replacement, false), nil
+	} else if ok {
+		ek = e.key
+	} else {
 		return nil, fmt.Errorf("%w: event %s of %s/%s", ErrOtherKey, env.ID, env.Tenant, env.Thread)
 	}
-	g := newAEAD(eventKey(tk, env.ID))
+	g := newAEAD(ek)
 	plain, err := g.Open(nil, v[1+idLen:1+idLen+nonceLen], v[1+idLen+nonceLen:], eventAD(env))
 	if err != nil {
 		return nil, fmt.Errorf("%w: event %s of %s/%s", ErrCorrupt, env.ID, env.Tenant, env.Thread)
@@ -436,10 +461,11 @@ func (k *Keys) OpenValue(ctx context.Context, tenant, thread, place string, valu
 
 // openValue opens value, sealed at place, with tk.
 func openValue(tk *threadKey, place string, value []byte) ([]byte, error) {
-	if string(value[2:2+idLen]) != string(tk.id[:]) {
+	use := tk.byID(value[2 : 2+idLen])
+	if use == nil {
 		return nil, fmt.Errorf("%w: value %s", ErrOtherKey, place)
 	}
-	plain, err := tk.value.Open(nil, value[2+idLen:2+idLen+nonceLen], value[2+idLen+nonceLen:], valueAD(place))
+	plain, err := use.value.Open(nil, value[2+idLen:2+idLen+nonceLen], value[2+idLen+nonceLen:], valueAD(place))
 	if err != nil {
 		return nil, fmt.Errorf("%w: value %s", ErrCorrupt, place)
 	}

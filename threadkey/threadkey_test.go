@@ -204,3 +204,82 @@ func storeHolds(t *testing.T, dir string, needle []byte) bool {
 	}))
 	return found
 }
+
+// A rotation keeps every event readable but the redacted one, which reads
+// as its replacement, and leaves the retired key in no file; a second
+// rotation keeps what the first kept.
+func TestRotationRedactsOneEventAndDestroysTheOldKey(t *testing.T) {
+	k, s := newKeys(t)
+	ctx := context.Background()
+	var stored [][]byte
+	for _, text := range []string{"one", "two secret", "three"} {
+		b, err := k.SealEvent(ctx, event(t, "rot", text))
+		require.NoError(t, err)
+		stored = append(stored, b)
+	}
+	rec, err := s.kv.Get(ctx, threadkey.Key("acme", "rot"))
+	require.NoError(t, err)
+	oldKey := bytes.Clone(rec.Value()[9:41])
+
+	rot, err := k.BeginRotation(ctx, "acme", "rot")
+	require.NoError(t, err)
+	// Written during the rotation: sealed with the new key.
+	b, err := k.SealEvent(ctx, event(t, "rot", "four"))
+	require.NoError(t, err)
+	stored = append(stored, b)
+	for _, d := range stored {
+		_, err := k.OpenEvent(ctx, d)
+		require.NoError(t, err, "everything opens while the rotation runs")
+	}
+	pm, err := events.LocatePayload(stored[1])
+	require.NoError(t, err)
+	redacted, _, err := events.RedactPayload(events.UserMessage{Content: events.Text("two secret")}, nil)
+	require.NoError(t, err)
+	rep, err := events.Marshal(events.Event{ID: pm.Envelope.ID, Type: events.TypeUserMessage, Payload: redacted})
+	require.NoError(t, err)
+	repm, err := events.LocatePayload(rep)
+	require.NoError(t, err)
+	require.NoError(t, rot.Finish(ctx, stored, map[string][]byte{pm.Envelope.ID: repm.Value}))
+
+	k2, err := threadkey.New(ctx, s.JS, s.kv, -1) // another process
+	require.NoError(t, err)
+	texts := func(k *threadkey.Keys) []string {
+		var out []string
+		for _, d := range stored {
+			o, err := k.OpenEvent(ctx, d)
+			require.NoError(t, err)
+			ev, err := events.Unmarshal(o)
+			require.NoError(t, err)
+			out = append(out, ev.Payload.(events.UserMessage).Content.String())
+		}
+		return out
+	}
+	want := []string{"one", events.RedactedText, "three", "four"}
+	require.Equal(t, want, texts(k2))
+	require.Equal(t, want, texts(k), "the rotating process dropped its cached key")
+	require.Empty(t, filesWith(t, s.dir, oldKey), "the retired key is in no file")
+
+	rot, err = k.BeginRotation(ctx, "acme", "rot")
+	require.NoError(t, err)
+	require.NoError(t, rot.Finish(ctx, stored, nil))
+	require.Equal(t, want, texts(k), "a second rotation keeps the table")
+}
+
+func filesWith(t *testing.T, dir string, needle []byte) []string {
+	t.Helper()
+	var out []string
+	require.NoError(t, filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(b, needle) {
+			out = append(out, p)
+		}
+		return nil
+	}))
+	return out
+}

@@ -192,10 +192,12 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (Resources, e
 }
 
 // KeyStreamConfig is the stream of the thread key bucket: the stream
-// nats.go creates for a KV bucket of history 1 (subjects "$KV.<bucket>.>",
+// nats.go creates for a KV bucket of history 3 (subjects "$KV.<bucket>.>",
 // rollups and direct gets allowed, discard new), except that deletes are
 // not denied: threadkey.Keys.Destroy deletes a key with JetStream's secure
-// delete, which overwrites it on disk. nats.go's KV API binds to it
+// delete, which overwrites it on disk. History 3 lets a key rotation
+// (threadkey.Rotation) write the new records before it secure-deletes the
+// old ones: a value a history limit drops is not overwritten. nats.go's KV API binds to it
 // (jetstream.KeyValue checks MaxMsgsPerSubject >= 1).
 func KeyStreamConfig(c Config) jetstream.StreamConfig {
 	c = c.WithDefaults()
@@ -208,7 +210,7 @@ func KeyStreamConfig(c Config) jetstream.StreamConfig {
 		Replicas:          c.Replicas,
 		MaxMsgs:           -1,
 		MaxBytes:          -1,
-		MaxMsgsPerSubject: 1,
+		MaxMsgsPerSubject: 3,
 		MaxConsumers:      -1,
 		Discard:           jetstream.DiscardNew,
 		Duplicates:        2 * time.Minute,
