@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
@@ -207,12 +208,22 @@ func printReport(e *cliEnv, r *audit.Report) {
 	for _, er := range r.Erased {
 		fmt.Fprintf(e.out, "  erased: %s (%d checkpointed event(s) gone; marker at %d)\n", er.Subject, er.Events, er.MarkerSeq)
 	}
+	for _, rd := range r.Redacted {
+		fmt.Fprintf(e.out, "  redacted at seq %d: %s event %s, fields %s (%s; recorded at %d)\n", rd.Seq, rd.Subject, rd.EventID, fieldsOrAll(rd.Fields), rd.Reason, rd.MarkerSeq)
+	}
 	for _, p := range r.Problems {
 		fmt.Fprintf(e.out, "  seq %d %s %s: %s\n", p.Seq, p.Subject, p.Kind, p.Detail)
 	}
 	if r.ProblemCount > len(r.Problems) {
 		fmt.Fprintf(e.out, "  ... and %d more\n", r.ProblemCount-len(r.Problems))
 	}
+}
+
+func fieldsOrAll(fs []string) string {
+	if len(fs) == 0 {
+		return "all content"
+	}
+	return strings.Join(fs, ", ")
 }
 
 // readAnchor reads a --state-file: nil when it does not exist yet (the

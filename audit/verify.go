@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/convlog/convlog/internal/directget"
 )
@@ -128,12 +129,16 @@ type Report struct {
 	Verified uint64 `json:"verified_events"`
 	// Unsigned counts the stored messages of the scope after the last
 	// checkpoint (not yet checkpointed: the cadence's window).
-	Unsigned     uint64    `json:"unsigned_events"`
-	Threads      int       `json:"threads"`
-	Erased       []Erasure `json:"erased,omitempty"`
-	Problems     []Problem `json:"problems,omitempty"`
-	ProblemCount int       `json:"problem_count"`
-	Took         float64   `json:"took_seconds"`
+	Unsigned uint64    `json:"unsigned_events"`
+	Threads  int       `json:"threads"`
+	Erased   []Erasure `json:"erased,omitempty"`
+	// Redacted lists the verified event.redacted events of the scope:
+	// the events they name read redacted (their keys were destroyed) while
+	// their stored bytes, and so the chain, are unchanged. Not problems.
+	Redacted     []Redaction `json:"redacted,omitempty"`
+	Problems     []Problem   `json:"problems,omitempty"`
+	ProblemCount int         `json:"problem_count"`
+	Took         float64     `json:"took_seconds"`
 }
 
 // add records p, keeping at most about 2*max problems until finish.
@@ -162,6 +167,42 @@ func (r *Report) finish(max int, threads int) {
 	r.keep(max)
 	r.Threads = threads
 	r.OK = r.ProblemCount == 0
+}
+
+// Redaction is one event.redacted event: the redacted event (Seq, EventID,
+// Fields), why, and where the redaction is recorded (MarkerSeq).
+type Redaction struct {
+	Subject   string   `json:"subject"`
+	Seq       uint64   `json:"seq"`
+	EventID   string   `json:"event_id"`
+	Fields    []string `json:"fields,omitempty"`
+	Reason    string   `json:"reason,omitempty"`
+	MarkerSeq uint64   `json:"marker_seq"`
+}
+
+// RedactedType is the Convlog-Type header value of a redaction record
+// (events.TypeRedacted).
+const RedactedType = "event.redacted"
+
+// redactionOf decodes r when it is an event.redacted event (never sealed:
+// schemas/payloads/event.redacted.json).
+func redactionOf(r Record) (Redaction, bool) {
+	if len(r.Header["Convlog-Type"]) == 0 || r.Header["Convlog-Type"][0] != RedactedType {
+		return Redaction{}, false
+	}
+	var ev struct {
+		Payload struct {
+			Seq     uint64   `msgpack:"seq"`
+			EventID string   `msgpack:"event_id"`
+			Fields  []string `msgpack:"fields"`
+			Reason  string   `msgpack:"reason"`
+		} `msgpack:"payload"`
+	}
+	if err := msgpack.Unmarshal(r.Data, &ev); err != nil {
+		return Redaction{}, false
+	}
+	p := ev.Payload
+	return Redaction{Subject: r.Subject, Seq: p.Seq, EventID: p.EventID, Fields: p.Fields, Reason: p.Reason, MarkerSeq: r.Seq}, true
 }
 
 // ErasedType is the Convlog-Type header value of an erasure marker
@@ -548,6 +589,9 @@ func (v *verifier) checkpoint(prefix string, scope Scope, msgSeq uint64, cp lazy
 				continue
 			}
 			v.rep.Verified++
+			if red, ok := redactionOf(r); ok {
+				v.rep.Redacted = append(v.rep.Redacted, red)
+			}
 			continue
 		}
 		v.inserted(r)

@@ -80,6 +80,11 @@ type Thread struct {
 	RejectedCount uint64      `json:"rejected_count,omitempty"`
 	Rejections    []Rejection `json:"rejections,omitempty"`
 
+	// Redactions lists the thread's redacted events (Client.Redact), in
+	// the order they were redacted: those events read with the named
+	// fields replaced by events.RedactedText.
+	Redactions []fold.Redaction `json:"redactions,omitempty"`
+
 	// Events are the thread's stored events in order, when requested
 	// ([WithEvents]).
 	Events []events.Stored `json:"events,omitempty"`
@@ -163,6 +168,9 @@ func ThreadOf(s *fold.State) *Thread {
 	}
 	if s.LastUser != nil {
 		t.LastUser = &MessageRef{EventID: s.LastUser.EventID, Seq: s.LastUser.Seq}
+	}
+	if s.Redactions != nil {
+		t.Redactions = append([]fold.Redaction(nil), s.Redactions...)
 	}
 	if s.Rejections != nil {
 		t.Rejections = make([]Rejection, len(s.Rejections))

@@ -263,6 +263,10 @@ func (p *Projector) fold(ctx context.Context, w *snapstore.Edit, ev rawEvent) (A
 	}
 	e, derr := events.Unmarshal(data)
 	a.Type, a.EventID = e.Type, e.ID
+	if e.Type == events.TypeRedacted {
+		// The thread's key was rotated: read the new record now.
+		p.reader.Keys().Forget(tenant, thread)
+	}
 	var err error
 	if derr != nil {
 		err = fold.ApplyBytes(s, ev.seq, ev.time, data)

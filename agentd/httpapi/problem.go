@@ -227,6 +227,9 @@ func problemFor(err error, ec errCtx) *Problem {
 			q.index(i)
 		}
 		return q
+	case errors.Is(err, client.ErrNotRedactable):
+		return newProblem(http.StatusUnprocessableEntity, "not-redactable", "Event cannot be redacted",
+			strings.TrimPrefix(err.Error(), "client: ")).thread(ec.thread).field("seq")
 	case errors.Is(err, client.ErrThreadExists):
 		return newProblem(http.StatusConflict, "thread-exists", "Thread exists",
 			fmt.Sprintf("thread %q already exists: choose another id or omit it", ec.thread)).thread(ec.thread).field("id")

@@ -93,6 +93,7 @@ func New(cfg Config) (*Server, error) {
 	s.route("POST /v1/threads/{id}/fork", false, false, s.forkThread)
 	s.route("POST /v1/threads/{id}/undelete", false, false, s.undeleteThread)
 	s.route("POST /v1/threads/{id}/erase", false, false, s.eraseThread)
+	s.route("POST /v1/threads/{id}/redact", false, false, s.redactEvent)
 	s.route("GET /v1/threads/{id}/export", false, true, s.exportThread)
 	s.route("GET /v1/threads/{id}/state", false, false, s.getState)
 	s.route("GET /v1/threads/{id}/state/{key}", false, false, s.getStateKey)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/fold"
 )
 
 // idemNamespace is the UUIDv5 namespace of ids derived from Idempotency-Key.
@@ -175,6 +177,7 @@ type threadBody struct {
 	LastUserAnswered bool                       `json:"last_user_answered,omitempty"`
 	RejectedCount    uint64                     `json:"rejected_count,omitempty"`
 	Rejections       []client.Rejection         `json:"rejections,omitempty"`
+	Redactions       []fold.Redaction           `json:"redactions,omitempty"`
 	MessageCount     int                        `json:"message_count"`
 	Events           []json.RawMessage          `json:"events,omitempty"`
 }
@@ -188,7 +191,7 @@ func threadJSON(th *client.Thread) threadBody {
 		CreatedAt: th.CreatedAt, UpdatedAt: th.UpdatedAt, Generation: th.Generation, Base: th.Base,
 		Messages: th.Messages, Pending: th.Pending, KV: th.KV, AgentTurns: th.AgentTurns,
 		LastUser: th.LastUser, LastUserAnswered: th.LastUserAnswered,
-		RejectedCount: th.RejectedCount, Rejections: th.Rejections, MessageCount: th.MessageCount(),
+		RejectedCount: th.RejectedCount, Rejections: th.Rejections, Redactions: th.Redactions, MessageCount: th.MessageCount(),
 	}
 	if th.Events != nil {
 		b.Events = make([]json.RawMessage, 0, len(th.Events))
@@ -642,6 +645,60 @@ func (s *Server) setDeleted(w http.ResponseWriter, r *http.Request, del bool) er
 type eraseRequest struct {
 	Confirm bool   `json:"confirm"`
 	Reason  string `json:"reason"`
+}
+
+// redactRequest is the body of POST /v1/threads/{id}/redact.
+type redactRequest struct {
+	Confirm bool     `json:"confirm"`
+	Seq     uint64   `json:"seq"`
+	Fields  []string `json:"fields"`
+	Reason  string   `json:"reason"`
+}
+
+// redactResponse is client.RedactionReport as JSON.
+type redactResponse struct {
+	Tenant       string   `json:"tenant"`
+	Thread       string   `json:"thread"`
+	Seq          uint64   `json:"seq"`
+	EventID      string   `json:"event_id"`
+	Type         string   `json:"type"`
+	Fields       []string `json:"fields"`
+	Version      uint64   `json:"version"`
+	SnapshotKeys []string `json:"snapshot_keys"`
+}
+
+// redactEvent makes the content of one event unreadable (client.Redact).
+func (s *Server) redactEvent(w http.ResponseWriter, r *http.Request) error {
+	tenant := tenantOf(r.Context())
+	id, p := threadID(r)
+	if p != nil {
+		return p
+	}
+	var req redactRequest
+	if p := decodeJSON(r, &req, true, false); p != nil {
+		return p
+	}
+	if !req.Confirm {
+		return invalid("confirm", `redaction destroys the event's key irreversibly: send {"confirm": true}`).thread(id)
+	}
+	if req.Seq == 0 {
+		return invalid("seq", "the stream sequence of the event to redact is required").thread(id)
+	}
+	for i, f := range req.Fields {
+		if !slices.Contains(events.RedactableFields, f) {
+			return invalid(fmt.Sprintf("fields[%d]", i), fmt.Sprintf("%q is not a redactable field (%s)", f, strings.Join(events.RedactableFields, ", "))).thread(id)
+		}
+	}
+	rep, err := s.c.Redact(r.Context(), tenant, id, req.Seq, req.Fields, req.Reason)
+	if err != nil {
+		return err
+	}
+	out := redactResponse{Tenant: rep.Tenant, Thread: rep.Thread, Seq: rep.Seq, EventID: rep.EventID, Type: string(rep.Type),
+		Fields: rep.Fields, Version: rep.Version, SnapshotKeys: rep.SnapshotKeys}
+	if out.SnapshotKeys == nil {
+		out.SnapshotKeys = []string{}
+	}
+	return writeJSON(w, http.StatusOK, out)
 }
 
 // eraseResponse is client.ErasureReport as JSON.

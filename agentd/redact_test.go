@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/convlog/convlog/audit"
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/threadkey"
+)
+
+// Redaction of one field (issue 20 item 4), end to end on agentd with its
+// own data directory: in a thread of 1,000 messages the content of one is
+// redacted; the thread's old key (and with it the event's key) is in no
+// file afterwards, and the secret never was in the clear; the default
+// read, a replay, SSE resumed across the redacted sequence and the export
+// show "[redacted]" there and every other message as it was; audit verify
+// is clean and reports the redaction.
+func TestRedactOneFieldOfAThousandMessageThread(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startServe(t, dir, "--workers", "0")
+	const secret = "SECRET-TOKEN-7c2e91"
+	call := func(method, path, body string, hdr ...string) (int, []byte) {
+		req, err := http.NewRequest(method, p.httpURL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		return res.StatusCode, b
+	}
+	ok := func(method, path, body string) []byte {
+		code, b := call(method, path, body)
+		require.Less(t, code, 300, "%s %s: %s", method, path, b)
+		return b
+	}
+	ok("POST", "/v1/threads", `{"id":"r","replies":"off"}`)
+	const n, target = 1000, 500
+	text := func(i int) string {
+		if i == target {
+			return "my token is " + secret
+		}
+		return fmt.Sprintf("message %d", i)
+	}
+	for i := 0; i < n; i += 100 {
+		var evs []string
+		for j := i; j < i+100; j++ {
+			evs = append(evs, `{"type":"message.user","payload":{"content":"`+text(j)+`"}}`)
+		}
+		ok("POST", "/v1/threads/r/events", `{"events":[`+strings.Join(evs, ",")+`]}`)
+	}
+	type thread struct {
+		Version    uint64           `json:"version"`
+		Messages   []events.Message `json:"messages"`
+		Redactions []struct {
+			Seq    uint64 `json:"seq"`
+			Reason string `json:"reason"`
+		} `json:"redactions"`
+	}
+	get := func(query string) thread {
+		var th thread
+		require.NoError(t, json.Unmarshal(ok("GET", "/v1/threads/r"+query, ""), &th))
+		return th
+	}
+	th := get("?consistent=true")
+	require.Len(t, th.Messages, n)
+	seq := th.Messages[target].Seq
+	require.Equal(t, text(target), th.Messages[target].Content.String())
+
+	nc, err := nats.Connect(p.natsURL, mustNKey(t, filepath.Join(dir, "credentials", "agentd.nk")))
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	kv, err := js.KeyValue(context.Background(), "convlog_keys")
+	require.NoError(t, err)
+	rec, err := kv.Get(context.Background(), threadkey.Key("default", "r"))
+	require.NoError(t, err)
+	oldKey := bytes.Clone(rec.Value()[9:41])
+	require.Eventually(t, func() bool { return len(filesHolding(t, dir, oldKey)) > 0 }, 10*time.Second, 100*time.Millisecond,
+		"the thread's key is on disk before the redaction (else the check below proves nothing)")
+
+	code, body := call("POST", "/v1/threads/r/redact", `{"seq":`+strconv.FormatUint(seq, 10)+`,"fields":["content"],"reason":"leaked token","confirm":true}`)
+	require.Equal(t, http.StatusOK, code, "%s", body)
+	var rep struct {
+		Version uint64   `json:"version"`
+		Fields  []string `json:"fields"`
+	}
+	require.NoError(t, json.Unmarshal(body, &rep))
+	require.Equal(t, []string{"content"}, rep.Fields)
+
+	require.Empty(t, filesHolding(t, dir, oldKey), "the old thread key, and with it the redacted event's key, is in no file")
+	require.Empty(t, filesHolding(t, dir, []byte(secret)), "the secret never was on disk in the clear")
+
+	check := func(what string, msgs []events.Message) {
+		t.Helper()
+		require.Len(t, msgs, n, what)
+		for i, m := range msgs {
+			want := text(i)
+			if i == target {
+				want = events.RedactedText
+			}
+			require.Equal(t, want, m.Content.String(), "%s: message %d", what, i)
+		}
+	}
+	require.Eventually(t, func() bool { return get("").Version >= rep.Version }, 30*time.Second, 50*time.Millisecond, "projected")
+	th = get("")
+	check("the default (snapshot) read", th.Messages)
+	require.Len(t, th.Redactions, 1)
+	require.Equal(t, seq, th.Redactions[0].Seq)
+	check("a consistent read", get("?consistent=true").Messages)
+	check("a replay at the redaction's sequence", get("?at_seq="+strconv.FormatUint(rep.Version, 10)).Messages)
+
+	// SSE resumed from just before the redacted event, across it.
+	req, err := http.NewRequest("GET", p.httpURL+"/v1/threads/r/events", nil)
+	require.NoError(t, err)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Last-Event-ID", strconv.FormatUint(seq-1, 10))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := http.DefaultClient.Do(req.WithContext(ctx))
+	require.NoError(t, err)
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var frames []string
+	for sc.Scan() && len(frames) < 3 {
+		if d, found := strings.CutPrefix(sc.Text(), "data: "); found {
+			frames = append(frames, d)
+		}
+	}
+	require.Len(t, frames, 3, "three events from seq %d on", seq)
+	require.Contains(t, frames[0], `"seq":`+strconv.FormatUint(seq, 10))
+	require.Contains(t, frames[0], events.RedactedText)
+	require.NotContains(t, strings.Join(frames, "\n"), secret)
+	require.Contains(t, frames[1], text(target+1))
+	cancel()
+
+	export := string(ok("GET", "/v1/threads/r/export", ""))
+	require.NotContains(t, export, secret)
+	require.Contains(t, export, events.RedactedText)
+	require.Contains(t, export, text(target+1))
+
+	var out string
+	var arep audit.Report
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		out, _, err = runCLIFull(t, "audit", "verify", "--data-dir", dir, "--json")
+		arep = audit.Report{}
+		if err == nil && json.Unmarshal([]byte(out), &arep) == nil && arep.OK && arep.Unsigned == 0 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "audit verify: %v\n%s", err, out)
+	}
+	require.Len(t, arep.Redacted, 1, "%s", out)
+	require.Equal(t, seq, arep.Redacted[0].Seq)
+	require.Equal(t, "leaked token", arep.Redacted[0].Reason)
+	text2, _, err := runCLIFull(t, "audit", "verify", "--data-dir", dir)
+	require.NoError(t, err)
+	require.Contains(t, text2, "redacted at seq "+strconv.FormatUint(seq, 10))
+
+	nc.Close()
+	stopServe(t, p)
+	require.Empty(t, filesHolding(t, dir, oldKey), "after a stop")
+}
