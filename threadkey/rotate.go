@@ -6,10 +6,14 @@ package threadkey
 // replacement payload. Destroying the old keys then destroys exactly the
 // redacted events' keys.
 //
-// Record version 2: 02 || id (8) || key (32) || number of retired keys
-// still kept (1 byte) || each: id (8) || key (32) || the table, sealed as
-// a value under the current key with place "<tenant>.<thread>#table"
-// (the rest of the record). The table's plain form is a sequence of
+// Record version 2: 02 || key || number of retired keys still kept (1
+// byte) || each retired key || the table, sealed as a value under the
+// current key with place "<tenant>.<thread>#table" (the rest of the
+// record); a key is id (8) || event key (32) || value id (8) || value key
+// (32). Event keys and value keys rotate at different points: a new event
+// key at BeginRotation (writers move to it while the old one still opens
+// everything), a new value key at Finish, which destroys every older one
+// (values are derived data: snapshots are written again). The table's plain form is a sequence of
 // entries: kind (1 byte: 1 an event key, 2 a replacement payload) ||
 // length of the event id (1 byte) || event id || length (4 bytes, big
 // endian) || the 32-byte key or the payload's msgpack bytes.
@@ -49,6 +53,19 @@ type tableEntry struct {
 	replacement []byte
 }
 
+// byValueID returns tk or the retired key whose value key has that id.
+func (tk *threadKey) byValueID(id []byte) *threadKey {
+	if string(id) == string(tk.valueID[:]) {
+		return tk
+	}
+	for _, p := range tk.prev {
+		if string(id) == string(p.valueID[:]) {
+			return p
+		}
+	}
+	return nil
+}
+
 // byID returns tk or the retired key with that id, or nil.
 func (tk *threadKey) byID(id []byte) *threadKey {
 	if string(id) == string(tk.id[:]) {
@@ -62,13 +79,47 @@ func (tk *threadKey) byID(id []byte) *threadKey {
 	return nil
 }
 
+// newKey returns a key with random event and value keys and ids.
 func newKey() (*threadKey, error) {
-	var rec [recordLen]byte
-	rec[0] = recordVersion
-	if _, err := randRead(rec[1:]); err != nil {
+	var b [2 * (idLen + 32)]byte
+	if _, err := randRead(b[:]); err != nil {
 		return nil, fmt.Errorf("threadkey: random key: %w", err)
 	}
-	return parseRecord(rec[:], 0)
+	tk, _ := readKey(b[:])
+	return tk, nil
+}
+
+// newValueKey gives tk a new random value key.
+func newValueKey(tk *threadKey) error {
+	var b [idLen + 32]byte
+	if _, err := randRead(b[:]); err != nil {
+		return fmt.Errorf("threadkey: random key: %w", err)
+	}
+	copy(tk.valueID[:], b[:idLen])
+	tk.setValueKey(b[idLen:])
+	return nil
+}
+
+// appendKey appends tk's ids and keys (record version 2).
+func appendKey(b []byte, tk *threadKey) []byte {
+	b = append(b, tk.id[:]...)
+	b = append(b, tk.key[:]...)
+	b = append(b, tk.valueID[:]...)
+	return append(b, tk.valueKey...)
+}
+
+// readKey reads what appendKey wrote; n is its length.
+func readKey(b []byte) (*threadKey, int) {
+	const n = 2 * (idLen + 32)
+	if len(b) < n {
+		return nil, 0
+	}
+	tk := &threadKey{}
+	copy(tk.id[:], b[:idLen])
+	copy(tk.key[:], b[idLen:idLen+32])
+	copy(tk.valueID[:], b[idLen+32:2*idLen+32])
+	tk.setValueKey(bytes.Clone(b[2*idLen+32 : n]))
+	return tk, n
 }
 
 // encodeRecord2 encodes tk (its prev and table) as a version 2 record.
@@ -76,13 +127,10 @@ func encodeRecord2(tk *threadKey, name string) ([]byte, error) {
 	if len(tk.prev) > 255 {
 		return nil, fmt.Errorf("threadkey: %d retired keys kept, at most 255", len(tk.prev))
 	}
-	b := []byte{recordVersion2}
-	b = append(b, tk.id[:]...)
-	b = append(b, tk.key[:]...)
+	b := appendKey([]byte{recordVersion2}, tk)
 	b = append(b, byte(len(tk.prev)))
 	for _, p := range tk.prev {
-		b = append(b, p.id[:]...)
-		b = append(b, p.key[:]...)
+		b = appendKey(b, p)
 	}
 	var plain []byte
 	for id, e := range tk.table {
@@ -112,26 +160,21 @@ func parseRecord2(b []byte, rev uint64) (*threadKey, error) {
 	bad := func(what string) error {
 		return fmt.Errorf("%w: key record version 2: %s", ErrCorrupt, what)
 	}
-	if len(b) < 1+idLen+32+1 {
+	tk, i := readKey(b[1:])
+	if tk == nil || len(b) < 1+i+1 {
 		return nil, bad("too short")
 	}
-	tk := &threadKey{rev: rev}
-	copy(tk.id[:], b[1:1+idLen])
-	copy(tk.key[:], b[1+idLen:1+idLen+32])
-	tk.value = newAEAD(derive(tk.key[:], []byte(valueLabel)))
-	i := 1 + idLen + 32
+	tk.rev = rev
+	i++
 	n := int(b[i])
 	i++
 	for range n {
-		if len(b)-i < idLen+32 {
+		p, m := readKey(b[i:])
+		if p == nil {
 			return nil, bad("retired keys cut off")
 		}
-		p := &threadKey{}
-		copy(p.id[:], b[i:i+idLen])
-		copy(p.key[:], b[i+idLen:i+idLen+32])
-		p.value = newAEAD(derive(p.key[:], []byte(valueLabel)))
 		tk.prev = append(tk.prev, p)
-		i += idLen + 32
+		i += m
 	}
 	tk.sealedTable = b[i:]
 	return tk, nil
@@ -246,7 +289,13 @@ func (k *Keys) BeginRotation(ctx context.Context, tenant, thread string) (*Rotat
 func (r *Rotation) Finish(ctx context.Context, stored [][]byte, replacements map[string][]byte) error {
 	name := Key(r.tenant, r.thread)
 	b := r.begun
-	final := &threadKey{id: b.id, key: b.key, value: b.value, table: map[string]tableEntry{}}
+	// The event key stays; the value key is new: values sealed with any
+	// earlier one (snapshots written meanwhile, which may hold a redacted
+	// event's text) are unreadable once the older revisions are erased.
+	final := &threadKey{id: b.id, key: b.key, table: map[string]tableEntry{}}
+	if err := newValueKey(final); err != nil {
+		return err
+	}
 	for id, e := range b.table {
 		final.table[id] = e
 	}

@@ -113,10 +113,15 @@ type Keys struct {
 
 // threadKey is one thread's key with its value cipher.
 type threadKey struct {
-	id    [idLen]byte
-	key   [32]byte
-	value cipher.AEAD
-	rev   uint64
+	id  [idLen]byte
+	key [32]byte
+	// valueID and valueKey seal KV values and blobs: in a version 1 record
+	// the key's id and HMAC-SHA256(key, "convlog.value.v1"); a rotation
+	// gives them their own (rotate.go).
+	valueID  [idLen]byte
+	valueKey []byte
+	value    cipher.AEAD
+	rev      uint64
 	// prev are retired keys still kept (a rotation in progress), table
 	// the keys and replacements of events sealed with destroyed keys
 	// (rotate.go); fetched is when the record was read (cache TTL).
@@ -227,8 +232,15 @@ func parseRecord(b []byte, rev uint64) (*threadKey, error) {
 	tk := &threadKey{rev: rev}
 	copy(tk.id[:], b[1:1+idLen])
 	copy(tk.key[:], b[1+idLen:])
-	tk.value = newAEAD(derive(tk.key[:], []byte(valueLabel)))
+	tk.valueID = tk.id
+	tk.setValueKey(derive(tk.key[:], []byte(valueLabel)))
 	return tk, nil
+}
+
+// setValueKey sets the key KV values are sealed with.
+func (tk *threadKey) setValueKey(k []byte) {
+	tk.valueKey = k
+	tk.value = newAEAD(k)
 }
 
 func firstByte(b []byte) int {
@@ -435,7 +447,7 @@ func (k *Keys) SealValue(ctx context.Context, tenant, thread, place string, plai
 func sealValue(tk *threadKey, place string, plain []byte) ([]byte, error) {
 	out := make([]byte, 2+idLen+nonceLen, 2+idLen+nonceLen+len(plain)+16)
 	out[0], out[1] = ValueMarker, formatV1
-	copy(out[2:], tk.id[:])
+	copy(out[2:], tk.valueID[:])
 	if _, err := randRead(out[2+idLen:]); err != nil {
 		return nil, fmt.Errorf("threadkey: random nonce: %w", err)
 	}
@@ -461,7 +473,7 @@ func (k *Keys) OpenValue(ctx context.Context, tenant, thread, place string, valu
 
 // openValue opens value, sealed at place, with tk.
 func openValue(tk *threadKey, place string, value []byte) ([]byte, error) {
-	use := tk.byID(value[2 : 2+idLen])
+	use := tk.byValueID(value[2 : 2+idLen])
 	if use == nil {
 		return nil, fmt.Errorf("%w: value %s", ErrOtherKey, place)
 	}
