@@ -181,3 +181,35 @@ func TestRedactOneFieldOfAThousandMessageThread(t *testing.T) {
 	stopServe(t, p)
 	require.Empty(t, filesHolding(t, dir, oldKey), "after a stop")
 }
+
+// `agentd thread redact` does what POST …/redact does, beside a running
+// serve, and refuses without --yes or --seq.
+func TestThreadRedactCommand(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startServe(t, dir, "--workers", "0")
+	post := func(path, body string) {
+		res, err := http.Post(p.httpURL+path, "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		res.Body.Close()
+		require.Less(t, res.StatusCode, 300, path)
+	}
+	post("/v1/threads", `{"id":"c","replies":"off"}`)
+	post("/v1/threads/c/events", `{"events":[{"type":"message.user","payload":{"content":"keep"}},{"type":"message.user","payload":{"content":"drop me"}}]}`)
+	_, stderr, err := runCLIFull(t, "thread", "redact", "c", "--seq", "3", "--data-dir", dir)
+	require.Error(t, err)
+	require.Contains(t, stderr, "--yes")
+	_, stderr, err = runCLIFull(t, "thread", "redact", "c", "--yes", "--data-dir", dir)
+	require.Error(t, err)
+	require.Contains(t, stderr, "--seq")
+	out, stderr, err := runCLIFull(t, "thread", "redact", "c", "--seq", "3", "--fields", "content", "--reason", "asked", "--yes", "--data-dir", dir)
+	require.NoError(t, err, "%s", stderr)
+	require.Contains(t, out, "redacted default/c seq 3 (message.user")
+	res, err := http.Get(p.httpURL + "/v1/threads/c?consistent=true")
+	require.NoError(t, err)
+	b, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"keep"`)
+	require.Contains(t, string(b), events.RedactedText)
+	require.NotContains(t, string(b), "drop me")
+}

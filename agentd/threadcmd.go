@@ -240,15 +240,42 @@ func newThreadCmd(lf *logFlags) *cobra.Command {
 				if e.json {
 					return e.printJSON(rep)
 				}
-				fmt.Fprintf(e.out, "erased %s/%s: %d events (up to seq %d), snapshot keys %v, index keys %v\n",
-					rep.Tenant, rep.Thread, rep.RemovedEvents, rep.LastSeq, rep.SnapshotKeys, rep.IndexKeys)
+				fmt.Fprintf(e.out, "erased %s/%s: %d events (up to seq %d), snapshot keys %v, index keys %v, key destroyed %v\n",
+					rep.Tenant, rep.Thread, rep.RemovedEvents, rep.LastSeq, rep.SnapshotKeys, rep.IndexKeys, rep.KeyDestroyed)
 				return nil
 			})
 		}}
 	erase.Flags().BoolVar(&yes, "yes", false, "confirm the irreversible erasure")
 	erase.Flags().StringVar(&reason, "reason", "", "why (recorded in the erasure marker)")
+	var redactSeq uint64
+	var redactFields []string
+	redact := &cobra.Command{Use: "redact THREAD", Short: "Irreversibly make one event's content (or some fields) unreadable, keeping the event", Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !yes {
+				return usageError{fmt.Errorf("redaction is irreversible: pass --yes")}
+			}
+			if redactSeq == 0 {
+				return usageError{fmt.Errorf("--seq is required: the stream sequence of the event to redact")}
+			}
+			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
+				rep, err := e.c.Redact(ctx, e.tenant, args[0], redactSeq, redactFields, reason)
+				if err != nil {
+					return err
+				}
+				if e.json {
+					return e.printJSON(rep)
+				}
+				fmt.Fprintf(e.out, "redacted %s/%s seq %d (%s %s): fields %v; recorded at seq %d\n",
+					rep.Tenant, rep.Thread, rep.Seq, rep.Type, rep.EventID, rep.Fields, rep.Version)
+				return nil
+			})
+		}}
+	redact.Flags().BoolVar(&yes, "yes", false, "confirm the irreversible redaction")
+	redact.Flags().Uint64Var(&redactSeq, "seq", 0, "stream sequence of the event to redact")
+	redact.Flags().StringSliceVar(&redactFields, "fields", nil, "payload fields to redact (content, reasoning, tool_calls.arguments, metadata, value, title, system_prompt); default: every content field of the event")
+	redact.Flags().StringVar(&reason, "reason", "", "why (recorded in the clear in the event.redacted event)")
 
-	cmd.AddCommand(list, get, tail, replay, fork, export, del, undel, erase)
+	cmd.AddCommand(list, get, tail, replay, fork, export, del, undel, erase, redact)
 	return cmd
 }
 
