@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/convlog/convlog/internal/directget"
+	"github.com/convlog/convlog/threadkey"
 )
 
 // errNoBudget: the server's StreamTotalBytes budget had no room for a page
@@ -82,6 +83,9 @@ func (lr *logReader) page(ctx, wctx context.Context, from uint64, n int) ([]*jet
 		return nil, 0, errNoBudget
 	}
 	msgs, pending, err := directget.Batch(ctx, lr.js, lr.stream, lr.subject, from, batch, maxBytes)
+	if err == nil {
+		err = lr.open(ctx, msgs)
+	}
 	var size int64
 	for _, m := range msgs {
 		size += msgSize(m)
@@ -95,6 +99,25 @@ func (lr *logReader) page(ctx, wctx context.Context, from uint64, n int) ([]*jet
 		return nil, 0, err
 	}
 	return msgs, pending, nil
+}
+
+// open opens the sealed payloads of msgs in place with the thread's key
+// (threadkey). One whose key is gone (erased, or a redaction's retired
+// key without a table entry) keeps its sealed bytes and is sent as
+// undecodable; an error reading the key is returned (the read fails and
+// the reader retries or resumes).
+func (lr *logReader) open(ctx context.Context, msgs []*jetstream.RawStreamMsg) error {
+	for _, m := range msgs {
+		data, err := lr.s.c.Keys().OpenEvent(ctx, m.Data)
+		switch {
+		case err == nil:
+			m.Data = data
+		case errors.Is(err, threadkey.ErrNoKey), errors.Is(err, threadkey.ErrOtherKey), errors.Is(err, threadkey.ErrCorrupt):
+		default:
+			return err
+		}
+	}
+	return nil
 }
 
 // last reads the thread's last message (nil when it has none), taking one

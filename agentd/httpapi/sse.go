@@ -219,7 +219,7 @@ func (s *Server) eventsPage(w http.ResponseWriter, r *http.Request, tenant, id s
 	}
 	size := 0
 	for _, m := range msgs {
-		st, derr := s.decodeRaw(r.Context(), tenant, id, m)
+		st, derr := s.decodeRaw(tenant, id, m)
 		b := storedJSON(st, derr)
 		out.Events = append(out.Events, b)
 		out.NextAfter = m.Sequence
@@ -230,15 +230,11 @@ func (s *Server) eventsPage(w http.ResponseWriter, r *http.Request, tenant, id s
 	return writeJSON(w, http.StatusOK, out)
 }
 
-// decodeRaw decodes one stored message of tenant/thread, opening a sealed
-// payload with the thread's data key (one whose key is gone decodes with
+// decodeRaw decodes one stored message of tenant/thread, opened by
+// logReader.page (a sealed payload whose key is gone decodes with
 // events.ErrSealed and is sent as undecodable).
-func (s *Server) decodeRaw(ctx context.Context, tenant, thread string, m *jetstream.RawStreamMsg) (events.Stored, error) {
-	data := m.Data
-	if opened, err := s.c.Keys().OpenEvent(ctx, data); err == nil {
-		data = opened
-	}
-	ev, err := events.Unmarshal(data)
+func (s *Server) decodeRaw(tenant, thread string, m *jetstream.RawStreamMsg) (events.Stored, error) {
+	ev, err := events.Unmarshal(m.Data)
 	if err != nil {
 		err = fmt.Errorf("thread %s/%s seq %d: %w", tenant, thread, m.Sequence, err)
 	}
@@ -456,7 +452,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, tenant, id
 				// Nothing but the frame's data stays reachable while it is
 				// written: the raw message and the decoded event are let go.
 				seq, size := msgs[i].Sequence, msgSize(msgs[i])
-				st, derr := s.decodeRaw(ctx, tenant, id, msgs[i])
+				st, derr := s.decodeRaw(tenant, id, msgs[i])
 				msgs[i] = nil
 				typ := string(st.Type)
 				if derr != nil {
