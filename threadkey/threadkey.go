@@ -61,6 +61,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -122,6 +124,8 @@ type threadKey struct {
 	valueKey []byte
 	value    cipher.AEAD
 	rev      uint64
+	// macs pools HMACs keyed with key (eventKey).
+	macs sync.Pool
 	// prev are retired keys still kept (a rotation in progress), table
 	// the keys and replacements of events sealed with destroyed keys
 	// (rotate.go); fetched is when the record was read (cache TTL).
@@ -396,11 +400,18 @@ func openEvent(tk *threadKey, data []byte, pm events.PayloadMember) ([]byte, err
 		return nil, fmt.Errorf("%w: event %s of %s/%s", ErrOtherKey, env.ID, env.Tenant, env.Thread)
 	}
 	g := newAEAD(ek)
-	plain, err := g.Open(nil, v[1+idLen:1+idLen+nonceLen], v[1+idLen+nonceLen:], eventAD(env))
+	// Opened straight into the clear encoding: the envelope before the
+	// member, "payload", the plaintext, the envelope after it.
+	ct := v[1+idLen+nonceLen:]
+	out := make([]byte, 0, len(data))
+	out = append(out, data[:pm.Start]...)
+	out = append(out, 0xa0|byte(len("payload")))
+	out = append(out, "payload"...)
+	out, err := g.Open(out, v[1+idLen:1+idLen+nonceLen], ct, eventAD(env))
 	if err != nil {
 		return nil, fmt.Errorf("%w: event %s of %s/%s", ErrCorrupt, env.ID, env.Tenant, env.Thread)
 	}
-	return events.ReplacePayload(data, pm, plain, false), nil
+	return append(out, data[pm.End:]...), nil
 }
 
 // mayBeSealed is a cheap filter: a sealed event holds the member name
@@ -409,11 +420,21 @@ func mayBeSealed(data []byte) bool {
 	return bytes.Contains(data, []byte("\xaepayload_sealed"))
 }
 
+// eventKey is HMAC-SHA256(tk.key, eventLabel || id). The HMAC keyed with
+// tk.key is pooled per key (hmac.Reset restores the keyed state without
+// hashing the key again).
 func eventKey(tk *threadKey, id string) []byte {
-	h := hmac.New(sha256.New, tk.key[:])
+	h, _ := tk.macs.Get().(hash.Hash)
+	if h == nil {
+		h = hmac.New(sha256.New, tk.key[:])
+	} else {
+		h.Reset()
+	}
 	h.Write([]byte(eventLabel))
 	h.Write([]byte(id))
-	return h.Sum(nil)
+	k := h.Sum(make([]byte, 0, sha256.Size))
+	tk.macs.Put(h)
+	return k
 }
 
 func eventAD(env events.Event) []byte {
