@@ -474,6 +474,8 @@ func (r *reader) redacted() (p Redacted, ok bool) {
 			return 1 << 2, r.stringsInto(&p.Fields)
 		case "reason":
 			return 1 << 3, r.strInto(&p.Reason)
+		case "up_to_seq":
+			return 1 << 4, r.uint64Into(&p.UpToSeq)
 		}
 		return 0, true
 	})

@@ -279,8 +279,14 @@ func (Erased) EventType() Type { return TypeErased }
 // change (its audit leaf stays valid).
 type Redacted struct {
 	// Seq is the stream sequence of the redacted event; EventID its id.
+	// Both are zero when UpToSeq is set.
 	Seq     uint64 `msgpack:"seq" json:"seq"`
 	EventID string `msgpack:"event_id" json:"event_id"`
+	// UpToSeq, when set, redacts every event of the thread with content
+	// up to and including that sequence (a retention policy keeping only
+	// recent events; the thread.compacted summary in front of the history
+	// says what was removed).
+	UpToSeq uint64 `msgpack:"up_to_seq,omitempty" json:"up_to_seq,omitempty"`
 	// Fields names the payload fields redacted ([RedactableFields]); all
 	// of the event's content fields when empty.
 	Fields []string `msgpack:"fields,omitempty" json:"fields,omitempty"`

@@ -322,10 +322,13 @@ func validatePayload(p Payload, l Limits, bad badFunc) error {
 	case Reset, Deleted, Undeleted, Erased:
 		return nil
 	case Redacted:
-		if v.Seq == 0 {
+		switch {
+		case v.UpToSeq != 0 && (v.Seq != 0 || v.EventID != ""):
+			return bad("up_to_seq", "names a range: seq and event_id must be empty")
+		case v.UpToSeq != 0:
+		case v.Seq == 0:
 			return bad("seq", "must be the stream sequence of an event of the thread")
-		}
-		if v.EventID == "" {
+		case v.EventID == "":
 			return bad("event_id", "is required")
 		}
 		for i, f := range v.Fields {

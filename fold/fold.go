@@ -329,10 +329,10 @@ func apply(s *State, ev events.Stored, o foldOpts) (err error) {
 		// The redacted event already reads redacted (its key was
 		// destroyed and readers take its replacement), so the history
 		// needs no change here; the state records the redaction.
-		if p.Seq >= ev.Seq {
-			return reject(s, ev, CodeInvalid, "redacts seq %d, which is not before it (%d)", p.Seq, ev.Seq)
+		if max(p.Seq, p.UpToSeq) >= ev.Seq {
+			return reject(s, ev, CodeInvalid, "redacts seq %d, which is not before it (%d)", max(p.Seq, p.UpToSeq), ev.Seq)
 		}
-		s.Redactions = append(s.Redactions, Redaction{Seq: p.Seq, EventID: p.EventID, Fields: p.Fields, Reason: p.Reason, At: t})
+		s.Redactions = append(s.Redactions, Redaction{Seq: p.Seq, EventID: p.EventID, UpToSeq: p.UpToSeq, Fields: p.Fields, Reason: p.Reason, At: t})
 	default:
 		return reject(s, ev, CodeUnknownType, "no fold rule for %T", p)
 	}

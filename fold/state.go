@@ -90,6 +90,7 @@ type State struct {
 type Redaction struct {
 	Seq     uint64    `msgpack:"seq" json:"seq"`
 	EventID string    `msgpack:"event_id" json:"event_id"`
+	UpToSeq uint64    `msgpack:"up_to_seq,omitempty" json:"up_to_seq,omitempty"`
 	Fields  []string  `msgpack:"fields,omitempty" json:"fields,omitempty"`
 	Reason  string    `msgpack:"reason,omitempty" json:"reason,omitempty"`
 	At      time.Time `msgpack:"at" json:"at"`

@@ -272,5 +272,6 @@ func validEvents() []struct {
 		tc{"a delete without a reason is valid", fxEvent(12, "p", events.Deleted{})},
 		tc{"an undelete without a reason is valid", fxEvent(13, "p", events.Undeleted{})},
 		tc{"an erasure of nothing is valid", fxEvent(14, "p", events.Erased{})},
+		tc{"a redaction of every event up to a sequence (retention)", fxEvent(15, "p", events.Redacted{UpToSeq: 40, Reason: "retention: keep 720h"})},
 	)
 }
