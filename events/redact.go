@@ -20,6 +20,11 @@ import (
 //     thread.updated (removed);
 //   - "value": state.set's value (the JSON string "[redacted]");
 //   - "title", "system_prompt": of thread.created and thread.updated.
+//
+// Histories carried by thread.restored and thread.forked (a copy fork)
+// and thread.compacted's summary are redacted message by message with the
+// same rules ("content" also covers the summary; "value" a fork's state;
+// a fork's created attributes as thread.created's).
 var RedactableFields = []string{"content", "reasoning", "tool_calls.arguments", "metadata", "value", "title", "system_prompt"}
 
 // RedactPayload returns p with fields (all of p's redactable fields when
@@ -102,8 +107,66 @@ func RedactPayload(p Payload, fields []string) (Payload, []string, error) {
 			v.Metadata = nil
 		}
 		p = v
+	case Restore:
+		v.Messages = redactMessages(v.Messages, on)
+		p = v
+	case Compaction:
+		if on("content") {
+			v.Summary = text
+		}
+		p = v
+	case Forked:
+		v.Messages = redactMessages(v.Messages, on)
+		if on("value") && len(v.State) > 0 {
+			st := make(map[string]json.RawMessage, len(v.State))
+			for k := range v.State {
+				st[k] = json.RawMessage(`"` + RedactedText + `"`)
+			}
+			v.State = st
+		}
+		c, _, _ := RedactPayload(v.Created, nil)
+		if on("title") || on("system_prompt") || on("metadata") {
+			cr := c.(ThreadCreated)
+			if !on("title") {
+				cr.Title = v.Created.Title
+			}
+			if !on("system_prompt") {
+				cr.SystemPrompt = v.Created.SystemPrompt
+			}
+			if !on("metadata") {
+				cr.Metadata = v.Created.Metadata
+			}
+			v.Created = cr
+		}
+		p = v
 	}
 	return p, fields, nil
+}
+
+// redactMessages returns a copy of ms with the fields on() names
+// redacted in every message, as for the message events.
+func redactMessages(ms []Message, on func(string) bool) []Message {
+	out := slices.Clone(ms)
+	for i := range out {
+		m := &out[i]
+		if on("content") && !m.Content.IsNull() {
+			m.Content = Text(RedactedText)
+		}
+		if on("reasoning") && m.Reasoning != "" {
+			m.Reasoning = RedactedText
+		}
+		if on("tool_calls.arguments") && len(m.ToolCalls) > 0 {
+			calls := slices.Clone(m.ToolCalls)
+			for j := range calls {
+				calls[j].Arguments = "{}"
+			}
+			m.ToolCalls = calls
+		}
+		if on("metadata") {
+			m.Metadata = nil
+		}
+	}
+	return out
 }
 
 // typeFields lists the redactable fields of p's type.
@@ -119,6 +182,12 @@ func typeFields(p Payload) []string {
 		return []string{"value"}
 	case ThreadCreated, ThreadUpdated:
 		return []string{"title", "system_prompt", "metadata"}
+	case Restore:
+		return []string{"content", "reasoning", "tool_calls.arguments", "metadata"}
+	case Compaction:
+		return []string{"content"}
+	case Forked:
+		return []string{"content", "reasoning", "tool_calls.arguments", "metadata", "value", "title", "system_prompt"}
 	}
 	return nil
 }
