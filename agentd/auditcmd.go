@@ -209,6 +209,10 @@ func printReport(e *cliEnv, r *audit.Report) {
 		fmt.Fprintf(e.out, "  erased: %s (%d checkpointed event(s) gone; marker at %d)\n", er.Subject, er.Events, er.MarkerSeq)
 	}
 	for _, rd := range r.Redacted {
+		if rd.UpToSeq != 0 {
+			fmt.Fprintf(e.out, "  redacted up to seq %d: %s, every event with content (%s; recorded at %d)\n", rd.UpToSeq, rd.Subject, rd.Reason, rd.MarkerSeq)
+			continue
+		}
 		fmt.Fprintf(e.out, "  redacted at seq %d: %s event %s, fields %s (%s; recorded at %d)\n", rd.Seq, rd.Subject, rd.EventID, fieldsOrAll(rd.Fields), rd.Reason, rd.MarkerSeq)
 	}
 	for _, p := range r.Problems {

@@ -38,11 +38,17 @@ func newRetentionCmd(lf *logFlags) *cobra.Command {
 				if e.json {
 					return e.printJSON(acts)
 				}
+				erased := 0
 				for _, a := range acts {
+					if a.Kind == "keep" {
+						fmt.Fprintf(e.out, "would compact and redact %s/%s up to seq %d (messages older than %s)\n", a.Tenant, a.Thread, a.UpToSeq, a.Limit)
+						continue
+					}
+					erased++
 					fmt.Fprintf(e.out, "would erase %s/%s: last event %s (idle %s, policy %s)\n", a.Tenant, a.Thread,
 						a.LastEventAt.Format(time.RFC3339), a.Idle.Round(time.Second), a.Limit)
 				}
-				fmt.Fprintf(e.out, "%d thread(s) would be erased\n", len(acts))
+				fmt.Fprintf(e.out, "%d thread(s) would be erased, %d compacted and redacted\n", erased, len(acts)-erased)
 				return nil
 			})
 		}}

@@ -94,7 +94,7 @@ CONVLOG_OPENAI_API_KEY, CONVLOG_LOG_FORMAT, CONVLOG_LOG_LEVEL.`,
 	fs.DurationVar(&f.AckWait, "worker-ack-wait", 30*time.Second, "time before work held by a crashed worker is redelivered")
 	f.HTTPLimits.register(fs)
 	f.Audit.register(fs)
-	fs.StringVar(&f.RetentionFile, "retention-file", "", `retention policies (JSON {"interval":"1m","tenants":{"acme":{"erase_idle":"720h"}}}): erase threads idle longer than that; "agentd retention plan" shows what it would do`)
+	fs.StringVar(&f.RetentionFile, "retention-file", "", `retention policies (JSON {"interval":"1m","tenants":{"acme":{"erase_idle":"720h","keep_events":"168h"}}}): erase threads idle longer than erase_idle, compact and redact messages older than keep_events; "agentd retention plan" shows what it would do`)
 	return cmd
 }
 

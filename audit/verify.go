@@ -175,6 +175,7 @@ type Redaction struct {
 	Subject   string   `json:"subject"`
 	Seq       uint64   `json:"seq"`
 	EventID   string   `json:"event_id"`
+	UpToSeq   uint64   `json:"up_to_seq,omitempty"`
 	Fields    []string `json:"fields,omitempty"`
 	Reason    string   `json:"reason,omitempty"`
 	MarkerSeq uint64   `json:"marker_seq"`
@@ -194,6 +195,7 @@ func redactionOf(r Record) (Redaction, bool) {
 		Payload struct {
 			Seq     uint64   `msgpack:"seq"`
 			EventID string   `msgpack:"event_id"`
+			UpToSeq uint64   `msgpack:"up_to_seq"`
 			Fields  []string `msgpack:"fields"`
 			Reason  string   `msgpack:"reason"`
 		} `msgpack:"payload"`
@@ -202,7 +204,7 @@ func redactionOf(r Record) (Redaction, bool) {
 		return Redaction{}, false
 	}
 	p := ev.Payload
-	return Redaction{Subject: r.Subject, Seq: p.Seq, EventID: p.EventID, Fields: p.Fields, Reason: p.Reason, MarkerSeq: r.Seq}, true
+	return Redaction{Subject: r.Subject, Seq: p.Seq, EventID: p.EventID, UpToSeq: p.UpToSeq, Fields: p.Fields, Reason: p.Reason, MarkerSeq: r.Seq}, true
 }
 
 // ErasedType is the Convlog-Type header value of an erasure marker

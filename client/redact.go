@@ -113,50 +113,165 @@ func (c *Client) Redact(ctx context.Context, tenant, thread string, seq uint64, 
 	if err != nil {
 		return rep, err
 	}
+	rep.Version, rep.SnapshotKeys, err = c.redact(ctx, tenant, thread, subject, map[string][]byte{ev.ID: rpm.Value},
+		events.Redacted{Seq: seq, EventID: ev.ID, Fields: used, Reason: reason})
+	return rep, err
+}
 
+// redact rotates the thread's key so that the events named in
+// replacements read as their replacement (payload msgpack) and nothing
+// else of them can be opened, purges the thread's snapshot and appends
+// rec. It returns rec's sequence and the snapshot keys purged.
+func (c *Client) redact(ctx context.Context, tenant, thread, subject string, replacements map[string][]byte, rec events.Redacted) (uint64, []string, error) {
 	rot, err := c.keys.BeginRotation(ctx, tenant, thread)
 	if err != nil {
-		return rep, fmt.Errorf("client: redact %s/%s: %w", tenant, thread, err)
+		return 0, nil, fmt.Errorf("client: redact %s/%s: %w", tenant, thread, err)
 	}
 	if err := sleep(ctx, threadkey.RotationWait); err != nil {
-		return rep, err
+		return 0, nil, err
 	}
-	stored, err := c.readStored(ctx, subject)
+	stored, err := c.readStored(ctx, subject, 0)
 	if err != nil {
-		return rep, fmt.Errorf("client: redact %s/%s: %w", tenant, thread, err)
+		return 0, nil, fmt.Errorf("client: redact %s/%s: %w", tenant, thread, err)
 	}
-	if err := rot.Finish(ctx, stored, map[string][]byte{ev.ID: rpm.Value}); err != nil {
-		return rep, fmt.Errorf("client: redact %s/%s: %w", tenant, thread, err)
+	datas := make([][]byte, len(stored))
+	for i, m := range stored {
+		datas[i] = m.Data
+	}
+	if err := rot.Finish(ctx, datas, replacements); err != nil {
+		return 0, nil, fmt.Errorf("client: redact %s/%s: %w", tenant, thread, err)
 	}
 	// Every process reads the new record within KeyTTL: after it, nothing
 	// can open the original or write a snapshot under a retired key.
 	if err := sleep(ctx, threadkey.KeyTTL); err != nil {
-		return rep, err
+		return 0, nil, err
 	}
-	if rep.SnapshotKeys, err = snapstore.PurgeSnapshot(ctx, c.snapshots, tenant, thread); err != nil {
-		return rep, fmt.Errorf("client: redact %s/%s: purge snapshot: %w", tenant, thread, err)
+	purged, err := snapstore.PurgeSnapshot(ctx, c.snapshots, tenant, thread)
+	if err != nil {
+		return 0, nil, fmt.Errorf("client: redact %s/%s: purge snapshot: %w", tenant, thread, err)
 	}
 	c.cache.drop(tenant + "." + thread)
-	res, err := c.Append(ctx, tenant, thread, []events.Event{{Payload: events.Redacted{Seq: seq, EventID: ev.ID, Fields: used, Reason: reason}}},
+	res, err := c.Append(ctx, tenant, thread, []events.Event{{Payload: rec}},
 		AnyVersion(), func(o *appendOptions) { o.redaction = true })
 	if err != nil {
-		return rep, fmt.Errorf("client: redact %s/%s: the event is redacted; recording it failed: %w", tenant, thread, err)
+		return 0, purged, fmt.Errorf("client: redact %s/%s: the content is redacted; recording it failed: %w", tenant, thread, err)
 	}
-	rep.Version = res.Version
-	return rep, nil
+	return res.Version, purged, nil
 }
 
-// readStored returns the stored bytes of every message of subject, as
+// RangeRedactionReport is what [Client.RedactThrough] did.
+type RangeRedactionReport struct {
+	Tenant, Thread string
+	// UpToSeq is the last sequence covered.
+	UpToSeq uint64
+	// Redacted counts the events whose content was redacted; Clear those
+	// stored in the clear (no key: they keep their content); Without those
+	// with no content (e.g. thread.reset, state.deleted).
+	Redacted, Clear, Without int
+	// Version is the stream sequence of the event.redacted event (0 when
+	// there was nothing to redact).
+	Version      uint64
+	SnapshotKeys []string
+}
+
+// RedactThrough redacts every event of tenant/thread with content up to
+// and including upToSeq (all their content fields; events.RedactPayload),
+// in one key rotation, and records it with one event.redacted naming the
+// range. A retention policy that keeps only recent events uses it after
+// a thread.compacted summary (agentd/retention). thread.created,
+// thread.updated and state.set are kept (the thread's attributes and its
+// key-value state, which later events build on). Events already redacted
+// are redacted again (the same result). Errors as [Client.Redact]; the
+// key record must hold a replacement of every event redacted (about
+// 14,000 at the default max payload).
+func (c *Client) RedactThrough(ctx context.Context, tenant, thread string, upToSeq uint64, reason string) (RangeRedactionReport, error) {
+	rep := RangeRedactionReport{Tenant: tenant, Thread: thread, UpToSeq: upToSeq}
+	if err := c.check(); err != nil {
+		return rep, err
+	}
+	subject, err := c.subjects.Thread(tenant, thread)
+	if err != nil {
+		return rep, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, redactTimeout)
+		defer cancel()
+	}
+	stored, err := c.readStored(ctx, subject, upToSeq)
+	if err != nil {
+		return rep, fmt.Errorf("client: redact %s/%s: %w", tenant, thread, err)
+	}
+	if len(stored) == 0 {
+		return rep, &NotFoundError{Tenant: tenant, Thread: thread}
+	}
+	replacements := map[string][]byte{}
+	for _, m := range stored {
+		pm, err := events.LocatePayload(m.Data)
+		if err != nil {
+			continue // not an event: nothing to open either
+		}
+		if !pm.Sealed {
+			rep.Without++
+			if ti, known := events.Lookup(pm.Envelope.Type); known {
+				if _, _, err := events.RedactPayload(ti.Zero(), nil); err == nil {
+					rep.Clear, rep.Without = rep.Clear+1, rep.Without-1
+				}
+			}
+			continue
+		}
+		switch pm.Envelope.Type {
+		case events.TypeThreadCreated, events.TypeThreadUpdated, events.TypeStateSet:
+			rep.Without++ // the thread's attributes and state are kept
+			continue
+		}
+		opened, err := c.keys.OpenEvent(ctx, m.Data)
+		if err != nil {
+			return rep, fmt.Errorf("client: redact %s/%s seq %d: %w", tenant, thread, m.Sequence, err)
+		}
+		ev, err := events.Unmarshal(opened)
+		if err != nil {
+			rep.Without++
+			continue
+		}
+		p, _, err := events.RedactPayload(ev.Payload, nil)
+		if err != nil {
+			rep.Without++
+			continue
+		}
+		ev.Payload = p
+		b, err := events.Marshal(ev)
+		if err != nil {
+			return rep, err
+		}
+		rpm, err := events.LocatePayload(b)
+		if err != nil {
+			return rep, err
+		}
+		replacements[ev.ID] = rpm.Value
+		rep.Redacted++
+	}
+	if len(replacements) == 0 {
+		return rep, nil
+	}
+	rep.Version, rep.SnapshotKeys, err = c.redact(ctx, tenant, thread, subject, replacements, events.Redacted{UpToSeq: upToSeq, Reason: reason})
+	return rep, err
+}
+
+// readStored returns the messages of subject up to upTo (0 = all) as
 // stored (sealed payloads are not opened).
-func (c *Client) readStored(ctx context.Context, subject string) ([][]byte, error) {
-	var out [][]byte
+func (c *Client) readStored(ctx context.Context, subject string, upTo uint64) ([]*RawEvent, error) {
+	var out []*RawEvent
 	for from := uint64(1); ; {
 		msgs, pending, err := directget.Batch(ctx, c.js, c.stream, subject, from, pageSize, pageBytes)
 		if err != nil {
 			return nil, err
 		}
 		for _, m := range msgs {
-			out = append(out, m.Data)
+			if upTo != 0 && m.Sequence > upTo {
+				return out, nil
+			}
+			out = append(out, m)
 		}
 		if len(msgs) == 0 || pending == 0 {
 			return out, nil

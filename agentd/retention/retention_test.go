@@ -3,6 +3,7 @@ package retention_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -149,3 +150,99 @@ func TestRetentionFilesAreChecked(t *testing.T) {
 }
 
 func writeFile(p, s string) error { return os.WriteFile(p, []byte(s), 0o600) }
+
+// A policy of "keep 1 s of events" (test scale) compacts a thread's older
+// messages into a summary and redacts their content, never between a tool
+// call and its result, keeps the newer messages, the thread and its
+// state; an enforcer stopped between the summary and the redaction is
+// finished by the next scan; a later scan does nothing; a dry run plans
+// the cut and changes nothing.
+func TestKeepEventsCompactsAndRedactsTheOlderMessagesOnce(t *testing.T) {
+	ns := natstest.Run(t)
+	ctx := context.Background()
+	c, err := client.New(ctx, ns.NC, client.Config{Provision: true})
+	require.NoError(t, err)
+	proj, err := projector.New(ns.JS, projector.Config{})
+	require.NoError(t, err)
+	pctx, pcancel := context.WithCancel(ctx)
+	pdone := make(chan struct{})
+	go func() { defer close(pdone); _ = proj.Run(pctx) }()
+	t.Cleanup(func() { pcancel(); <-pdone })
+	<-proj.Ready()
+
+	_, _, v, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: "long", ThreadCreated: events.ThreadCreated{Title: "kept title", Replies: events.RepliesOff}})
+	require.NoError(t, err)
+	app := func(evs ...events.Event) {
+		res, err := c.Append(ctx, "acme", "long", evs, client.ExpectVersion(v))
+		require.NoError(t, err)
+		v = res.Version
+	}
+	for i := range 3 {
+		app(events.Event{Payload: events.UserMessage{Content: events.Text(fmt.Sprintf("old secret %d", i))}})
+	}
+	app(events.Event{Payload: events.StateSet{Key: "cart", Value: []byte(`{"n":1}`)}})
+	app(events.Event{Payload: events.AssistantMessage{ToolCalls: []events.ToolCall{{ID: "c1", Name: "lookup", Arguments: `{"q":"old secret args"}`}}}},
+		events.Event{Payload: events.ToolResult{ToolCallID: "c1", Content: events.Text("old secret result")}})
+	time.Sleep(1200 * time.Millisecond)
+	app(events.Event{Payload: events.UserMessage{Content: events.Text("new 0")}})
+	app(events.Event{Payload: events.UserMessage{Content: events.Text("new 1")}})
+	policy := map[string]retention.Policy{"acme": {KeepEvents: time.Second}}
+	// Every scan decides at this instant (a redaction takes seconds, after
+	// which the new messages would be old too at this test's scale).
+	at := time.Now()
+	now := func() time.Time { return at }
+
+	dry, err := retention.New(c, retention.Config{Tenants: policy, DryRun: true, Now: now})
+	require.NoError(t, err)
+	planned, err := dry.Scan(ctx)
+	require.NoError(t, err)
+	require.Len(t, planned, 1)
+	require.Equal(t, "keep", planned[0].Kind)
+	th, err := c.Get(ctx, "acme", "long", client.Consistent())
+	require.NoError(t, err)
+	require.Len(t, th.Messages, 7, "a dry run changes nothing")
+	require.Equal(t, th.Messages[4].Seq, planned[0].UpToSeq, "the cut is after the tool result, the last old message")
+
+	// Stopped between the summary and the redaction.
+	sctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	first, err := retention.New(c, retention.Config{Tenants: policy, Now: now})
+	require.NoError(t, err)
+	_, err = first.Scan(sctx)
+	cancel()
+	require.Error(t, err, "stopped in the middle of the key rotation")
+	th, err = c.Get(ctx, "acme", "long", client.Consistent())
+	require.NoError(t, err)
+	require.Len(t, th.Messages, 3, "the summary is there")
+	require.Empty(t, th.Redactions, "the redaction is not")
+
+	second, err := retention.New(c, retention.Config{Tenants: policy, Now: now})
+	require.NoError(t, err)
+	acts, err := second.Scan(ctx)
+	require.NoError(t, err)
+	require.Len(t, acts, 1)
+	require.Equal(t, planned[0].UpToSeq, acts[0].UpToSeq)
+	require.Equal(t, 5, acts[0].Redacted, "three user messages, the call, the result (not the state, not the creation)")
+	again, err := second.Scan(ctx)
+	require.NoError(t, err)
+	require.Empty(t, again, "done once")
+
+	th, err = c.Get(ctx, "acme", "long", client.Consistent())
+	require.NoError(t, err)
+	require.Equal(t, "kept title", th.Title)
+	require.JSONEq(t, `{"n":1}`, string(th.KV["cart"]))
+	require.Len(t, th.Messages, 3)
+	require.Contains(t, th.Messages[0].Content.String(), "5 earlier messages were removed by the retention policy")
+	require.Equal(t, "new 0", th.Messages[1].Content.String())
+	require.Len(t, th.Redactions, 1)
+	require.Equal(t, planned[0].UpToSeq, th.Redactions[0].UpToSeq)
+	var texts []string
+	for ev, err := range c.Events(ctx, "acme", "long", 0, 0) {
+		require.NoError(t, err)
+		b, err := ev.Event.MarshalJSON()
+		require.NoError(t, err)
+		texts = append(texts, string(b))
+	}
+	all := strings.Join(texts, "\n")
+	require.NotContains(t, all, "old secret", "the old content reads redacted in the log too")
+	require.Contains(t, all, "new 1")
+}
