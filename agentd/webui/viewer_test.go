@@ -256,6 +256,17 @@ func TestViewerEndToEnd(t *testing.T) {
 })()`, js(fork)))
 	b.screenshot("webui-list.png", false)
 
+	// A fork of the fork, by reference: its page shows the whole lineage,
+	// root first, each source with the sequence forked at.
+	_, fork2, _, err := s.c.Fork(t.Context(), "default", fork, client.ForkOptions{ByReference: true})
+	require.NoError(t, err)
+	b.do(chromedp.Navigate(s.srv.URL + "/#/t/" + fork2))
+	b.waitFor("the lineage of a fork of a fork", fmt.Sprintf(`(() => {
+  const l = document.getElementById("lineage");
+  return !!l && !l.hidden && l.textContent.startsWith("Lineage: " + %s + " (seq %d) › " + %s + " (seq ") &&
+    l.textContent.includes(", by reference) › ") && l.textContent.endsWith(%s);
+})()`, js(id), at, js(fork), js(fork2)))
+
 	// A checkpoint forged behind convlog's back (signed by another key)
 	// turns the badge red, naming its sequence.
 	_, forger, err := ed25519.GenerateKey(rand.Reader)

@@ -40,6 +40,8 @@ class ThreadView {
     const id = this.id;
     this.title = h("h1", { tabindex: "-1", class: "thread-title" }, "Thread");
     this.meta = h("p", { class: "meta muted" });
+    // The fork lineage: the chain of sources up to the root (loadLineage).
+    this.lineage = h("p", { class: "lineage muted", id: "lineage", hidden: true });
     this.conn = h("span", { class: "conn connecting", role: "status", id: "conn-status" }, "connecting…");
     this.sr = h("p", { class: "visually-hidden", role: "status" });
     this.resumeNote = h("p", { class: "resume-note", role: "status", id: "resume-note", hidden: true });
@@ -101,7 +103,7 @@ class ThreadView {
 
     clear(this.main).appendChild(h("section", { class: "thread", dataset: { thread: id } },
       h("div", { class: "thread-head" },
-        h("div", {}, h("p", { class: "crumbs" }, h("a", { href: "#/" }, "← Threads")), this.title, this.meta),
+        h("div", {}, h("p", { class: "crumbs" }, h("a", { href: "#/" }, "← Threads")), this.title, this.meta, this.lineage),
         h("div", { class: "toolbar", role: "group", "aria-label": "Thread actions" },
           this.conn, this.auditBtn, this.forkBtn,
           exportLink("openai", "Export (OpenAI)"), exportLink("events", "Export (events)"))),
@@ -167,7 +169,11 @@ class ThreadView {
       s.forked_from ? h("span", {}, " · forked from ",
         h("a", { href: `#/t/${enc(s.forked_from.thread)}?audit=1&at=${s.forked_from.seq}` }, s.forked_from.thread),
         " at seq " + s.forked_from.seq) : null,
+      s.redactions && s.redactions.length ? h("span", { class: "badge", id: "redactions",
+        title: s.redactions.map((r) => r.up_to_seq ? `everything up to seq ${r.up_to_seq}: ${r.reason || ""}` : `seq ${r.seq}: ${r.reason || ""}`).join("\n") },
+        `${s.redactions.length} redaction${s.redactions.length > 1 ? "s" : ""}`) : null,
       s.deleted ? h("span", { class: "badge error" }, "deleted") : null);
+    this.loadLineage(s);
     const rej = s.rejected_count || 0;
     this.rejectNote.hidden = rej === 0;
     if (rej) {
@@ -179,6 +185,41 @@ class ThreadView {
     this.composerLabel.textContent = s.agent ? "Message to " + s.agent : "Message (this thread has no agent: nothing will answer)";
     this.updateComposer();
     this.updateRange();
+  }
+
+  // loadLineage shows the chain of fork sources of s, root first (at most
+  // 16 levels), each a link to that thread as of the fork's sequence, with
+  // "by reference" (the history is read from the source) and "source
+  // erased" (a fork by reference whose source is gone) noted. Loaded once
+  // per thread.
+  async loadLineage(s) {
+    if (!s.forked_from || this.lineageOf === this.id) return;
+    this.lineageOf = this.id;
+    const chain = [];
+    let ref = s.forked_from;
+    try {
+      for (let i = 0; ref && i < 16; i++) {
+        chain.unshift(ref);
+        let src = null;
+        try {
+          src = await request(`/v1/threads/${enc(ref.thread)}`);
+        } catch (e) {
+          if (!(e instanceof ApiError && e.status === 404)) throw e;
+        }
+        ref = src && src.forked_from;
+      }
+    } catch (e) {
+      return; // the lineage is a convenience: the header already names the source
+    }
+    if (this.destroyed || this.lineageOf !== this.id) return;
+    const parts = ["Lineage: "];
+    for (const r of chain) {
+      parts.push(h("a", { href: `#/t/${enc(r.thread)}?audit=1&at=${r.seq}`, class: "lineage-link" }, r.thread),
+        ` (seq ${r.seq}${r.by_reference ? ", by reference" : ""}${r.source_erased ? ", source erased" : ""}) › `);
+    }
+    parts.push(h("strong", {}, this.id));
+    fill(this.lineage, ...parts);
+    this.lineage.hidden = false;
   }
 
   updateComposer() {
