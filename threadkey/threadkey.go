@@ -62,6 +62,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"math"
 	"sync"
 	"time"
 
@@ -158,11 +159,13 @@ func New(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, cac
 func Key(tenant, thread string) string { return tenant + "." + thread }
 
 // get returns the thread's key, creating it when create is set and there
-// is none. Errors: [ErrNoKey] (not create), or NATS errors.
-func (k *Keys) get(ctx context.Context, tenant, thread string, create bool) (*threadKey, error) {
+// is none. A cached record is used when it was read less than maxAge ago
+// (0: read it again in any case). Errors: [ErrNoKey] (not create), or
+// NATS errors.
+func (k *Keys) get(ctx context.Context, tenant, thread string, create bool, maxAge time.Duration) (*threadKey, error) {
 	name := Key(tenant, thread)
-	if k.cache != nil {
-		if tk, ok := k.cache.Get(name); ok && time.Since(tk.fetched) < KeyTTL {
+	if k.cache != nil && maxAge > 0 {
+		if tk, ok := k.cache.Get(name); ok && time.Since(tk.fetched) < maxAge {
 			return tk, nil
 		}
 	}
@@ -335,7 +338,7 @@ func (k *Keys) SealEvent(ctx context.Context, data []byte) ([]byte, error) {
 	if pm.Sealed || !Sealable(env.Type) {
 		return data, nil
 	}
-	tk, err := k.get(ctx, env.Tenant, env.Thread, true)
+	tk, err := k.get(ctx, env.Tenant, env.Thread, true, KeyTTL)
 	if err != nil {
 		return nil, err
 	}
@@ -378,7 +381,7 @@ func (k *Keys) OpenEvent(ctx context.Context, data []byte) ([]byte, error) {
 	if len(v) < 1+idLen+nonceLen+16 || v[0] != formatV1 {
 		return nil, fmt.Errorf("%w: event %s: sealed payload of %d bytes, format %d", ErrCorrupt, env.ID, len(v), firstByte(v))
 	}
-	tk, err := k.get(ctx, env.Tenant, env.Thread, false)
+	tk, err := k.get(ctx, env.Tenant, env.Thread, false, KeyTTL)
 	if err != nil {
 		return nil, err
 	}
@@ -457,7 +460,7 @@ func Sealed(value []byte) bool { return len(value) > 0 && value[0] == ValueMarke
 // tenant/thread, creating the thread's key if it has none. Errors are
 // NATS errors reading or creating the key.
 func (k *Keys) SealValue(ctx context.Context, tenant, thread, place string, plain []byte) ([]byte, error) {
-	tk, err := k.get(ctx, tenant, thread, true)
+	tk, err := k.get(ctx, tenant, thread, true, KeyTTL)
 	if err != nil {
 		return nil, err
 	}
@@ -485,9 +488,19 @@ func (k *Keys) OpenValue(ctx context.Context, tenant, thread, place string, valu
 	if len(value) < 2+idLen+nonceLen+16 || value[1] != formatV1 {
 		return nil, fmt.Errorf("%w: value %s: %d bytes, format %d", ErrCorrupt, place, len(value), value[1%len(value)])
 	}
-	tk, err := k.get(ctx, tenant, thread, false)
+	// A value opens with a cached record of any age that holds its key:
+	// values sealed under a retired value key are purged by the rotation
+	// (snapshots are written again), so only a record that does not know
+	// the key is read again. Events keep the KeyTTL bound (OpenEvent): a
+	// redacted event's old key must stop opening it everywhere.
+	tk, err := k.get(ctx, tenant, thread, false, time.Duration(math.MaxInt64))
 	if err != nil {
 		return nil, err
+	}
+	if tk.byValueID(value[2:2+idLen]) == nil {
+		if tk, err = k.get(ctx, tenant, thread, false, 0); err != nil {
+			return nil, err
+		}
 	}
 	return openValue(tk, place, value)
 }
