@@ -123,6 +123,10 @@ func TestRedactOneFieldOfAThousandMessageThread(t *testing.T) {
 		}
 	}
 	require.Eventually(t, func() bool { return get("").Version >= rep.Version }, 30*time.Second, 50*time.Millisecond, "projected")
+	require.Eventually(t, func() bool {
+		return bytes.Contains(ok("GET", "/v1/threads", ""), []byte(`"thread":"r"`))
+	}, 10*time.Second, 50*time.Millisecond, "listed again (its index entry is written anew)")
+	require.NotContains(t, p.log(), "unreadable index entry", "the index entry of the retired value key was replaced, not found unreadable")
 	th = get("")
 	check("the default (snapshot) read", th.Messages)
 	require.Len(t, th.Redactions, 1)

@@ -30,8 +30,8 @@ type RedactionReport struct {
 	Fields []string
 	// Version is the stream sequence of the event.redacted event.
 	Version uint64
-	// SnapshotKeys are the snapshot keys purged (the projector writes the
-	// snapshot again from the log, under the thread's new value key).
+	// SnapshotKeys are the snapshot and index keys purged (the projector
+	// writes them again from the log, under the thread's new value key).
 	SnapshotKeys []string
 }
 
@@ -146,10 +146,13 @@ func (c *Client) redact(ctx context.Context, tenant, thread, subject string, rep
 	if err := sleep(ctx, threadkey.KeyTTL); err != nil {
 		return 0, nil, err
 	}
-	purged, err := snapstore.PurgeSnapshot(ctx, c.snapshots, tenant, thread)
+	// The snapshot and the index entry were sealed with a retired value
+	// key: purged, the projector writes them again when it folds rec.
+	p, err := snapstore.PurgeThread(ctx, c.snapshots, c.index, tenant, thread)
 	if err != nil {
 		return 0, nil, fmt.Errorf("client: redact %s/%s: purge snapshot: %w", tenant, thread, err)
 	}
+	purged := append(p.SnapshotKeys, p.IndexKeys...)
 	c.cache.drop(tenant + "." + thread)
 	res, err := c.Append(ctx, tenant, thread, []events.Event{{Payload: rec}},
 		AnyVersion(), func(o *appendOptions) { o.redaction = true })

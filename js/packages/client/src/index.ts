@@ -32,6 +32,12 @@ export type CreateThreadRequest = components["schemas"]["CreateThreadRequest"];
 export type Problem = components["schemas"]["Problem"];
 /** A stored blob: name, size (bytes), digest ("SHA-256=..."), content_type, lifetime, modified. */
 export type BlobInfo = components["schemas"]["BlobInfo"];
+/** What an erasure removed (`removed_events`, `last_seq`, the purged keys and blobs, `key_destroyed`). */
+export type ErasureReport = components["schemas"]["ErasureReport"];
+/** What a redaction did (`seq`, `event_id`, `type`, `fields`, `version` of the `event.redacted` event). */
+export type RedactionReport = components["schemas"]["RedactionReport"];
+/** A payload field a redaction can replace with `"[redacted]"` (`RedactRequest.fields`). */
+export type RedactableField = NonNullable<components["schemas"]["RedactRequest"]["fields"]>[number];
 /** What a verification against the signed audit checkpoints found (`ok`, `first_bad_seq`, `problems`, `last_checkpoint`; docs/audit.md). */
 export type AuditReport = components["schemas"]["AuditReport"];
 /**
@@ -254,6 +260,37 @@ export class ConvlogClient {
    */
   async deleteThread(id: string, reason?: string): Promise<{ version: number }> {
     const r = await this.api.DELETE("/v1/threads/{id}", { params: { path: { id } }, body: reason ? { reason } : undefined });
+    return ok(r);
+  }
+
+  /**
+   * Erases a thread irreversibly (`POST /v1/threads/{id}/erase` with
+   * `confirm: true`): its events are purged, a `thread.erased` marker stays,
+   * and its data key is destroyed, so that no copy of its content anywhere
+   * on the server's disks can be read again (docs/audit.md#erasure). The id
+   * stays taken. Throws a {@link ConvlogError} (`not-found` for a missing or
+   * already erased thread).
+   */
+  async eraseThread(id: string, reason?: string): Promise<ErasureReport> {
+    const r = await this.api.POST("/v1/threads/{id}/erase", { params: { path: { id } }, body: { confirm: true, reason } });
+    return ok(r);
+  }
+
+  /**
+   * Redacts one event of a thread irreversibly (`POST /v1/threads/{id}/redact`
+   * with `confirm: true`; docs/audit.md#redaction): the event at stream
+   * sequence `seq` keeps its place but reads with `fields` (every content
+   * field when omitted) replaced by `"[redacted]"`; its original content
+   * can no longer be read anywhere. `reason` is stored in the clear. Takes
+   * about 7 seconds (a key rotation). Throws a {@link ConvlogError}
+   * (`not-redactable` for an event stored in the clear, without content or
+   * not of this thread).
+   */
+  async redact(id: string, seq: number, opts: { fields?: RedactableField[]; reason?: string } = {}): Promise<RedactionReport> {
+    const r = await this.api.POST("/v1/threads/{id}/redact", {
+      params: { path: { id } },
+      body: { confirm: true, seq, fields: opts.fields, reason: opts.reason },
+    });
     return ok(r);
   }
 

@@ -150,3 +150,24 @@ test("a thread verifies against the signed audit checkpoints, and a forged ancho
   assert.equal(forged.problems?.[0]?.kind, "anchor-not-found");
   assert.equal((await c.verifyTenant()).ok, true);
 });
+
+test("an event is redacted and a thread erased for good", async () => {
+  const c = new ConvlogClient({ baseUrl: agentd.url, apiKey: keys.acme });
+  const t = await c.createThread({ replies: "off" });
+  await c.append(t.thread, [user("keep this"), user("my card is 4111 1111")]);
+  let th = await c.getThread(t.thread, { consistent: true });
+  const seq = th.messages![1]!.seq!;
+  const rep = await c.redact(t.thread, seq, { fields: ["content"], reason: "card number" });
+  assert.deepEqual(rep.fields, ["content"]);
+  assert.equal(rep.seq, seq);
+  th = await c.getThread(t.thread, { consistent: true });
+  assert.equal(th.messages![0]!.content, "keep this");
+  assert.equal(th.messages![1]!.content, "[redacted]");
+  assert.equal(th.redactions?.[0]?.reason, "card number");
+  await assert.rejects(c.redact(t.thread, 999999), (e: unknown) => e instanceof ConvlogError && e.status === 422);
+
+  const er = await c.eraseThread(t.thread, "asked");
+  assert.equal(er.key_destroyed, true);
+  await assert.rejects(c.getThread(t.thread), (e: unknown) => e instanceof ConvlogError && e.status === 404);
+  await assert.rejects(c.eraseThread(t.thread), (e: unknown) => e instanceof ConvlogError && e.status === 404);
+});
