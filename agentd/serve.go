@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,6 +45,9 @@ type serveFlags struct {
 	// RetentionFile is the retention policy file (agentd/retention); ""
 	// runs no enforcer.
 	RetentionFile string
+	// HTTPTLSCert and HTTPTLSKey (PEM files): the HTTP API serves HTTPS
+	// (TLS 1.2 or newer, HTTP/2 offered) with them.
+	HTTPTLSCert, HTTPTLSKey string
 	// auditPub is the checkpoint signing key's public half once loaded
 	// (nil: audit off); the HTTP API publishes it.
 	auditPub ed25519.PublicKey
@@ -90,6 +94,8 @@ CONVLOG_OPENAI_API_KEY, CONVLOG_LOG_FORMAT, CONVLOG_LOG_LEVEL.`,
 	fs.BoolVar(&f.Check, "check", false, "validate the configuration and exit")
 	fs.StringVar(&f.APIKeysFile, "api-keys-file", "", "file of tenant:key lines enabling bearer auth (or env CONVLOG_API_KEYS)")
 	fs.BoolVar(&f.AllowOpen, "insecure-no-auth", false, "allow a non-loopback --http-addr without API keys")
+	fs.StringVar(&f.HTTPTLSCert, "http-tls-cert", envOr("CONVLOG_HTTP_TLS_CERT", ""), "certificate file (PEM, with its chain): the HTTP API serves HTTPS only (env CONVLOG_HTTP_TLS_CERT)")
+	fs.StringVar(&f.HTTPTLSKey, "http-tls-key", envOr("CONVLOG_HTTP_TLS_KEY", ""), "key file of --http-tls-cert (PEM; env CONVLOG_HTTP_TLS_KEY)")
 	fs.DurationVar(&f.TokenDelay, "token-delay", 0, "offline model: pause between streamed tokens (demo pacing)")
 	fs.DurationVar(&f.AckWait, "worker-ack-wait", 30*time.Second, "time before work held by a crashed worker is redelivered")
 	f.HTTPLimits.register(fs)
@@ -111,6 +117,13 @@ func (f *serveFlags) validate() error {
 	}
 	if err := f.HTTPLimits.validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if (f.HTTPTLSCert == "") != (f.HTTPTLSKey == "") {
+		errs = append(errs, errors.New("--http-tls-cert and --http-tls-key go together"))
+	} else if f.HTTPTLSCert != "" {
+		if _, err := tls.LoadX509KeyPair(f.HTTPTLSCert, f.HTTPTLSKey); err != nil {
+			errs = append(errs, fmt.Errorf("--http-tls-cert %s / --http-tls-key %s: %w", f.HTTPTLSCert, f.HTTPTLSKey, err))
+		}
 	}
 	if f.HTTPAddr != "" {
 		host, _, err := net.SplitHostPort(f.HTTPAddr)
@@ -306,14 +319,26 @@ func runServe(parent context.Context, cmd *cobra.Command, f *serveFlags, logger 
 		if srv, ln, err = newHTTPServer(api, mux, f.HTTPAddr); err != nil {
 			return err
 		}
+		scheme := "http"
+		if f.HTTPTLSCert != "" {
+			scheme = "https"
+		}
 		parts.Add(1)
 		go func() {
 			defer parts.Done()
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			var err error
+			if f.HTTPTLSCert != "" {
+				srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+				err = srv.ServeTLS(ln, f.HTTPTLSCert, f.HTTPTLSKey)
+			} else {
+				err = srv.Serve(ln)
+			}
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("http: %w", err)
 			}
 		}()
-		fmt.Fprintf(cmd.OutOrStdout(), "convlog is running\n  HTTP API:   http://%s/v1/threads\n  web page:   http://%s/\n  OpenAI API: http://%s/v1/chat/completions\n  NATS:       %s\n", ln.Addr(), ln.Addr(), ln.Addr(), cn.URL)
+		base := scheme + "://" + ln.Addr().String()
+		fmt.Fprintf(cmd.OutOrStdout(), "convlog is running\n  HTTP API:   %s/v1/threads\n  web page:   %s/\n  OpenAI API: %s/v1/chat/completions\n  NATS:       %s\n", base, base, base, cn.URL)
 		if cn.Seed != "" {
 			fmt.Fprintf(cmd.OutOrStdout(), "  NATS NKey:  %s (nats --nkey %s; operator commands given --data-dir use it)\n", cn.Seed, cn.Seed)
 		}

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -48,7 +49,11 @@ type connKey struct{}
 // read would take that much of the log (read, encoded, copied) before its
 // writes block, at everyone else's expense.
 func limitSendBuffer(ctx context.Context, streamBytes int64) {
-	c, ok := ctx.Value(connKey{}).(interface{ SetWriteBuffer(int) error })
+	conn := ctx.Value(connKey{})
+	if tc, ok := conn.(*tls.Conn); ok {
+		conn = tc.NetConn() // HTTPS: the TCP connection under TLS
+	}
+	c, ok := conn.(interface{ SetWriteBuffer(int) error })
 	if !ok {
 		return
 	}
