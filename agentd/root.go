@@ -76,6 +76,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage.`,
 	root.AddCommand(newStreamCmd(&lf))
 	root.AddCommand(newAuditCmd(&lf))
 	root.AddCommand(newRetentionCmd(&lf))
+	root.AddCommand(newTLSCmd())
 	addImportCmds(root, &lf)
 	return root
 }

@@ -63,7 +63,7 @@ func startTopology(t *testing.T) *topology {
 	dir := t.TempDir()
 	top := &topology{}
 	start := time.Now()
-	top.nats = startNATSCluster(t, dir, natsBin)
+	top.nats = startNATSCluster(t, dir, natsBin, agentdBin)
 	t.Logf("NATS cluster of %d nodes healthy in %s: %s", len(top.nats.nodes), time.Since(start).Round(time.Millisecond), top.nats.url())
 
 	top.httpAddr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
@@ -74,6 +74,8 @@ func startTopology(t *testing.T) *topology {
 			switch {
 			case strings.HasPrefix(a, "--nats-url="):
 				a = "--nats-url=" + top.nats.url()
+			case strings.HasPrefix(a, "--tls-ca="):
+				a = "--tls-ca=" + top.nats.ca
 			case strings.HasPrefix(a, "--http-addr=") && a != "--http-addr=":
 				a = "--http-addr=" + top.httpAddr
 			case strings.HasPrefix(a, "--audit-key="):
@@ -117,7 +119,7 @@ func startTopology(t *testing.T) *topology {
 	require.Equal(t, http.StatusUnauthorized, httpStatus(t, "http://"+top.httpAddr+"/v1/threads", ""))
 	require.Equal(t, http.StatusOK, httpStatus(t, "http://"+top.httpAddr+"/v1/threads", testAPIKey))
 
-	nc, err := nats.Connect(top.nats.url(), nats.Name("clustertest"), nats.MaxReconnects(-1),
+	nc, err := nats.Connect(top.nats.url(), nats.Name("clustertest"), nats.RootCAs(top.nats.ca), nats.MaxReconnects(-1),
 		nats.ReconnectWait(100*time.Millisecond), nats.ReconnectJitter(50*time.Millisecond, 0))
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)

@@ -76,7 +76,9 @@ func loadCompose(t testing.TB) (composeFile, string) {
 
 func TestComposeFile(t *testing.T) {
 	c, root := loadCompose(t)
-	natsServer, _ := buildBinaries(t)
+	natsServer, agentdBin := buildBinaries(t)
+	tlsDir := filepath.Join(t.TempDir(), "tls")
+	makeTLS(t, agentdBin, tlsDir)
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "github.com/nats-io/nats-server/v2").Output()
 	require.NoError(t, err)
 	natsVersion := strings.TrimSpace(string(out))
@@ -93,6 +95,8 @@ func TestComposeFile(t *testing.T) {
 			require.Equal(t, []string{"--config", conf}, s.Command, "%s command", n)
 			require.Contains(t, s.Volumes, "./deploy/nats/"+n+".conf:"+conf+":ro")
 			require.Contains(t, s.Volumes, n+"-data:"+natsDataDir, "%s has its own volume at the store_dir", n)
+			require.Contains(t, s.Volumes, "tls:"+strings.TrimSuffix(natsTLSDir, "/")+":ro", "%s reads the TLS files of the certs service", n)
+			require.Equal(t, "service_completed_successfully", s.DependsOn["certs"].Condition, "%s starts once the certificates exist", n)
 			require.Contains(t, c.Volumes, n+"-data", "volume %s-data is declared", n)
 			require.NotNil(t, s.Healthcheck, "%s has a healthcheck", n)
 			require.Contains(t, strings.Join(s.Healthcheck.Test, " "), fmt.Sprintf("127.0.0.1:%d/healthz", natsHTTPPort))
@@ -113,8 +117,14 @@ func TestComposeFile(t *testing.T) {
 			for _, peer := range natsNodes {
 				require.Contains(t, string(src), fmt.Sprintf("nats-route://%s:%d", peer, natsClusterPort), "%s routes to %s", n, peer)
 			}
-			out, err := exec.Command(natsServer, "-t", "-c", path).CombinedOutput()
-			require.NoError(t, err, "nats-server -t -c %s: %s", path, out)
+			require.Equal(t, 6, strings.Count(string(src), `"`+natsTLSDir), "%s: TLS on client connections and routes", n)
+			require.Contains(t, string(src), "verify: true", "%s: routes verify the peer's certificate (mutual TLS)", n)
+			// nats-server -t loads the TLS files: test a copy naming those
+			// agentd tls init wrote here.
+			tested := filepath.Join(t.TempDir(), n+".conf")
+			require.NoError(t, os.WriteFile(tested, []byte(strings.ReplaceAll(string(src), `"`+natsTLSDir, `"`+tlsDir+"/")), 0o644))
+			out, err := exec.Command(natsServer, "-t", "-c", tested).CombinedOutput()
+			require.NoError(t, err, "nats-server -t -c %s: %s", tested, out)
 		}
 	})
 
@@ -132,7 +142,7 @@ func TestComposeFile(t *testing.T) {
 
 	urls := make([]string, len(natsNodes))
 	for i, n := range natsNodes {
-		urls[i] = fmt.Sprintf("nats://%s:%d", n, natsClientPort)
+		urls[i] = fmt.Sprintf("tls://%s:%d", n, natsClientPort)
 	}
 	t.Run("agentd serves HTTP with API keys on all three nodes with replicas 3", func(t *testing.T) {
 		s, ok := c.Services["agentd"]
@@ -187,13 +197,28 @@ func TestComposeFile(t *testing.T) {
 			services = append(services, name)
 		}
 		slices.Sort(services)
-		require.Equal(t, []string{"agentd", "n1", "n2", "n3", "workers"}, services)
+		require.Equal(t, []string{"agentd", "certs", "n1", "n2", "n3", "workers"}, services)
+	})
+
+	t.Run("a certs service creates the TLS files once, for the three nodes", func(t *testing.T) {
+		s, ok := c.Services["certs"]
+		require.True(t, ok)
+		require.Equal(t, []string{"tls", "init", "--dir", agentdTLSDir, "--hosts", "n1,n2,n3,localhost,127.0.0.1"}, s.Command)
+		require.Contains(t, s.Volumes, "tls:"+agentdTLSDir)
+		require.Equal(t, "no", s.Restart)
+		require.Contains(t, c.Volumes, "tls")
 	})
 }
+
+// agentdTLSDir is where the compose file mounts the TLS files in the
+// agentd containers.
+const agentdTLSDir = "/home/nonroot/tls"
 
 // checkAgentdService checks what both agentd services share.
 func checkAgentdService(t *testing.T, root string, s composeService) {
 	t.Helper()
+	require.Equal(t, []string{agentdTLSDir + "/ca.pem"}, values(s.Command, "tls-ca"), "agentd trusts the deployment's CA")
+	require.Contains(t, s.Volumes, "tls:"+agentdTLSDir+":ro")
 	require.NotNil(t, s.Build, "built from the repository")
 	require.Equal(t, ".", s.Build.Context)
 	require.Equal(t, "deploy/Dockerfile", s.Build.Dockerfile)

@@ -32,15 +32,21 @@ type natsNode struct {
 // natsCluster is the three nodes of docker-compose.yml as local processes.
 type natsCluster struct {
 	nodes []*natsNode
+	// tlsDir holds the TLS files (agentd tls init, as compose's certs
+	// service writes them); ca is its CA file, which clients trust.
+	tlsDir, ca string
 }
+
 
 // startNATSCluster writes each deploy/nats/<node>.conf with loopback ports
 // and a temporary store_dir into dir, starts the three nodes, and waits
 // until each reports healthy.
-func startNATSCluster(t *testing.T, dir, bin string) *natsCluster {
+func startNATSCluster(t *testing.T, dir, bin, agentdBin string) *natsCluster {
 	t.Helper()
 	root := moduleRoot(t)
-	c := &natsCluster{}
+	c := &natsCluster{tlsDir: filepath.Join(dir, "tls")}
+	c.ca = filepath.Join(c.tlsDir, "ca.pem")
+	makeTLS(t, agentdBin, c.tlsDir)
 	for _, name := range natsNodes {
 		n := &natsNode{name: name, clientPort: freePort(t), clusterPort: freePort(t), httpPort: freePort(t),
 			storeDir: filepath.Join(dir, name, "data")}
@@ -49,7 +55,7 @@ func startNATSCluster(t *testing.T, dir, bin string) *natsCluster {
 	for _, n := range c.nodes {
 		src, err := os.ReadFile(filepath.Join(root, "deploy", "nats", n.name+".conf"))
 		require.NoError(t, err)
-		out, err := rewriteConfig(string(src), n, c.nodes)
+		out, err := rewriteConfig(string(src), n, c.nodes, c.tlsDir)
 		require.NoError(t, err, "config of %s", n.name)
 		n.conf = filepath.Join(dir, n.name, n.name+".conf")
 		require.NoError(t, os.MkdirAll(n.storeDir, 0o755))
@@ -63,15 +69,50 @@ func startNATSCluster(t *testing.T, dir, bin string) *natsCluster {
 	for _, n := range c.nodes {
 		c.waitHealthy(t, n, 30*time.Second)
 	}
+	c.requireTLS(t)
 	return c
+}
+
+// requireTLS checks that every node requires TLS of its clients and of its
+// routes, verifying the peers' certificates (its /varz), and that a client
+// without TLS is refused.
+func (c *natsCluster) requireTLS(t *testing.T) {
+	t.Helper()
+	for _, n := range c.nodes {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/varz", n.httpPort))
+		require.NoError(t, err)
+		var v struct {
+			TLSRequired bool `json:"tls_required"`
+			Cluster     struct {
+				TLSRequired bool `json:"tls_required"`
+				TLSVerify   bool `json:"tls_verify"`
+			} `json:"cluster"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&v)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.True(t, v.TLSRequired, "%s requires TLS of clients", n.name)
+		require.True(t, v.Cluster.TLSRequired && v.Cluster.TLSVerify, "%s: routes use mutual TLS", n.name)
+		nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", n.clientPort), nats.MaxReconnects(0), nats.Timeout(2*time.Second))
+		if err == nil {
+			nc.Close()
+		}
+		require.Error(t, err, "%s: a client without TLS is refused", n.name)
+	}
 }
 
 // rewriteConfig makes a deploy/nats config file runnable on this machine:
 // the client, monitoring and cluster listeners move to n's loopback ports,
-// the routes to the peers' loopback cluster ports, and store_dir to
-// n.storeDir. Everything else is kept byte for byte. Every substitution
-// must match exactly once, so a config file that drifts fails here.
-func rewriteConfig(src string, n *natsNode, all []*natsNode) (string, error) {
+// the routes to the peers' loopback cluster ports, store_dir to
+// n.storeDir and the TLS files' directory to tlsDir. Everything else is
+// kept byte for byte. Every substitution must match exactly once (the TLS
+// directory six times: three files for clients, three for routes), so a
+// config file that drifts fails here.
+func rewriteConfig(src string, n *natsNode, all []*natsNode, tlsDir string) (string, error) {
+	if got := strings.Count(src, `"`+natsTLSDir); got != 6 {
+		return "", fmt.Errorf("%s: %q appears %d times, want 6 (cert, key and CA files of the client and route listeners)", n.name, natsTLSDir, got)
+	}
+	src = strings.ReplaceAll(src, `"`+natsTLSDir, `"`+tlsDir+"/")
 	type sub struct {
 		re   *regexp.Regexp
 		repl string
@@ -102,7 +143,7 @@ func rewriteConfig(src string, n *natsNode, all []*natsNode) (string, error) {
 func (c *natsCluster) url() string {
 	var urls []string
 	for _, n := range c.nodes {
-		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", n.clientPort))
+		urls = append(urls, fmt.Sprintf("tls://127.0.0.1:%d", n.clientPort))
 	}
 	return strings.Join(urls, ",")
 }

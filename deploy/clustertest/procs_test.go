@@ -66,3 +66,16 @@ func buildBinaries(t testing.TB) (natsServer, agentd string) {
 	require.NoError(t, binaries.err)
 	return binaries.natsServer, binaries.agent
 }
+
+// natsTLSDir is where the compose file mounts the TLS files in the nats
+// containers (deploy/nats/*.conf name the files there).
+const natsTLSDir = "/etc/nats/tls/"
+
+// makeTLS writes the deployment's TLS files into dir with agentd's own
+// command (what compose's certs service runs), for this machine's
+// loopback names.
+func makeTLS(t testing.TB, agentdBin, dir string) {
+	t.Helper()
+	out, err := exec.Command(agentdBin, "tls", "init", "--dir", dir, "--hosts", "127.0.0.1,localhost").CombinedOutput()
+	require.NoError(t, err, "agentd tls init: %s", out)
+}
