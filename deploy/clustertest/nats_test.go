@@ -37,7 +37,6 @@ type natsCluster struct {
 	tlsDir, ca string
 }
 
-
 // startNATSCluster writes each deploy/nats/<node>.conf with loopback ports
 // and a temporary store_dir into dir, starts the three nodes, and waits
 // until each reports healthy.
