@@ -69,7 +69,18 @@ func RunReplay(ctx context.Context, e *Env, b *Baselines, lt *loadedThread, reps
 	}
 	// The audit verifier over the same thread: a checkpointer covers the
 	// stream first (its catch-up is not timed).
-	if err := checkpointAll(ctx, e, lt.version, log); err != nil {
+	// Up to the stream's last message, not lt.version: the get section
+	// appends to the thread after it was built (its projection timing),
+	// and the verifier checks every stored event of the thread.
+	st, err := e.JS.Stream(ctx, provision.DefaultConfig().Stream)
+	if err != nil {
+		return nil, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkpointAll(ctx, e, info.State.LastSeq, log); err != nil {
 		return nil, err
 	}
 	ways = append(ways, struct {
