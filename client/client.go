@@ -99,24 +99,18 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Client, error) {
 // seals the payloads it writes and opens those it reads.
 func (c *Client) Keys() *threadkey.Keys { return c.keys }
 
-// openRaw replaces m.Data by its opened form (threadkey.Keys.OpenEvent).
-// When the thread's key is gone (erased) or the ciphertext does not
-// authenticate, m keeps its sealed bytes, which decode with
-// events.ErrSealed, and openRaw returns nil; it returns an error only when
-// the key could not be read (NATS), which the caller must not record as
-// the event's fate.
+// openRaw replaces m.Data by its opened form (threadkey.Keys.OpenStored:
+// an event whose key is gone keeps its sealed bytes). It returns an error
+// only when the key could not be read (NATS).
 func (c *Client) openRaw(ctx context.Context, m *RawEvent) error {
 	if m == nil {
 		return nil
 	}
-	data, err := c.keys.OpenEvent(ctx, m.Data)
-	switch {
-	case err == nil:
-		m.Data = data
-	case errors.Is(err, threadkey.ErrNoKey), errors.Is(err, threadkey.ErrOtherKey), errors.Is(err, threadkey.ErrCorrupt):
-	default:
+	data, err := c.keys.OpenStored(ctx, m.Data)
+	if err != nil {
 		return fmt.Errorf("client: open event at seq %d: %w", m.Sequence, err)
 	}
+	m.Data = data
 	return nil
 }
 

@@ -183,11 +183,14 @@ func (c *Client) Watch(ctx context.Context, tenant, thread string, opts WatchOpt
 			if err != nil {
 				continue
 			}
-			data := m.Data()
-			if opened, err := c.keys.OpenEvent(ctx, data); err == nil {
-				data = opened
+			data, oerr := c.keys.OpenStored(ctx, m.Data())
+			if oerr != nil {
+				data = m.Data() // the key could not be read: delivered undecodable, with why
 			}
 			ev, derr := events.Unmarshal(data)
+			if oerr != nil && derr != nil {
+				derr = fmt.Errorf("%w (its key could not be read: %v)", derr, oerr)
+			}
 			st := &events.Stored{Event: ev, Seq: md.Sequence.Stream, StoredAt: md.Timestamp}
 			select {
 			case ch <- Update{Event: st, Err: derr}:

@@ -11,7 +11,6 @@ import (
 	"github.com/convlog/convlog/fold"
 	"github.com/convlog/convlog/internal/directget"
 	"github.com/convlog/convlog/snapstore"
-	"github.com/convlog/convlog/threadkey"
 )
 
 // readMaxBytes bounds one batched direct get of events.
@@ -253,13 +252,11 @@ func (p *Projector) fold(ctx context.Context, w *snapstore.Edit, ev rawEvent) (A
 	s := w.State()
 	a := Applied{Tenant: tenant, Thread: thread, Seq: ev.seq}
 	before := w.Mark()
-	data, oerr := p.reader.Keys().OpenEvent(ctx, ev.data)
-	switch {
-	case oerr == nil:
-	case errors.Is(oerr, threadkey.ErrNoKey), errors.Is(oerr, threadkey.ErrOtherKey), errors.Is(oerr, threadkey.ErrCorrupt):
-		data = ev.data // its key is gone: folded as undecodable (events.ErrSealed)
-	default:
-		return a, oerr // reading the key failed: retried
+	// A gone key leaves the sealed bytes (folded as undecodable); an
+	// error reading the key is retried.
+	data, oerr := p.reader.Keys().OpenStored(ctx, ev.data)
+	if oerr != nil {
+		return a, oerr
 	}
 	e, derr := events.Unmarshal(data)
 	a.Type, a.EventID = e.Type, e.ID

@@ -417,6 +417,21 @@ func openEvent(tk *threadKey, data []byte, pm events.PayloadMember) ([]byte, err
 	return append(out, data[pm.End:]...), nil
 }
 
+// OpenStored is OpenEvent for a reader of stored events: an event whose
+// key is gone ([ErrNoKey], [ErrOtherKey]: erased, or redacted without a
+// replacement) or whose ciphertext does not authenticate ([ErrCorrupt]) is
+// returned as stored, and decodes with the envelope and events.ErrSealed
+// (the fold records it as undecodable). The error is only for a key that
+// could not be read (NATS), which the caller must not take as the event's
+// fate: it retries or fails the read.
+func (k *Keys) OpenStored(ctx context.Context, data []byte) ([]byte, error) {
+	opened, err := k.OpenEvent(ctx, data)
+	if errors.Is(err, ErrNoKey) || errors.Is(err, ErrOtherKey) || errors.Is(err, ErrCorrupt) {
+		return data, nil
+	}
+	return opened, err
+}
+
 // mayBeSealed is a cheap filter: a sealed event holds the member name
 // "payload_sealed". Most clear events are rejected without parsing.
 func mayBeSealed(data []byte) bool {

@@ -125,6 +125,11 @@ func TestDestroyMakesEverythingUnreadableAndIsFinal(t *testing.T) {
 	require.True(t, destroyed)
 	_, err = k.OpenEvent(ctx, sealed)
 	require.ErrorIs(t, err, threadkey.ErrNoKey)
+	kept, err := k.OpenStored(ctx, sealed)
+	require.NoError(t, err, "a reader of stored events keeps an event whose key is gone")
+	require.Equal(t, sealed, kept)
+	_, err = events.Unmarshal(kept)
+	require.ErrorIs(t, err, events.ErrSealed)
 	_, err = k.OpenValue(ctx, "acme", "t1", "acme.t1", v)
 	require.ErrorIs(t, err, threadkey.ErrNoKey)
 	// No new key is made for an erased thread.

@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/convlog/convlog/internal/directget"
-	"github.com/convlog/convlog/threadkey"
 )
 
 // errNoBudget: the server's StreamTotalBytes budget had no room for a page
@@ -108,14 +107,11 @@ func (lr *logReader) page(ctx, wctx context.Context, from uint64, n int) ([]*jet
 // the reader retries or resumes).
 func (lr *logReader) open(ctx context.Context, msgs []*jetstream.RawStreamMsg) error {
 	for _, m := range msgs {
-		data, err := lr.s.c.Keys().OpenEvent(ctx, m.Data)
-		switch {
-		case err == nil:
-			m.Data = data
-		case errors.Is(err, threadkey.ErrNoKey), errors.Is(err, threadkey.ErrOtherKey), errors.Is(err, threadkey.ErrCorrupt):
-		default:
+		data, err := lr.s.c.Keys().OpenStored(ctx, m.Data)
+		if err != nil {
 			return err
 		}
+		m.Data = data
 	}
 	return nil
 }
