@@ -33,15 +33,15 @@ type PayloadMember struct {
 	Sealed     bool
 }
 
-// LocatePayload returns b's payload member. Errors wrap [ErrDecode]: b is
-// not one msgpack map with string keys, has neither or both of the two
-// members, or a "payload_sealed" that is not a bin. It never panics and
-// does not copy b (Value aliases it).
+// LocatePayload returns b's payload member. Errors wrap [ErrDecode]: b
+// does not start with a msgpack map with string keys, has neither or both
+// of the two members, or a "payload_sealed" that is not a bin. It reads
+// the envelope once, without the whole-value check of [Unmarshal] (which
+// the reader that decodes the result runs): the reader checks every bound
+// and nesting depth, so it never panics, and it does not copy b (Value
+// aliases it). It is on every sealed event's path (threadkey).
 func LocatePayload(b []byte) (PayloadMember, error) {
 	var pm PayloadMember
-	if err := checkWire(b); err != nil {
-		return pm, fmt.Errorf("%w: %v", ErrDecode, err)
-	}
 	r := reader{b: b}
 	n, ok := r.mapHeader()
 	if !ok {
