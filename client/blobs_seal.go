@@ -106,8 +106,8 @@ func (s *sealingReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// openingReader reads a sealed blob and yields its plain bytes; a blob
-// stored in the clear (before sealing existed) is passed through.
+// openingReader reads a sealed blob (one whose object has the
+// sealedBlobHeader) and yields its plain bytes.
 type openingReader struct {
 	ctx            context.Context
 	keys           *threadkey.Keys
@@ -117,7 +117,7 @@ type openingReader struct {
 	i              int
 	next           []byte
 	nextEOF        bool
-	started, clear bool
+	started        bool
 	out            []byte
 	done           bool
 	err            error
@@ -140,24 +140,11 @@ func (o *openingReader) Read(p []byte) (int, error) {
 		if o.done {
 			return 0, io.EOF
 		}
-		if o.clear {
-			n, err := o.r.Read(p)
-			return n, err
-		}
 		cur, curEOF := o.next, o.nextEOF
 		if !o.started {
 			o.started = true
 			if cur, curEOF, o.err = o.read(); o.err != nil {
 				return 0, o.err
-			}
-			if !threadkey.Sealed(cur) {
-				o.clear, o.done = true, false
-				o.out = cur
-				if !curEOF {
-					break
-				}
-				o.done = true
-				break
 			}
 		}
 		last := curEOF

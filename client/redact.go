@@ -64,18 +64,11 @@ const redactTimeout = 2 * time.Minute
 // nothing is lost, Redact may be called again); append errors.
 func (c *Client) Redact(ctx context.Context, tenant, thread string, seq uint64, fields []string, reason string) (RedactionReport, error) {
 	rep := RedactionReport{Tenant: tenant, Thread: thread, Seq: seq}
-	if err := c.check(); err != nil {
-		return rep, err
-	}
-	subject, err := c.subjects.Thread(tenant, thread)
+	ctx, cancel, subject, err := c.startRedaction(ctx, tenant, thread)
 	if err != nil {
 		return rep, err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, redactTimeout)
-		defer cancel()
-	}
+	defer cancel()
 	m, err := c.st.GetMsg(ctx, seq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) || err == nil && m.Subject != subject {
 		return rep, fmt.Errorf("%w: seq %d is not an event of %s/%s", ErrNotRedactable, seq, tenant, thread)
@@ -99,23 +92,51 @@ func (c *Client) Redact(ctx context.Context, tenant, thread string, seq uint64, 
 		return rep, fmt.Errorf("%w: seq %d: %v", ErrNotRedactable, seq, err)
 	}
 	rep.EventID, rep.Type = ev.ID, ev.Type
-	redacted, used, err := events.RedactPayload(ev.Payload, fields)
+	rp, used, err := replacementOf(ev, fields)
 	if err != nil {
 		return rep, fmt.Errorf("%w: seq %d: %v", ErrNotRedactable, seq, err)
 	}
 	rep.Fields = used
-	ev.Payload = redacted
-	b, err := events.Marshal(ev)
-	if err != nil {
-		return rep, err
-	}
-	rpm, err := events.LocatePayload(b)
-	if err != nil {
-		return rep, err
-	}
-	rep.Version, rep.SnapshotKeys, err = c.redact(ctx, tenant, thread, subject, map[string][]byte{ev.ID: rpm.Value},
+	rep.Version, rep.SnapshotKeys, err = c.redact(ctx, tenant, thread, subject, map[string][]byte{ev.ID: rp},
 		events.Redacted{Seq: seq, EventID: ev.ID, Fields: used, Reason: reason})
 	return rep, err
+}
+
+// startRedaction checks the client and the ids of a redaction, and bounds
+// ctx by redactTimeout when it has no deadline. It returns the thread's
+// subject.
+func (c *Client) startRedaction(ctx context.Context, tenant, thread string) (context.Context, context.CancelFunc, string, error) {
+	if err := c.check(); err != nil {
+		return ctx, func() {}, "", err
+	}
+	subject, err := c.subjects.Thread(tenant, thread)
+	if err != nil {
+		return ctx, func() {}, "", err
+	}
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}, subject, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, redactTimeout)
+	return ctx, cancel, subject, nil
+}
+
+// replacementOf is the payload (msgpack map) ev reads as once fields are
+// redacted (events.RedactPayload), and the fields replaced.
+func replacementOf(ev events.Event, fields []string) ([]byte, []string, error) {
+	p, used, err := events.RedactPayload(ev.Payload, fields)
+	if err != nil {
+		return nil, nil, err
+	}
+	ev.Payload = p
+	b, err := events.Marshal(ev)
+	if err != nil {
+		return nil, nil, err
+	}
+	pm, err := events.LocatePayload(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pm.Value, used, nil
 }
 
 // redact rotates the thread's key so that the events named in
@@ -169,7 +190,9 @@ type RangeRedactionReport struct {
 	UpToSeq uint64
 	// Redacted counts the events whose content was redacted; Clear those
 	// stored in the clear (no key: they keep their content); Without those
-	// with no content (e.g. thread.reset, state.deleted).
+	// with no content (e.g. thread.reset, state.deleted) or kept (the
+	// thread's attributes and state: thread.created, thread.updated,
+	// state.set).
 	Redacted, Clear, Without int
 	// Version is the stream sequence of the event.redacted event (0 when
 	// there was nothing to redact).
@@ -189,18 +212,11 @@ type RangeRedactionReport struct {
 // 14,000 at the default max payload).
 func (c *Client) RedactThrough(ctx context.Context, tenant, thread string, upToSeq uint64, reason string) (RangeRedactionReport, error) {
 	rep := RangeRedactionReport{Tenant: tenant, Thread: thread, UpToSeq: upToSeq}
-	if err := c.check(); err != nil {
-		return rep, err
-	}
-	subject, err := c.subjects.Thread(tenant, thread)
+	ctx, cancel, subject, err := c.startRedaction(ctx, tenant, thread)
 	if err != nil {
 		return rep, err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, redactTimeout)
-		defer cancel()
-	}
+	defer cancel()
 	stored, err := c.readStored(ctx, subject, upToSeq)
 	if err != nil {
 		return rep, fmt.Errorf("client: redact %s/%s: %w", tenant, thread, err)
@@ -214,18 +230,12 @@ func (c *Client) RedactThrough(ctx context.Context, tenant, thread string, upToS
 		if err != nil {
 			continue // not an event: nothing to open either
 		}
-		if !pm.Sealed {
-			rep.Without++
-			if ti, known := events.Lookup(pm.Envelope.Type); known {
-				if _, _, err := events.RedactPayload(ti.Zero(), nil); err == nil {
-					rep.Clear, rep.Without = rep.Clear+1, rep.Without-1
-				}
-			}
+		switch t := pm.Envelope.Type; {
+		case !events.HasContent(t), t == events.TypeThreadCreated, t == events.TypeThreadUpdated, t == events.TypeStateSet:
+			rep.Without++ // nothing to redact, or the thread's attributes and state, which are kept
 			continue
-		}
-		switch pm.Envelope.Type {
-		case events.TypeThreadCreated, events.TypeThreadUpdated, events.TypeStateSet:
-			rep.Without++ // the thread's attributes and state are kept
+		case !pm.Sealed:
+			rep.Clear++
 			continue
 		}
 		opened, err := c.keys.OpenEvent(ctx, m.Data)
@@ -237,21 +247,11 @@ func (c *Client) RedactThrough(ctx context.Context, tenant, thread string, upToS
 			rep.Without++
 			continue
 		}
-		p, _, err := events.RedactPayload(ev.Payload, nil)
-		if err != nil {
-			rep.Without++
-			continue
-		}
-		ev.Payload = p
-		b, err := events.Marshal(ev)
+		rp, _, err := replacementOf(ev, nil)
 		if err != nil {
 			return rep, err
 		}
-		rpm, err := events.LocatePayload(b)
-		if err != nil {
-			return rep, err
-		}
-		replacements[ev.ID] = rpm.Value
+		replacements[ev.ID] = rp
 		rep.Redacted++
 	}
 	if len(replacements) == 0 {

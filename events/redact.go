@@ -169,6 +169,13 @@ func redactMessages(ms []Message, on func(string) bool) []Message {
 	return out
 }
 
+// HasContent reports whether events of type t carry content
+// [RedactPayload] can replace (false for an unknown type).
+func HasContent(t Type) bool {
+	ti, ok := byType[t]
+	return ok && len(typeFields(ti.Zero())) > 0
+}
+
 // typeFields lists the redactable fields of p's type.
 func typeFields(p Payload) []string {
 	switch p.(type) {

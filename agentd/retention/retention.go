@@ -345,10 +345,7 @@ func (e *Enforcer) keepRecent(ctx context.Context, tenant, thread string, keep t
 	if e.cfg.DryRun {
 		return a, true, nil
 	}
-	removed := cut + 1 - start
-	if start == 1 {
-		removed = cut // the earlier summary is replaced by the new one
-	}
+	removed := cut + 1 - start // an earlier summary is replaced, not counted
 	summary := events.Event{ID: summaryID(tenant, thread, a.UpToSeq), Payload: events.Compaction{UpToSeq: a.UpToSeq,
 		Summary: events.Text(fmt.Sprintf("[%d earlier messages were removed by the retention policy: older than %s]", removed+th.Base, keep))}}
 	if _, err := e.c.Append(ctx, tenant, thread, []events.Event{summary}, client.AnyVersion()); err != nil {

@@ -25,17 +25,8 @@ import (
 // a dry run before changes nothing; a thread written to since, a thread
 // whose metadata says "off", and another tenant's idle thread stay.
 func TestIdleThreadsAreErasedOnceAcrossARestart(t *testing.T) {
-	ns := natstest.Run(t)
+	ns, c := withProjector(t)
 	ctx := context.Background()
-	c, err := client.New(ctx, ns.NC, client.Config{Provision: true})
-	require.NoError(t, err)
-	proj, err := projector.New(ns.JS, projector.Config{})
-	require.NoError(t, err)
-	pctx, pcancel := context.WithCancel(ctx)
-	pdone := make(chan struct{})
-	go func() { defer close(pdone); _ = proj.Run(pctx) }()
-	t.Cleanup(func() { pcancel(); <-pdone })
-	<-proj.Ready()
 
 	create := func(tenant, id string, md map[string]string) {
 		_, _, _, err := c.CreateThread(ctx, client.CreateOptions{Tenant: tenant, ThreadID: id, ThreadCreated: events.ThreadCreated{Metadata: md}})
@@ -54,7 +45,7 @@ func TestIdleThreadsAreErasedOnceAcrossARestart(t *testing.T) {
 	// idle for more than the policy's second.
 	time.Sleep(1200 * time.Millisecond)
 	create("acme", "fresh", nil)
-	_, err = c.Append(ctx, "acme", "revived", []events.Event{{Payload: events.UserMessage{Content: events.Text("still here")}}}, client.AnyVersion())
+	_, err := c.Append(ctx, "acme", "revived", []events.Event{{Payload: events.UserMessage{Content: events.Text("still here")}}}, client.AnyVersion())
 	require.NoError(t, err)
 	// The index must have the threads (List reads it).
 	require.Eventually(t, func() bool {
@@ -124,6 +115,23 @@ func TestIdleThreadsAreErasedOnceAcrossARestart(t *testing.T) {
 	}
 }
 
+// withProjector starts a server, a provisioned client and a projector
+// (until the test ends).
+func withProjector(t *testing.T) (*natstest.Server, *client.Client) {
+	t.Helper()
+	ns := natstest.Run(t)
+	c, err := client.New(context.Background(), ns.NC, client.Config{Provision: true})
+	require.NoError(t, err)
+	proj, err := projector.New(ns.JS, projector.Config{})
+	require.NoError(t, err)
+	pctx, pcancel := context.WithCancel(context.Background())
+	pdone := make(chan struct{})
+	go func() { defer close(pdone); _ = proj.Run(pctx) }()
+	t.Cleanup(func() { pcancel(); <-pdone })
+	<-proj.Ready()
+	return ns, c
+}
+
 func threadsOf(as []retention.Action) []string {
 	var out []string
 	for _, a := range as {
@@ -158,17 +166,8 @@ func writeFile(p, s string) error { return os.WriteFile(p, []byte(s), 0o600) }
 // finished by the next scan; a later scan does nothing; a dry run plans
 // the cut and changes nothing.
 func TestKeepEventsCompactsAndRedactsTheOlderMessagesOnce(t *testing.T) {
-	ns := natstest.Run(t)
+	_, c := withProjector(t)
 	ctx := context.Background()
-	c, err := client.New(ctx, ns.NC, client.Config{Provision: true})
-	require.NoError(t, err)
-	proj, err := projector.New(ns.JS, projector.Config{})
-	require.NoError(t, err)
-	pctx, pcancel := context.WithCancel(ctx)
-	pdone := make(chan struct{})
-	go func() { defer close(pdone); _ = proj.Run(pctx) }()
-	t.Cleanup(func() { pcancel(); <-pdone })
-	<-proj.Ready()
 
 	_, _, v, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: "long", ThreadCreated: events.ThreadCreated{Title: "kept title", Replies: events.RepliesOff}})
 	require.NoError(t, err)
