@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,6 +90,32 @@ func startServe(t *testing.T, dataDir string, extra ...string) *proc {
 		t.Fatalf("agentd not ready after 60s\n%s", p.log())
 	}
 	return p
+}
+
+// call sends method path with a JSON body (and headers given as name,
+// value pairs) to p's HTTP API and returns the status and the body.
+func (p *proc) call(t *testing.T, method, path, body string, hdr ...string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, p.httpURL+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	return res.StatusCode, b
+}
+
+// ok is call for a request that must succeed (2xx); it returns the body.
+func (p *proc) ok(t *testing.T, method, path, body string) []byte {
+	t.Helper()
+	code, b := p.call(t, method, path, body)
+	require.Less(t, code, 300, "%s %s: %s", method, path, b)
+	return b
 }
 
 func (p *proc) log() string { p.mu.Lock(); defer p.mu.Unlock(); return p.out.String() }

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/audit"
+	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/threadkey"
 )
 
@@ -31,28 +30,12 @@ func TestEraseLeavesNoReadableByteOnDisk(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	p := startServe(t, dir, "--workers", "0")
 	const marker, keptMarker = "GONE-MARKER-4c1d9", "KEPT-MARKER-8a2b7"
-	call := func(method, path, body string) (int, []byte) {
-		req, err := http.NewRequest(method, p.httpURL+path, strings.NewReader(body))
-		require.NoError(t, err)
-		req.Header.Set("Content-Type", "application/json")
-		res, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer res.Body.Close()
-		b, err := io.ReadAll(res.Body)
-		require.NoError(t, err)
-		return res.StatusCode, b
-	}
-	ok := func(method, path, body string) []byte {
-		code, b := call(method, path, body)
-		require.Less(t, code, 300, "%s %s: %s", method, path, b)
-		return b
-	}
 	for _, th := range []struct{ id, text string }{{"gone", marker}, {"kept", keptMarker}} {
-		ok("POST", "/v1/threads", `{"id":"`+th.id+`","replies":"off","title":"title `+th.text+`","metadata":{"note":"`+th.text+`"}}`)
+		p.ok(t, "POST", "/v1/threads", `{"id":"`+th.id+`","replies":"off","title":"title `+th.text+`","metadata":{"note":"`+th.text+`"}}`)
 		for range 20 {
-			ok("POST", "/v1/threads/"+th.id+"/events", `{"events":[{"type":"message.user","payload":{"content":"text `+th.text+` `+strings.Repeat("x", 500)+`"}}]}`)
+			p.ok(t, "POST", "/v1/threads/"+th.id+"/events", `{"events":[{"type":"message.user","payload":{"content":"text `+th.text+` `+strings.Repeat("x", 500)+`"}}]}`)
 		}
-		ok("PUT", "/v1/threads/"+th.id+"/state/k", `{"value":"state `+th.text+`"}`)
+		p.ok(t, "PUT", "/v1/threads/"+th.id+"/state/k", `{"value":"state `+th.text+`"}`)
 		req, err := http.NewRequest("PUT", p.httpURL+"/v1/threads/"+th.id+"/blobs/doc", strings.NewReader(strings.Repeat("blob "+th.text+" ", 20000)))
 		require.NoError(t, err)
 		res, err := http.DefaultClient.Do(req)
@@ -62,10 +45,10 @@ func TestEraseLeavesNoReadableByteOnDisk(t *testing.T) {
 	}
 	// Projected (heads, chunks and index entries written) and readable.
 	require.Eventually(t, func() bool {
-		code, b := call("GET", "/v1/threads?limit=10", "")
+		code, b := p.call(t, "GET", "/v1/threads?limit=10", "")
 		return code == 200 && bytes.Contains(b, []byte("title "+keptMarker)) && bytes.Contains(b, []byte("title "+marker))
 	}, 30*time.Second, 50*time.Millisecond)
-	require.Contains(t, string(ok("GET", "/v1/threads/gone", "")), "text "+marker)
+	require.Contains(t, string(p.ok(t, "GET", "/v1/threads/gone", "")), "text "+marker)
 
 	nc, err := nats.Connect(p.natsURL, mustNKey(t, filepath.Join(dir, "credentials", "agentd.nk")))
 	require.NoError(t, err)
@@ -81,32 +64,32 @@ func TestEraseLeavesNoReadableByteOnDisk(t *testing.T) {
 
 	// Nothing of either thread is on disk in the clear; the key is.
 	for _, m := range []string{marker, keptMarker} {
-		require.Empty(t, filesHolding(t, dir, []byte(m)), "clear text of %s on disk", m)
+		require.Empty(t, natstest.FilesContaining(t, dir, []byte(m)), "clear text of %s on disk", m)
 	}
-	require.Eventually(t, func() bool { return len(filesHolding(t, dir, key)) > 0 }, 10*time.Second, 100*time.Millisecond,
+	require.Eventually(t, func() bool { return len(natstest.FilesContaining(t, dir, key)) > 0 }, 10*time.Second, 100*time.Millisecond,
 		"the thread's key is on disk before the erasure (else the checks below prove nothing)")
 
 	var rep struct {
 		KeyDestroyed bool `json:"key_destroyed"`
 	}
-	require.NoError(t, json.Unmarshal(ok("POST", "/v1/threads/gone/erase", `{"reason":"test","confirm":true}`), &rep))
+	require.NoError(t, json.Unmarshal(p.ok(t, "POST", "/v1/threads/gone/erase", `{"reason":"test","confirm":true}`), &rep))
 	require.True(t, rep.KeyDestroyed)
-	require.Empty(t, filesHolding(t, dir, key), "the key is gone from disk at once")
-	code, _ := call("GET", "/v1/threads/gone", "")
+	require.Empty(t, natstest.FilesContaining(t, dir, key), "the key is gone from disk at once")
+	code, _ := p.call(t, "GET", "/v1/threads/gone", "")
 	require.Equal(t, http.StatusNotFound, code)
 
 	nc.Close()
 	stopServe(t, p)
-	require.Empty(t, filesHolding(t, dir, key), "after a stop")
+	require.Empty(t, natstest.FilesContaining(t, dir, key), "after a stop")
 	for _, m := range []string{marker, keptMarker} {
-		require.Empty(t, filesHolding(t, dir, []byte(m)), "after a stop: %s", m)
+		require.Empty(t, natstest.FilesContaining(t, dir, []byte(m)), "after a stop: %s", m)
 	}
 
 	p = startServe(t, dir, "--workers", "0")
-	code, _ = call("GET", "/v1/threads/gone", "")
+	code, _ = p.call(t, "GET", "/v1/threads/gone", "")
 	require.Equal(t, http.StatusNotFound, code)
-	require.Contains(t, string(ok("GET", "/v1/threads/kept", "")), "text "+keptMarker)
-	require.Contains(t, string(ok("GET", "/v1/threads/kept/blobs/doc", "")), "blob "+keptMarker)
+	require.Contains(t, string(p.ok(t, "GET", "/v1/threads/kept", "")), "text "+keptMarker)
+	require.Contains(t, string(p.ok(t, "GET", "/v1/threads/kept/blobs/doc", "")), "blob "+keptMarker)
 	// The marker remains as the thread's only event; the rest of the
 	// stream, erased thread included, verifies.
 	nc, err = nats.Connect(p.natsURL, mustNKey(t, filepath.Join(dir, "credentials", "agentd.nk")))
@@ -129,7 +112,7 @@ func TestEraseLeavesNoReadableByteOnDisk(t *testing.T) {
 		}
 		require.True(t, time.Now().Before(deadline), "audit verify: %v\n%s\n%s", err, out, stderr)
 	}
-	require.Empty(t, filesHolding(t, dir, key), "after a restart")
+	require.Empty(t, natstest.FilesContaining(t, dir, key), "after a restart")
 }
 
 // subjectsOf returns the message count per subject matching filter.
@@ -138,33 +121,4 @@ func subjectsOf(t *testing.T, st jetstream.Stream, filter string) map[string]uin
 	info, err := st.Info(context.Background(), jetstream.WithSubjectFilter(filter))
 	require.NoError(t, err)
 	return info.State.Subjects
-}
-
-// filesHolding lists the files under dir that contain needle.
-func filesHolding(t *testing.T, dir string, needle []byte) []string {
-	t.Helper()
-	var out []string
-	require.NoError(t, filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
-		if err != nil {
-			if os.IsNotExist(err) {
-				return nil // a block file removed while we walk
-			}
-			return err
-		}
-		if info.IsDir() {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if os.IsNotExist(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if bytes.Contains(b, needle) {
-			out = append(out, p)
-		}
-		return nil
-	}))
-	return out
 }

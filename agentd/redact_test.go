@@ -20,6 +20,7 @@ import (
 
 	"github.com/convlog/convlog/audit"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/threadkey"
 )
 
@@ -34,26 +35,7 @@ func TestRedactOneFieldOfAThousandMessageThread(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	p := startServe(t, dir, "--workers", "0")
 	const secret = "SECRET-TOKEN-7c2e91"
-	call := func(method, path, body string, hdr ...string) (int, []byte) {
-		req, err := http.NewRequest(method, p.httpURL+path, strings.NewReader(body))
-		require.NoError(t, err)
-		req.Header.Set("Content-Type", "application/json")
-		for i := 0; i+1 < len(hdr); i += 2 {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-		res, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer res.Body.Close()
-		b, err := io.ReadAll(res.Body)
-		require.NoError(t, err)
-		return res.StatusCode, b
-	}
-	ok := func(method, path, body string) []byte {
-		code, b := call(method, path, body)
-		require.Less(t, code, 300, "%s %s: %s", method, path, b)
-		return b
-	}
-	ok("POST", "/v1/threads", `{"id":"r","replies":"off"}`)
+	p.ok(t, "POST", "/v1/threads", `{"id":"r","replies":"off"}`)
 	const n, target = 1000, 500
 	text := func(i int) string {
 		if i == target {
@@ -66,7 +48,7 @@ func TestRedactOneFieldOfAThousandMessageThread(t *testing.T) {
 		for j := i; j < i+100; j++ {
 			evs = append(evs, `{"type":"message.user","payload":{"content":"`+text(j)+`"}}`)
 		}
-		ok("POST", "/v1/threads/r/events", `{"events":[`+strings.Join(evs, ",")+`]}`)
+		p.ok(t, "POST", "/v1/threads/r/events", `{"events":[`+strings.Join(evs, ",")+`]}`)
 	}
 	type thread struct {
 		Version    uint64           `json:"version"`
@@ -78,7 +60,7 @@ func TestRedactOneFieldOfAThousandMessageThread(t *testing.T) {
 	}
 	get := func(query string) thread {
 		var th thread
-		require.NoError(t, json.Unmarshal(ok("GET", "/v1/threads/r"+query, ""), &th))
+		require.NoError(t, json.Unmarshal(p.ok(t, "GET", "/v1/threads/r"+query, ""), &th))
 		return th
 	}
 	th := get("?consistent=true")
@@ -96,10 +78,10 @@ func TestRedactOneFieldOfAThousandMessageThread(t *testing.T) {
 	rec, err := kv.Get(context.Background(), threadkey.Key("default", "r"))
 	require.NoError(t, err)
 	oldKey := bytes.Clone(rec.Value()[9:41])
-	require.Eventually(t, func() bool { return len(filesHolding(t, dir, oldKey)) > 0 }, 10*time.Second, 100*time.Millisecond,
+	require.Eventually(t, func() bool { return len(natstest.FilesContaining(t, dir, oldKey)) > 0 }, 10*time.Second, 100*time.Millisecond,
 		"the thread's key is on disk before the redaction (else the check below proves nothing)")
 
-	code, body := call("POST", "/v1/threads/r/redact", `{"seq":`+strconv.FormatUint(seq, 10)+`,"fields":["content"],"reason":"leaked token","confirm":true}`)
+	code, body := p.call(t, "POST", "/v1/threads/r/redact", `{"seq":`+strconv.FormatUint(seq, 10)+`,"fields":["content"],"reason":"leaked token","confirm":true}`)
 	require.Equal(t, http.StatusOK, code, "%s", body)
 	var rep struct {
 		Version uint64   `json:"version"`
@@ -108,8 +90,8 @@ func TestRedactOneFieldOfAThousandMessageThread(t *testing.T) {
 	require.NoError(t, json.Unmarshal(body, &rep))
 	require.Equal(t, []string{"content"}, rep.Fields)
 
-	require.Empty(t, filesHolding(t, dir, oldKey), "the old thread key, and with it the redacted event's key, is in no file")
-	require.Empty(t, filesHolding(t, dir, []byte(secret)), "the secret never was on disk in the clear")
+	require.Empty(t, natstest.FilesContaining(t, dir, oldKey), "the old thread key, and with it the redacted event's key, is in no file")
+	require.Empty(t, natstest.FilesContaining(t, dir, []byte(secret)), "the secret never was on disk in the clear")
 
 	check := func(what string, msgs []events.Message) {
 		t.Helper()
@@ -124,7 +106,7 @@ func TestRedactOneFieldOfAThousandMessageThread(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return get("").Version >= rep.Version }, 30*time.Second, 50*time.Millisecond, "projected")
 	require.Eventually(t, func() bool {
-		return bytes.Contains(ok("GET", "/v1/threads", ""), []byte(`"thread":"r"`))
+		return bytes.Contains(p.ok(t, "GET", "/v1/threads", ""), []byte(`"thread":"r"`))
 	}, 10*time.Second, 50*time.Millisecond, "listed again (its index entry is written anew)")
 	require.NotContains(t, p.log(), "unreadable index entry", "the index entry of the retired value key was replaced, not found unreadable")
 	th = get("")
@@ -159,7 +141,7 @@ func TestRedactOneFieldOfAThousandMessageThread(t *testing.T) {
 	require.Contains(t, frames[1], text(target+1))
 	cancel()
 
-	export := string(ok("GET", "/v1/threads/r/export", ""))
+	export := string(p.ok(t, "GET", "/v1/threads/r/export", ""))
 	require.NotContains(t, export, secret)
 	require.Contains(t, export, events.RedactedText)
 	require.Contains(t, export, text(target+1))
@@ -183,7 +165,7 @@ func TestRedactOneFieldOfAThousandMessageThread(t *testing.T) {
 
 	nc.Close()
 	stopServe(t, p)
-	require.Empty(t, filesHolding(t, dir, oldKey), "after a stop")
+	require.Empty(t, natstest.FilesContaining(t, dir, oldKey), "after a stop")
 }
 
 // `agentd thread redact` does what POST …/redact does, beside a running

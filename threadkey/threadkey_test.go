@@ -3,8 +3,6 @@ package threadkey_test
 import (
 	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -182,32 +180,13 @@ func TestADestroyedKeyLeavesNoByteOnDisk(t *testing.T) {
 	rec, err := s.kv.Get(ctx, threadkey.Key("acme", "gone"))
 	require.NoError(t, err)
 	key := bytes.Clone(rec.Value()[9:]) // the 32 key bytes of the record
-	require.Eventually(t, func() bool { return storeHolds(t, s.dir, key) }, 5*time.Second, 50*time.Millisecond,
+	require.Eventually(t, func() bool { return len(natstest.FilesContaining(t, s.dir, key)) > 0 }, 5*time.Second, 50*time.Millisecond,
 		"the key is on disk before (else the check below proves nothing)")
 	_, err = k.Destroy(ctx, "acme", "gone")
 	require.NoError(t, err)
-	require.False(t, storeHolds(t, s.dir, key), "no byte sequence of the destroyed key remains")
+	require.False(t, len(natstest.FilesContaining(t, s.dir, key)) > 0, "no byte sequence of the destroyed key remains")
 	s.Shutdown()
-	require.False(t, storeHolds(t, s.dir, key), "nor after the server stopped")
-}
-
-func storeHolds(t *testing.T, dir string, needle []byte) bool {
-	t.Helper()
-	found := false
-	require.NoError(t, filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
-		if err != nil || info.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		if bytes.Contains(b, needle) {
-			found = true
-		}
-		return nil
-	}))
-	return found
+	require.False(t, len(natstest.FilesContaining(t, s.dir, key)) > 0, "nor after the server stopped")
 }
 
 // A rotation keeps every event readable but the redacted one, which reads
@@ -262,29 +241,10 @@ func TestRotationRedactsOneEventAndDestroysTheOldKey(t *testing.T) {
 	want := []string{"one", events.RedactedText, "three", "four"}
 	require.Equal(t, want, texts(k2))
 	require.Equal(t, want, texts(k), "the rotating process dropped its cached key")
-	require.Empty(t, filesWith(t, s.dir, oldKey), "the retired key is in no file")
+	require.Empty(t, natstest.FilesContaining(t, s.dir, oldKey), "the retired key is in no file")
 
 	rot, err = k.BeginRotation(ctx, "acme", "rot")
 	require.NoError(t, err)
 	require.NoError(t, rot.Finish(ctx, stored, nil))
 	require.Equal(t, want, texts(k), "a second rotation keeps the table")
-}
-
-func filesWith(t *testing.T, dir string, needle []byte) []string {
-	t.Helper()
-	var out []string
-	require.NoError(t, filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
-		if err != nil || info.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		if bytes.Contains(b, needle) {
-			out = append(out, p)
-		}
-		return nil
-	}))
-	return out
 }

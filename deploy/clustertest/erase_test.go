@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/threadkey"
 )
 
@@ -58,8 +58,8 @@ func (top *topology) eraseLeavesNothing(t *testing.T, logf func(*testing.T, stri
 	key := bytes.Clone(rec.Value()[9:])
 
 	for _, n := range top.nats.nodes {
-		require.Empty(t, holding(t, n.storeDir, []byte(marker)), "clear text on %s", n.name)
-		require.NotEmpty(t, holding(t, n.storeDir, key), "the key is on %s before the erasure (else the check below proves nothing)", n.name)
+		require.Empty(t, natstest.FilesContaining(t, n.storeDir, []byte(marker)), "clear text on %s", n.name)
+		require.NotEmpty(t, natstest.FilesContaining(t, n.storeDir, key), "the key is on %s before the erasure (else the check below proves nothing)", n.name)
 	}
 	rep, err := c.Erase(ctx, "erase", thread, "cluster test")
 	require.NoError(t, err)
@@ -68,13 +68,13 @@ func (top *topology) eraseLeavesNothing(t *testing.T, logf func(*testing.T, stri
 	require.NoError(t, poll(30*time.Second, 100*time.Millisecond, func() error {
 		inRaft = nil
 		for _, n := range top.nats.nodes {
-			for _, f := range holding(t, n.storeDir, key) {
+			for _, f := range natstest.FilesContaining(t, n.storeDir, key) {
 				if !strings.Contains(f, string(filepath.Separator)+"_js_"+string(filepath.Separator)) {
 					return fmt.Errorf("the destroyed key is still in %s", f)
 				}
 				inRaft = append(inRaft, f)
 			}
-			if f := holding(t, n.storeDir, []byte(marker)); len(f) > 0 {
+			if f := natstest.FilesContaining(t, n.storeDir, []byte(marker)); len(f) > 0 {
 				return fmt.Errorf("clear text in %v", f)
 			}
 		}
@@ -84,37 +84,11 @@ func (top *topology) eraseLeavesNothing(t *testing.T, logf func(*testing.T, stri
 	t0 := time.Now()
 	require.NoError(t, poll(5*time.Minute, time.Second, func() error {
 		for _, n := range top.nats.nodes {
-			if f := holding(t, n.storeDir, key); len(f) > 0 {
+			if f := natstest.FilesContaining(t, n.storeDir, key); len(f) > 0 {
 				return fmt.Errorf("the destroyed key is still in %v", f)
 			}
 		}
 		return nil
 	}))
 	logf(t, "raft logs compacted: the key is in no file after %s", time.Since(t0).Round(time.Second))
-}
-
-// holding lists the files under dir that contain needle.
-func holding(t *testing.T, dir string, needle []byte) []string {
-	t.Helper()
-	var out []string
-	require.NoError(t, filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
-		if err != nil || info.IsDir() {
-			if err != nil && os.IsNotExist(err) {
-				return nil
-			}
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if os.IsNotExist(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if bytes.Contains(b, needle) {
-			out = append(out, p)
-		}
-		return nil
-	}))
-	return out
 }

@@ -4,11 +4,13 @@
 package natstest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -176,4 +178,33 @@ func ephemeralLow() int {
 		return 32768
 	}
 	return lo
+}
+
+// FilesContaining lists the files under dir (a server's store directory,
+// a data directory) whose bytes contain needle: how tests show that some
+// content or key is, or is no longer, anywhere on disk. Files that vanish
+// while it walks (blocks compacted) are skipped.
+func FilesContaining(t testing.TB, dir string, needle []byte) []string {
+	t.Helper()
+	var out []string
+	require.NoError(t, filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if os.IsNotExist(err) {
+			return nil
+		}
+		if err != nil || info.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if os.IsNotExist(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(b, needle) {
+			out = append(out, p)
+		}
+		return nil
+	}))
+	return out
 }
