@@ -286,10 +286,11 @@ func newAEAD(key []byte) cipher.AEAD {
 func (k *Keys) Destroy(ctx context.Context, tenant, thread string) (bool, error) {
 	name := Key(tenant, thread)
 	destroyed := false
+	// Dropped from the cache before the record is read and after the
+	// tombstone is written, so that no use here races the destruction.
+	k.forget(name)
+	defer k.forget(name)
 	for attempt := 0; attempt < 10; attempt++ {
-		if k.cache != nil {
-			k.cache.Remove(name)
-		}
 		e, err := k.kv.Get(ctx, name)
 		switch {
 		case err == nil && isTombstone(e.Value()):
@@ -305,9 +306,6 @@ func (k *Keys) Destroy(ctx context.Context, tenant, thread string) (bool, error)
 		}
 		_, err = k.kv.Create(ctx, name, tombstone)
 		if err == nil {
-			if k.cache != nil {
-				k.cache.Remove(name)
-			}
 			return destroyed, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
