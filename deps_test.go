@@ -26,7 +26,9 @@ const mod = "github.com/convlog/convlog/"
 //	                               (sealing through its Sealer interface)
 //	threadkey (thread data keys)   events, internal/lru; nats.go's KV
 //	projector (the runner)         client (its durable consume) and below
-//	client                         events, fold, snapstore, threadkey, the internal leaves; never the runner
+//	internal/tenancy               events, threadkey, the internal leaves: the permission
+//	                               set, the tenant service and its caller (no server)
+//	client                         events, fold, snapstore, threadkey, internal/tenancy, the internal leaves; never the runner
 //	agent/...                      events only, no NATS
 //	client adapters                client and below, nothing of agentd
 //	agentd/chat (the chat service)  client and below; not the HTTP API
@@ -38,7 +40,7 @@ const mod = "github.com/convlog/convlog/"
 func TestDependencyDirection(t *testing.T) {
 	leaves := []string{"internal/provision", "internal/directget", "internal/lru", "internal/shutdown"}
 	below := func(extra ...string) []string {
-		return append(append([]string{"events", "fold", "snapstore", "threadkey"}, leaves...), extra...)
+		return append(append([]string{"events", "fold", "snapstore", "threadkey", "internal/tenancy"}, leaves...), extra...)
 	}
 	cases := []struct {
 		pkg       string
@@ -56,6 +58,8 @@ func TestDependencyDirection(t *testing.T) {
 		{"snapstore", []string{"github.com/nats-io/nats-server"}, []string{"events", "fold"}},
 		// Thread data keys: events' envelope, the key cache, nats.go.
 		{"threadkey", []string{"github.com/nats-io/nats-server"}, []string{"events", "internal/lru"}},
+		// The tenant boundary: no server, nothing above threadkey.
+		{"internal/tenancy", []string{"github.com/nats-io/nats-server"}, append([]string{"events", "threadkey"}, leaves...)},
 		{"projector", []string{"github.com/nats-io/nats-server"}, below("client")},
 		{"client", []string{"github.com/nats-io/nats-server"}, below()},
 		// The agent loop's model and tools depend on events only (agent/doc.go):

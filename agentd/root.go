@@ -77,6 +77,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage.`,
 	root.AddCommand(newAuditCmd(&lf))
 	root.AddCommand(newRetentionCmd(&lf))
 	root.AddCommand(newTLSCmd())
+	root.AddCommand(newTenantCmd(&lf))
 	addImportCmds(root, &lf)
 	return root
 }

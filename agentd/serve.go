@@ -24,6 +24,10 @@ import (
 	"github.com/convlog/convlog/agentd/webui"
 	"github.com/convlog/convlog/agentd/worker"
 	"github.com/convlog/convlog/audit"
+	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/internal/embedded"
+	"github.com/convlog/convlog/internal/provision"
+	"github.com/convlog/convlog/internal/tenancy"
 )
 
 // serveFlags configure `agentd serve`.
@@ -279,6 +283,13 @@ func runServe(parent context.Context, cmd *cobra.Command, f *serveFlags, logger 
 		start("retention", enf.Run)
 		logger.Info("retention enforcer started", "file", f.RetentionFile, "tenants", len(rc.Tenants))
 	}
+	// 3d. tenants: the tenant service, and the embedded server's
+	// tenant-scoped users from the registry
+	tsvc, err := startTenancy(ctx, cl, cn, f.conn.resources(), logger, start)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tsvc.Stop() }()
 	// 4. workers
 	var agentNames []string
 	if f.Workers > 0 {
@@ -379,4 +390,46 @@ func waitCtx(ctx context.Context, wg *sync.WaitGroup) {
 	case <-done:
 	case <-ctx.Done():
 	}
+}
+
+// startTenancy starts the tenant service (package tenancy) on cn and, when
+// this process runs the embedded NATS server, keeps the server's
+// tenant-scoped users equal to the registry's: each with the permissions
+// tenancy.For gives its tenant. A registry entry the server refuses is
+// logged and the previous users stay.
+func startTenancy(ctx context.Context, cl *client.Client, cn *conn, res provision.Config, logger *slog.Logger,
+	start func(string, func(context.Context) error)) (*tenancy.Service, error) {
+	log := logger.With("component", "tenancy")
+	svc, err := tenancy.StartService(ctx, cn.NC, cl.JetStream(), tenancy.ServiceConfig{Resources: res, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if cn.Server == nil {
+		return svc, nil
+	}
+	res = res.WithDefaults()
+	kv, err := cl.JetStream().KeyValue(ctx, res.TenantBucket)
+	if err != nil {
+		_ = svc.Stop()
+		return nil, fmt.Errorf("KV bucket %s: %w", res.TenantBucket, err)
+	}
+	start("tenants", func(ctx context.Context) error {
+		return tenancy.NewRegistry(kv).Watch(ctx, func(users []tenancy.User) {
+			list := make([]embedded.User, 0, len(users))
+			for _, u := range users {
+				p, err := tenancy.For(res, u.Tenant)
+				if err != nil {
+					log.Error("tenant user not applied", "tenant", u.Tenant, "user", u.PublicKey, "err", err)
+					continue
+				}
+				list = append(list, embedded.User{PublicKey: u.PublicKey, Publish: p.Publish, Subscribe: p.Subscribe})
+			}
+			if err := cn.Server.SetUsers(list); err != nil {
+				log.Error("tenant users not applied", "err", err)
+				return
+			}
+			log.Info("tenant-scoped NATS users applied", "users", len(list))
+		})
+	})
+	return svc, nil
 }

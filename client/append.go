@@ -218,7 +218,7 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 			// The thread's key was destroyed by an erasure the state read
 			// did not show: nothing may be stored for it. Answer as the
 			// server would have: a conflict when the version differs.
-			actual, err := c.leaderLastSeq(ctx, subject)
+			actual, err := c.log.leaderLastSeq(ctx, subject)
 			if err != nil {
 				return AppendResult{}, err
 			}
@@ -255,7 +255,7 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 			// Refused, and no earlier send may have stored them: new ids
 			// cannot be on the thread.
 			if actual == 0 && o.hasExpect {
-				if actual, err = c.leaderLastSeq(ctx, subject); err != nil {
+				if actual, err = c.log.leaderLastSeq(ctx, subject); err != nil {
 					return AppendResult{}, err
 				}
 			}

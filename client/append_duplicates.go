@@ -6,7 +6,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -17,7 +16,6 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/convlog/convlog/fold"
-	"github.com/convlog/convlog/internal/directget"
 )
 
 // resolve settles a publish conflict at version expect: were the events
@@ -33,7 +31,7 @@ func (c *Client) resolve(ctx context.Context, p *prepared, expect uint64, sc *se
 		}
 		actual := sc.actual
 		if actual == 0 {
-			if actual, err = c.leaderLastSeq(ctx, p.subject); err != nil {
+			if actual, err = c.log.leaderLastSeq(ctx, p.subject); err != nil {
 				return AppendResult{}, false, 0, err
 			}
 		}
@@ -90,7 +88,7 @@ func (c *Client) findAfter(ctx context.Context, p *prepared, from, atLeast uint6
 		// Less than the whole append is visible after from.
 		if atLeast == 0 && !askedLeader {
 			askedLeader = true
-			if atLeast, err = c.leaderLastSeq(ctx, p.subject); err != nil {
+			if atLeast, err = c.log.leaderLastSeq(ctx, p.subject); err != nil {
 				return AppendResult{}, false, err
 			}
 		}
@@ -111,8 +109,8 @@ func (c *Client) findAfter(ctx context.Context, p *prepared, from, atLeast uint6
 // first is read with a single direct get; the others, when the first has id
 // firstID, with one batched direct get.
 func (c *Client) readAfter(ctx context.Context, subject string, from uint64, n int, firstID string) ([]*RawEvent, error) {
-	first, err := c.st.GetMsg(ctx, from+1, jetstream.WithGetMsgSubject(subject))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
+	first, err := c.log.next(ctx, subject, from+1)
+	if err == nil && first == nil {
 		return nil, nil
 	}
 	if err != nil {
@@ -121,7 +119,7 @@ func (c *Client) readAfter(ctx context.Context, subject string, from uint64, n i
 	if n == 1 || first.Header.Get(jetstream.MsgIDHeader) != firstID {
 		return []*RawEvent{first}, c.openRaw(ctx, first)
 	}
-	out, _, err := directget.Batch(ctx, c.js, c.stream, subject, from+1, n, 0)
+	out, _, err := c.log.batch(ctx, subject, from+1, n, 0)
 	if err == nil {
 		err = c.openAll(ctx, out)
 	}
@@ -219,53 +217,6 @@ func idTime(id string) (time.Time, bool) {
 	}
 	sec, nsec := u.Time().UnixTime()
 	return time.Unix(sec, nsec), true
-}
-
-// leaderLastSeq returns the sequence of subject's last message as the
-// stream leader has it (a non-direct get: direct gets may be answered by a
-// replica that lags), 0 if the subject is empty.
-func (c *Client) leaderLastSeq(ctx context.Context, subject string) (uint64, error) {
-	req, err := json.Marshal(struct {
-		LastBySubject string `json:"last_by_subj"`
-	}{subject})
-	if err != nil {
-		return 0, err
-	}
-	msg, err := c.nc.RequestWithContext(ctx, c.apiPrefix()+"STREAM.MSG.GET."+c.stream, req)
-	if err != nil {
-		return 0, fmt.Errorf("client: last sequence of %s: %w", subject, err)
-	}
-	var resp struct {
-		Error   *jetstream.APIError `json:"error"`
-		Message *struct {
-			Seq uint64 `json:"seq"`
-		} `json:"message"`
-	}
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return 0, fmt.Errorf("client: last sequence of %s: %w", subject, err)
-	}
-	if resp.Error != nil {
-		if resp.Error.ErrorCode == errCodeMsgNotFound {
-			return 0, nil
-		}
-		return 0, fmt.Errorf("client: last sequence of %s: %w", subject, resp.Error)
-	}
-	if resp.Message == nil {
-		return 0, fmt.Errorf("client: last sequence of %s: empty answer", subject)
-	}
-	return resp.Message.Seq, nil
-}
-
-// apiPrefix is the JetStream API subject prefix of c.js, ending in ".".
-func (c *Client) apiPrefix() string {
-	o := c.js.Options()
-	switch {
-	case o.APIPrefix != "":
-		return strings.TrimSuffix(o.APIPrefix, ".") + "."
-	case o.Domain != "":
-		return "$JS." + o.Domain + ".API."
-	}
-	return jetstream.DefaultAPIPrefix
 }
 
 func (c *Client) logDuplicate(p *prepared, how string, code int, version uint64) {

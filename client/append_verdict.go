@@ -160,7 +160,7 @@ func (c *Client) catchUp(ctx context.Context, s *fold.State, expect uint64) (*fo
 	if err != nil {
 		return nil, err
 	}
-	last, err := c.leaderLastSeq(ctx, subject)
+	last, err := c.log.leaderLastSeq(ctx, subject)
 	if err != nil {
 		return nil, err
 	}

@@ -105,6 +105,9 @@ type blobStore struct {
 }
 
 func (c *Client) blobStore(ctx context.Context) (jetstream.ObjectStore, error) {
+	if err := c.scopedErr("blobs"); err != nil {
+		return nil, err
+	}
 	c.blobs.mu.Lock()
 	defer c.blobs.mu.Unlock()
 	if c.blobs.os != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/internal/provision"
+	"github.com/convlog/convlog/internal/tenancy"
 	"github.com/convlog/convlog/snapstore"
 	"github.com/convlog/convlog/threadkey"
 )
@@ -31,7 +32,11 @@ type Client struct {
 	cache     *stateCache
 	blobs     blobStore
 	keys      *threadkey.Keys
-	closed    atomic.Bool
+	// log reads stored events (logaccess.go); caller is the tenant
+	// service's caller of a tenant-scoped client (nil otherwise).
+	log    logAccess
+	caller *tenancy.Caller
+	closed atomic.Bool
 	// pageSize is readRaw's page size: the constant pageSize (tests of
 	// the paging use smaller pages).
 	pageSize int
@@ -63,12 +68,16 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Client, error) {
 		pageSize: pageSize, consumerMin: cfg.ConsumerReadThreshold, createConsumer: js.CreateConsumer}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	if cfg.Tenant != "" {
+		return c.scoped(ctx)
+	}
 	if cfg.Provision {
 		r, err := provision.Ensure(ctx, js, cfg.Resources)
 		if err != nil {
 			return nil, err
 		}
 		c.st, c.snapshots, c.index, c.blobs.os = r.Stream, r.Snapshots, r.Index, r.Blobs
+		c.log = directLog{js: js, st: c.st, stream: c.stream}
 		if c.keys, err = threadkey.New(ctx, js, r.Keys, cfg.KeyCacheThreads); err != nil {
 			return nil, err
 		}
@@ -78,6 +87,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Client, error) {
 	if c.st, err = js.Stream(ctx, cfg.Resources.Stream); err != nil {
 		return nil, fmt.Errorf("client: stream %s: %w (provision it with `agentd serve` or Config.Provision)", cfg.Resources.Stream, err)
 	}
+	c.log = directLog{js: js, st: c.st, stream: c.stream}
 	if c.snapshots, err = js.KeyValue(ctx, cfg.Resources.SnapshotBucket); err != nil {
 		return nil, fmt.Errorf("client: KV bucket %s: %w", cfg.Resources.SnapshotBucket, err)
 	}
@@ -93,6 +103,38 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Client, error) {
 	}
 	c.snaps = c.newSnapshots()
 	return c, nil
+}
+
+// scoped finishes New for a tenant-scoped client (Config.Tenant): no
+// lookups (its NATS user may not read stream information), KV through
+// tenancy.KV, logs through the tenant service, no consumers.
+func (c *Client) scoped(ctx context.Context) (*Client, error) {
+	res := c.cfg.Resources
+	c.subjects.Only = c.cfg.Tenant
+	c.caller = tenancy.NewCaller(c.nc, res, c.cfg.Tenant)
+	c.log = serviceLog{caller: c.caller, subjects: c.subjects}
+	c.consumerMin = -1
+	c.snapshots = tenancy.NewKV(c.js, c.caller, res.SnapshotBucket, tenancy.RoleRead)
+	c.index = tenancy.NewKV(c.js, c.caller, res.IndexBucket, tenancy.RoleIndex)
+	var err error
+	if c.keys, err = threadkey.New(ctx, c.js, tenancy.NewKV(c.js, c.caller, res.KeyBucket, tenancy.RoleKeys), c.cfg.KeyCacheThreads); err != nil {
+		return nil, err
+	}
+	c.snaps = c.newSnapshots()
+	return c, nil
+}
+
+// TenantInboxPrefix is the inbox prefix a tenant-scoped client's
+// connection must use: nats.CustomInboxPrefix(TenantInboxPrefix(tenant)),
+// "_INBOX_<tenant>" (its NATS user may subscribe to no other inbox).
+func TenantInboxPrefix(tenant string) string { return tenancy.InboxPrefix(tenant) }
+
+// scopedErr returns ErrTenantScoped for op when c is tenant-scoped.
+func (c *Client) scopedErr(op string) error {
+	if c.caller != nil {
+		return fmt.Errorf("%w: %s", ErrTenantScoped, op)
+	}
+	return nil
 }
 
 // Keys returns the client's thread data keys (package threadkey): what

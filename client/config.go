@@ -21,6 +21,19 @@ type Config struct {
 	// New (needs JetStream admin permissions). When false New only looks
 	// them up.
 	Provision bool
+	// Tenant, when set, makes a tenant-scoped client: it acts for this one
+	// tenant, connected as one of its tenant-scoped NATS users (`agentd
+	// tenant create`; permissions in package tenancy and the README), with
+	// nats.CustomInboxPrefix([TenantInboxPrefix](Tenant)). It appends and
+	// reads snapshots as any client does; it reads logs, lists threads and
+	// creates thread keys through the tenant service of a running agentd
+	// (nats.ErrNoResponders without one); it looks nothing up in New;
+	// Watch polls through the service, woken by the thread's live
+	// messages. A call about another tenant returns an error wrapping
+	// events.ErrOtherTenant; erasure, redaction, blobs and durable
+	// consumers return [ErrTenantScoped] (use the HTTP API). Default ""
+	// (every tenant, full permissions). Not with Provision.
+	Tenant string
 	// Producer is written on events that have none. Default "convlog-client".
 	Producer string
 	// Timeout applies to a call whose ctx has no deadline. Default 10 s.
@@ -136,6 +149,14 @@ func (c Config) Validate() error {
 	}
 	if c.RetryBackoff < 0 {
 		errs = append(errs, errors.New("client: RetryBackoff must be >= 0"))
+	}
+	if c.Tenant != "" {
+		if err := events.ValidateTenant(c.Tenant); err != nil {
+			errs = append(errs, fmt.Errorf("client: Tenant: %w", err))
+		}
+		if c.Provision {
+			errs = append(errs, errors.New("client: Provision needs full permissions; a client with Tenant set has a tenant's"))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -133,6 +133,9 @@ func (c *Client) ConsumeDurable(ctx context.Context, cfg DurableConfig) (*Durabl
 	if err := c.check(); err != nil {
 		return nil, err
 	}
+	if err := c.scopedErr("durable consumer"); err != nil {
+		return nil, err
+	}
 	return ConsumeDurable(ctx, c.js, c.stream, c.subjects, cfg)
 }
 

@@ -26,6 +26,10 @@ var (
 	ErrTooLarge = errors.New("client: event too large")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("client: closed")
+	// ErrTenantScoped: a tenant-scoped client (Config.Tenant) was asked
+	// for what its NATS user may not do (erase, redact, blobs, durable
+	// consumers): do it through the HTTP API, whose keys are per tenant.
+	ErrTenantScoped = errors.New("client: not permitted to a tenant-scoped client")
 	// ErrInvalidAppend: an Append call that cannot be made as written (no
 	// version option, no events, more events than commit atomically). A
 	// programming error: not retryable.

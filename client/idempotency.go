@@ -56,7 +56,7 @@ func (e *IdempotencyMismatchError) Unwrap() error { return ErrIdempotencyMismatc
 func (c *Client) sameAsStored(ctx context.Context, p *prepared, res AppendResult) (AppendResult, error) {
 	for i := range res.Events {
 		seq := res.Events[i].Seq
-		raw, err := c.st.GetMsg(ctx, seq)
+		raw, err := c.log.at(ctx, p.subject, seq)
 		if err == nil {
 			err = c.openRaw(ctx, raw)
 		}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/fold"
-	"github.com/convlog/convlog/internal/directget"
 	"github.com/convlog/convlog/snapstore"
 )
 
@@ -176,6 +175,9 @@ type ErasureReport struct {
 // Other threads are untouched. Erasing an erased or missing thread returns
 // *NotFoundError (after destroying a key an interrupted erasure left).
 func (c *Client) Erase(ctx context.Context, tenant, thread, reason string) (ErasureReport, error) {
+	if err := c.scopedErr("erase"); err != nil {
+		return ErasureReport{}, err
+	}
 	subject, err := c.subjects.Thread(tenant, thread)
 	if err != nil {
 		return ErasureReport{}, err
@@ -193,7 +195,7 @@ func (c *Client) Erase(ctx context.Context, tenant, thread, reason string) (Eras
 	if m, err := c.st.GetMsg(ctx, last); err == nil && m.Header.Get(events.HeaderType) == string(events.TypeErased) {
 		// Erased already when the marker is all that is stored; a marker
 		// after stored events was published by hand and hides nothing.
-		if first, err := directget.Next(ctx, c.js, c.stream, subject, 1); err == nil && first != nil && first.Sequence == last {
+		if first, err := c.log.next(ctx, subject, 1); err == nil && first != nil && first.Sequence == last {
 			rep.KeyDestroyed, _ = c.keys.Destroy(ctx, tenant, thread)
 			return rep, &NotFoundError{Tenant: tenant, Thread: thread, Reason: "already erased", Cause: ErrThreadErased}
 		}

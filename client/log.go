@@ -135,7 +135,7 @@ func (c *Client) readPage(ctx context.Context, subject string, from, upTo uint64
 	if upTo != 0 && upTo-from < uint64(n) {
 		n = int(upTo-from) + 1
 	}
-	msgs, pending, err := directget.Batch(ctx, c.js, c.stream, subject, from, n, pageBytes)
+	msgs, pending, err := c.log.batch(ctx, subject, from, n, pageBytes)
 	if err == nil {
 		err = c.openAll(ctx, msgs)
 	}
@@ -206,7 +206,7 @@ func (c *Client) readTail(ctx context.Context, subject string, version, upTo uin
 			return
 		}
 		if upTo == 0 || last.Sequence <= upTo {
-			next, err := directget.Next(ctx, c.js, c.stream, subject, version+1)
+			next, err := c.log.next(ctx, subject, version+1)
 			if err == nil {
 				err = c.openRaw(ctx, next)
 			}
@@ -311,7 +311,7 @@ func (c *Client) foldTailProbed(ctx context.Context, s *fold.State, upTo uint64,
 // stored on subject (the events s holds were purged, as Erase does), else
 // with fold.Apply, which rejects it.
 func (c *Client) foldMarker(ctx context.Context, s *fold.State, subject string, m *RawEvent) error {
-	first, err := directget.Next(ctx, c.js, c.stream, subject, 1)
+	first, err := c.log.next(ctx, subject, 1)
 	if err != nil {
 		return fmt.Errorf("client: first message of %s: %w", subject, err)
 	}
@@ -356,11 +356,8 @@ func decodeRaw(m *RawEvent) (events.Stored, error) {
 
 // lastSeq returns the sequence of the last event of subject, 0 if none.
 func (c *Client) lastSeq(ctx context.Context, subject string) (uint64, error) {
-	m, err := c.st.GetLastMsgForSubject(ctx, subject)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
-	}
-	if err != nil {
+	m, err := directget.Last(ctx, c.js, c.stream, subject)
+	if err != nil || m == nil {
 		return 0, err
 	}
 	return m.Sequence, nil

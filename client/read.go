@@ -164,7 +164,7 @@ func (c *Client) Get(ctx context.Context, tenant, thread string, opts ...GetOpti
 		if o.consistent && c.replicated() {
 			// Direct gets may be served by a lagging replica (DESIGN.md):
 			// ask the stream leader how far the thread goes.
-			last, err := c.leaderLastSeq(ctx, subject)
+			last, err := c.log.leaderLastSeq(ctx, subject)
 			if err != nil {
 				return nil, err
 			}

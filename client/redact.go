@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/internal/directget"
 	"github.com/convlog/convlog/snapstore"
 	"github.com/convlog/convlog/threadkey"
 )
@@ -107,6 +106,9 @@ func (c *Client) Redact(ctx context.Context, tenant, thread string, seq uint64, 
 // subject.
 func (c *Client) startRedaction(ctx context.Context, tenant, thread string) (context.Context, context.CancelFunc, string, error) {
 	if err := c.check(); err != nil {
+		return ctx, func() {}, "", err
+	}
+	if err := c.scopedErr("redact"); err != nil {
 		return ctx, func() {}, "", err
 	}
 	subject, err := c.subjects.Thread(tenant, thread)
@@ -266,7 +268,7 @@ func (c *Client) RedactThrough(ctx context.Context, tenant, thread string, upToS
 func (c *Client) readStored(ctx context.Context, subject string, upTo uint64) ([]*RawEvent, error) {
 	var out []*RawEvent
 	for from := uint64(1); ; {
-		msgs, pending, err := directget.Batch(ctx, c.js, c.stream, subject, from, pageSize, pageBytes)
+		msgs, pending, err := c.log.batch(ctx, subject, from, pageSize, pageBytes)
 		if err != nil {
 			return nil, err
 		}

@@ -108,18 +108,6 @@ func (c *Client) Watch(ctx context.Context, tenant, thread string, opts WatchOpt
 	ch := make(chan Update, opts.Buffer)
 	w := &Watcher{C: ch, c: ch, cancel: cancel, done: make(chan struct{})}
 
-	// The server removes the ordered consumer 5 s after its reader stops.
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy,
-		InactiveThreshold: 5 * time.Second}
-	if opts.After > 0 {
-		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-		cfg.OptStartSeq = opts.After + 1
-	}
-	cons, err := c.js.OrderedConsumer(ctx, c.stream, cfg)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("client: watch %s: %w", subject, err)
-	}
 	var deltaSub *nats.Subscription
 	if opts.Deltas {
 		dsubj, _ := c.subjects.Delta(tenant, thread)
@@ -144,6 +132,23 @@ func (c *Client) Watch(ctx context.Context, tenant, thread string, opts WatchOpt
 			return nil, fmt.Errorf("client: watch deltas of %s: %w", subject, err)
 		}
 	}
+	stopDeltas := func() {
+		if deltaSub != nil {
+			_ = deltaSub.Unsubscribe()
+		}
+	}
+	var source func() // delivers the stored events until ctx ends or the watch fails
+	if c.caller != nil {
+		if source, err = c.pollSource(ctx, w, subject, opts.After); err != nil {
+			stopDeltas()
+			cancel()
+			return nil, err
+		}
+	} else if source, err = c.consumerSource(ctx, w, subject, opts); err != nil {
+		stopDeltas()
+		cancel()
+		return nil, err
+	}
 	go func() {
 		defer close(w.done)
 		defer func() {
@@ -152,11 +157,28 @@ func (c *Client) Watch(ctx context.Context, tenant, thread string, opts WatchOpt
 			close(ch)
 			w.mu.Unlock()
 		}()
-		defer func() {
-			if deltaSub != nil {
-				_ = deltaSub.Unsubscribe()
-			}
-		}()
+		defer stopDeltas()
+		source()
+	}()
+	return w, nil
+}
+
+// consumerSource returns the source of a watch that reads through an
+// ordered consumer: no gap, no duplicate (nats.go re-creates the consumer
+// on a gap).
+func (c *Client) consumerSource(ctx context.Context, w *Watcher, subject string, opts WatchOptions) (func(), error) {
+	// The server removes the ordered consumer 5 s after its reader stops.
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy,
+		InactiveThreshold: 5 * time.Second}
+	if opts.After > 0 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = opts.After + 1
+	}
+	cons, err := c.js.OrderedConsumer(ctx, c.stream, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("client: watch %s: %w", subject, err)
+	}
+	return func() {
 		maxBytes := max(opts.MaxBytes, 2*int(c.nc.MaxPayload()), 2<<20)
 		it, err := cons.Messages(jetstream.PullMaxBytes(maxBytes))
 		if err != nil {
@@ -183,23 +205,88 @@ func (c *Client) Watch(ctx context.Context, tenant, thread string, opts WatchOpt
 			if err != nil {
 				continue
 			}
-			data, oerr := c.keys.OpenStored(ctx, m.Data())
-			if oerr != nil {
-				data = m.Data() // the key could not be read: delivered undecodable, with why
-			}
-			ev, derr := events.Unmarshal(data)
-			if oerr != nil && derr != nil {
-				derr = fmt.Errorf("%w (its key could not be read: %v)", derr, oerr)
-			}
-			st := &events.Stored{Event: ev, Seq: md.Sequence.Stream, StoredAt: md.Timestamp}
-			select {
-			case ch <- Update{Event: st, Err: derr}:
-			case <-ctx.Done():
+			if !c.deliverStored(ctx, w, md.Sequence.Stream, md.Timestamp, m.Data()) {
 				return
 			}
 		}
-	}()
-	return w, nil
+	}, nil
+}
+
+// pollWait bounds how long a polling watch waits for a live message
+// before it reads the thread again (a lost wake-up costs at most this).
+const pollWait = 2 * time.Second
+
+// pollSource returns the source of a tenant-scoped client's watch, which
+// may create no consumer: it reads the thread's events after the last it
+// delivered through the tenant service, and when it has caught up waits
+// for a live message on the thread's subject (its NATS user may subscribe
+// to its threads; the subscription is made before the first read, so no
+// append is missed) or pollWait. A failed read is retried with backoff
+// (up to pollWait) until ctx ends. No gap and no duplicate: it reads by
+// sequence.
+func (c *Client) pollSource(ctx context.Context, w *Watcher, subject string, after uint64) (func(), error) {
+	wake := make(chan struct{}, 1)
+	sub, err := c.nc.Subscribe(subject, func(*nats.Msg) {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("client: watch %s: %w", subject, err)
+	}
+	return func() {
+		defer func() { _ = sub.Unsubscribe() }()
+		next, backoff := after+1, c.cfg.RetryBackoff
+		for {
+			msgs, pending, err := c.log.batch(ctx, subject, next, pageSize, pageBytes)
+			if ctx.Err() != nil {
+				return
+			}
+			wait := pollWait
+			switch {
+			case err != nil:
+				c.cfg.Logger.Warn("watch: read failed; retrying", "subject", subject, "from", next, "err", err)
+				wait, backoff = backoff, min(2*backoff, pollWait)
+			case len(msgs) > 0:
+				backoff = c.cfg.RetryBackoff
+				for _, m := range msgs {
+					if !c.deliverStored(ctx, w, m.Sequence, m.Time, m.Data) {
+						return
+					}
+				}
+				next = msgs[len(msgs)-1].Sequence + 1
+				if pending > 0 {
+					continue
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-wake:
+			case <-time.After(wait):
+			}
+		}
+	}, nil
+}
+
+// deliverStored opens and decodes one stored event and sends it on w's
+// channel; false when ctx ended first.
+func (c *Client) deliverStored(ctx context.Context, w *Watcher, seq uint64, at time.Time, raw []byte) bool {
+	data, oerr := c.keys.OpenStored(ctx, raw)
+	if oerr != nil {
+		data = raw // the key could not be read: delivered undecodable, with why
+	}
+	ev, derr := events.Unmarshal(data)
+	if oerr != nil && derr != nil {
+		derr = fmt.Errorf("%w (its key could not be read: %v)", derr, oerr)
+	}
+	select {
+	case w.c <- Update{Event: &events.Stored{Event: ev, Seq: seq, StoredAt: at}, Err: derr}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func (w *Watcher) setErr(err error) {

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -26,6 +27,22 @@ const MaxIDLen = 128
 // NATS token without wildcards.
 type Subjects struct {
 	Prefix string
+	// Only, when set, is the one tenant Thread, Delta and Tenant accept
+	// (a tenant-scoped client, client.Config.Tenant): another tenant gets
+	// an error wrapping [ErrOtherTenant].
+	Only string
+}
+
+// ErrOtherTenant: a tenant-scoped client was asked about another tenant's
+// threads (its NATS permissions would deny it).
+var ErrOtherTenant = errors.New("events: tenant-scoped to another tenant")
+
+// checkOnly returns an error when tenant is not s.Only (if set).
+func (s Subjects) checkOnly(tenant string) error {
+	if s.Only != "" && tenant != s.Only {
+		return fmt.Errorf("%w: this client acts for tenant %q only, not %q", ErrOtherTenant, s.Only, tenant)
+	}
+	return nil
 }
 
 func (s Subjects) prefix() string {
@@ -45,9 +62,13 @@ func (s Subjects) Validate() error {
 	return nil
 }
 
-// Thread returns the durable subject of tenant/thread, or an *IDError.
+// Thread returns the durable subject of tenant/thread, or an *IDError,
+// or an error wrapping [ErrOtherTenant] (see Only).
 func (s Subjects) Thread(tenant, thread string) (string, error) {
 	if err := ValidateTenant(tenant); err != nil {
+		return "", err
+	}
+	if err := s.checkOnly(tenant); err != nil {
 		return "", err
 	}
 	if err := ValidateThreadID(thread); err != nil {
@@ -72,6 +93,9 @@ func (s Subjects) StreamSubjects() string { return s.prefix() + ".*.*" }
 // "<prefix>.<tenant>.*".
 func (s Subjects) Tenant(tenant string) (string, error) {
 	if err := ValidateTenant(tenant); err != nil {
+		return "", err
+	}
+	if err := s.checkOnly(tenant); err != nil {
 		return "", err
 	}
 	return s.prefix() + "." + tenant + ".*", nil

@@ -341,6 +341,10 @@ func (r *Rotation) Finish(ctx context.Context, stored [][]byte, replacements map
 
 // eraseOlder secure-deletes every revision of name's record before rev.
 func (k *Keys) eraseOlder(ctx context.Context, name string, rev uint64) error {
+	st, err := k.stream(ctx)
+	if err != nil {
+		return err
+	}
 	hist, err := k.kv.History(ctx, name)
 	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("threadkey: history of %s: %w", name, err)
@@ -349,7 +353,7 @@ func (k *Keys) eraseOlder(ctx context.Context, name string, rev uint64) error {
 		if e.Revision() >= rev {
 			continue
 		}
-		if err := k.st.SecureDeleteMsg(ctx, e.Revision()); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		if err := st.SecureDeleteMsg(ctx, e.Revision()); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 			return fmt.Errorf("threadkey: erase revision %d of %s: %w", e.Revision(), name, err)
 		}
 	}

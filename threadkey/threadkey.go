@@ -110,7 +110,9 @@ const (
 // content with them. Create one with [New].
 type Keys struct {
 	kv    jetstream.KeyValue
-	st    jetstream.Stream
+	js    jetstream.JetStream
+	stMu  sync.Mutex
+	st    jetstream.Stream // the bucket's stream, see stream
 	cache *lru.Cache[string, *threadKey]
 }
 
@@ -138,21 +140,47 @@ type threadKey struct {
 
 // New returns a Keys on the KV bucket kv (provisioned by
 // provision.Ensure with deny_delete off). cacheThreads bounds the key
-// cache (0 = [DefaultCacheThreads], negative = no cache). It returns an
-// error when the bucket's stream cannot be looked up.
-func New(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, cacheThreads int) (*Keys, error) {
-	st, err := js.Stream(ctx, "KV_"+kv.Bucket())
-	if err != nil {
-		return nil, fmt.Errorf("threadkey: stream of bucket %s: %w", kv.Bucket(), err)
-	}
+// cache (0 = [DefaultCacheThreads], negative = no cache). It makes no
+// request: the bucket's stream, which only a rotation's Finish needs
+// (secure deletes), is looked up then, so a tenant-scoped NATS user
+// (package tenancy), which may not read stream information, can use a
+// Keys on its own threads.
+func New(_ context.Context, js jetstream.JetStream, kv jetstream.KeyValue, cacheThreads int) (*Keys, error) {
 	if cacheThreads == 0 {
 		cacheThreads = DefaultCacheThreads
 	}
-	k := &Keys{kv: kv, st: st}
+	k := &Keys{kv: kv, js: js}
 	if cacheThreads > 0 {
 		k.cache = lru.New[string, *threadKey](cacheThreads, 0)
 	}
 	return k, nil
+}
+
+// stream returns the key bucket's stream, looked up on first use.
+func (k *Keys) stream(ctx context.Context) (jetstream.Stream, error) {
+	k.stMu.Lock()
+	defer k.stMu.Unlock()
+	if k.st != nil {
+		return k.st, nil
+	}
+	st, err := k.js.Stream(ctx, "KV_"+k.kv.Bucket())
+	if err != nil {
+		return nil, fmt.Errorf("threadkey: stream of bucket %s: %w", k.kv.Bucket(), err)
+	}
+	k.st = st
+	return st, nil
+}
+
+// CheckNewRecord reports whether rec is a key record a thread's first
+// writer may create: version 1, 41 bytes (the layout in the package
+// doc). The tenant service (package tenancy) creates keys for
+// tenant-scoped users after this check, so that a tenant cannot store a
+// tombstone, a rotation record or bytes of another shape.
+func CheckNewRecord(rec []byte) error {
+	if len(rec) != recordLen || rec[0] != recordVersion {
+		return fmt.Errorf("%w: a new key record is %d bytes of version %d, got %d bytes of version %d", ErrCorrupt, recordLen, recordVersion, len(rec), firstByte(rec))
+	}
+	return nil
 }
 
 // Key returns the KV key of tenant/thread's data key.

@@ -140,19 +140,28 @@ func Next(ctx context.Context, js jetstream.JetStream, stream, subject string, f
 }
 
 // Last returns the last message of subject, or nil when it has none. The
-// server answers from its per-subject index.
+// server answers from its per-subject index. The request is the
+// subject-appended form, "$JS.API.DIRECT.GET.<stream>.<subject>" with no
+// body (ADR-31), so that NATS permissions can scope it to a subject: a
+// tenant-scoped user (package tenancy) may make it for its own subjects.
 func Last(ctx context.Context, js jetstream.JetStream, stream, subject string) (*jetstream.RawStreamMsg, error) {
-	return single(ctx, js, stream, request{LastFor: subject}, subject)
+	return request1(ctx, js, APISubject(js, "DIRECT.GET."+stream+"."+subject), nil, subject)
 }
 
 func single(ctx context.Context, js jetstream.JetStream, stream string, r request, subject string) (*jetstream.RawStreamMsg, error) {
-	ctx, cancel := withDefault(ctx)
-	defer cancel()
 	req, err := json.Marshal(r)
 	if err != nil {
 		return nil, err
 	}
-	m, err := js.Conn().RequestWithContext(ctx, APISubject(js, "DIRECT.GET."+stream), req)
+	return request1(ctx, js, APISubject(js, "DIRECT.GET."+stream), req, subject)
+}
+
+// request1 makes one direct get request and reads its answer: nil for a
+// 404 (no such message).
+func request1(ctx context.Context, js jetstream.JetStream, api string, req []byte, subject string) (*jetstream.RawStreamMsg, error) {
+	ctx, cancel := withDefault(ctx)
+	defer cancel()
+	m, err := js.Conn().RequestWithContext(ctx, api, req)
 	if err != nil {
 		return nil, fmt.Errorf("directget: %s: %w", subject, err)
 	}
@@ -270,4 +279,45 @@ func withDefault(ctx context.Context) (context.Context, context.CancelFunc) {
 		return ctx, func() {}
 	}
 	return context.WithTimeout(ctx, DefaultTimeout)
+}
+
+// errCodeMsgNotFound is JetStream's error code for "no message found".
+const errCodeMsgNotFound = 10037
+
+// LeaderLastSeq returns the sequence of subject's last message as the
+// stream leader has it (a non-direct get, "$JS.API.STREAM.MSG.GET.<stream>"
+// with {"last_by_subj"}: direct gets may be answered by a replica that
+// lags), 0 if the subject is empty.
+func LeaderLastSeq(ctx context.Context, js jetstream.JetStream, stream, subject string) (uint64, error) {
+	ctx, cancel := withDefault(ctx)
+	defer cancel()
+	req, err := json.Marshal(struct {
+		LastBySubject string `json:"last_by_subj"`
+	}{subject})
+	if err != nil {
+		return 0, err
+	}
+	msg, err := js.Conn().RequestWithContext(ctx, APISubject(js, "STREAM.MSG.GET."+stream), req)
+	if err != nil {
+		return 0, fmt.Errorf("last sequence of %s: %w", subject, err)
+	}
+	var resp struct {
+		Error   *jetstream.APIError `json:"error"`
+		Message *struct {
+			Seq uint64 `json:"seq"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return 0, fmt.Errorf("last sequence of %s: %w", subject, err)
+	}
+	if resp.Error != nil {
+		if resp.Error.ErrorCode == errCodeMsgNotFound {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("last sequence of %s: %w", subject, resp.Error)
+	}
+	if resp.Message == nil {
+		return 0, fmt.Errorf("last sequence of %s: empty answer", subject)
+	}
+	return resp.Message.Seq, nil
 }

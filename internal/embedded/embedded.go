@@ -9,11 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 )
 
 // Config configures an embedded server. The zero value is not usable:
@@ -41,6 +44,12 @@ type Config struct {
 	// requires every client to authenticate as that user (over TCP and in
 	// process); Connect does so. Empty: no authentication (tests).
 	NKeySeed string
+	// Users are NKey users the server accepts besides NKeySeed's (which
+	// has every permission), each limited to its allow lists: the
+	// tenant-scoped users of package tenancy. They need NKeySeed (without
+	// it the server has no authentication). Change them on a running
+	// server with [Server.SetUsers].
+	Users []User
 	// TLSCert and TLSKey are certificate and key files for the client
 	// listener; when set, TCP clients must use TLS (in-process
 	// connections need not). Both or neither.
@@ -66,11 +75,67 @@ type ClusterConfig struct {
 	Routes []string
 }
 
+// User is an NKey user limited to the subjects it may publish to and
+// subscribe to (NATS subject patterns; nothing else is allowed, and
+// replies to its requests must come to a subject in Subscribe).
+type User struct {
+	// PublicKey is the user's public NKey ("U...").
+	PublicKey string
+	// Publish and Subscribe are the allow lists.
+	Publish, Subscribe []string
+}
+
 // Server is a running embedded nats-server.
 type Server struct {
 	s    *server.Server
 	auth []nats.Option
 	st   *storage
+	// opts are the options the server runs with, kept for SetUsers;
+	// admin is the NKeySeed user ("" without authentication).
+	mu    sync.Mutex
+	opts  *server.Options
+	admin string
+}
+
+// nkeyUsers returns the server's NKey users: admin with every permission
+// and users with theirs. It returns an error naming a user whose public
+// key is not a user NKey.
+func nkeyUsers(admin string, users []User) ([]*server.NkeyUser, error) {
+	out := []*server.NkeyUser{{Nkey: admin}}
+	for i, u := range users {
+		if !nkeys.IsValidPublicUserKey(u.PublicKey) {
+			return nil, fmt.Errorf("embedded: user %d: %q is not a public user NKey", i, u.PublicKey)
+		}
+		out = append(out, &server.NkeyUser{Nkey: u.PublicKey, Permissions: &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: slices.Clone(u.Publish)},
+			Subscribe: &server.SubjectPermission{Allow: slices.Clone(u.Subscribe)},
+		}})
+	}
+	return out, nil
+}
+
+// SetUsers replaces the scoped users (Config.Users) of a running server
+// (a configuration reload): a new user may connect at once, and a removed
+// user's connections are closed with an authorization error. It returns
+// an error when the server runs without NKeySeed or a key is invalid;
+// the users are then unchanged. Safe for concurrent use.
+func (s *Server) SetUsers(users []User) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.admin == "" {
+		return errors.New("embedded: scoped users need NKeySeed (the server has no authentication)")
+	}
+	nk, err := nkeyUsers(s.admin, users)
+	if err != nil {
+		return err
+	}
+	o := s.opts.Clone()
+	o.Nkeys = nk
+	if err := s.s.ReloadOptions(o); err != nil {
+		return fmt.Errorf("embedded: reload users: %w", err)
+	}
+	s.opts = o
+	return nil
 }
 
 // Start starts the server and waits until it accepts connections. It
@@ -122,8 +187,12 @@ func Start(cfg Config) (*Server, error) {
 		if err := o(&co); err != nil {
 			return nil, fmt.Errorf("embedded: NKeySeed: %w", err)
 		}
-		opts.Nkeys = []*server.NkeyUser{{Nkey: co.Nkey}}
+		if opts.Nkeys, err = nkeyUsers(co.Nkey, cfg.Users); err != nil {
+			return nil, err
+		}
 		auth = []nats.Option{o}
+	} else if len(cfg.Users) > 0 {
+		return nil, errors.New("embedded: Users need NKeySeed (the server would have no authentication)")
 	}
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
 		return nil, errors.New("embedded: TLSCert and TLSKey go together")
@@ -161,7 +230,11 @@ func Start(cfg Config) (*Server, error) {
 	} else {
 		close(st.done)
 	}
-	return &Server{s: s, auth: auth, st: st}, nil
+	srv := &Server{s: s, auth: auth, st: st, opts: opts}
+	if len(opts.Nkeys) > 0 {
+		srv.admin = opts.Nkeys[0].Nkey
+	}
+	return srv, nil
 }
 
 // ClientURL is the URL clients connect to ("" with DontListen).

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -49,12 +50,23 @@ type Config struct {
 	// MaxMsgSize caps one event in bytes. Default -1 (the server's max
 	// payload, 1 MiB by default).
 	MaxMsgSize int32
+	// TenantBucket is the registry of tenant-scoped NATS users (package
+	// tenancy: one entry per user, "<tenant>.<public NKey>"). Default
+	// "convlog_tenants".
+	TenantBucket string
+	// TenantAPI is the subject root of the tenant service (package
+	// tenancy): a tenant-scoped user calls "<TenantAPI>.<tenant>.<op>".
+	// Default "convlog.api". Its first token must differ from
+	// SubjectPrefix, so that no thread or delta subject is a service
+	// subject.
+	TenantAPI string
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{Stream: "CONVLOG", SubjectPrefix: "conv", SnapshotBucket: "convlog_snapshots",
-		IndexBucket: "convlog_threads", BlobBucket: "convlog_blobs", KeyBucket: "convlog_keys", Replicas: 1, MaxBytes: -1, Duplicates: 2 * time.Minute, MaxMsgSize: -1}
+		IndexBucket: "convlog_threads", BlobBucket: "convlog_blobs", KeyBucket: "convlog_keys", Replicas: 1, MaxBytes: -1, Duplicates: 2 * time.Minute, MaxMsgSize: -1,
+		TenantBucket: "convlog_tenants", TenantAPI: "convlog.api"}
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -90,6 +102,12 @@ func (c Config) WithDefaults() Config {
 	if c.MaxMsgSize == 0 {
 		c.MaxMsgSize = d.MaxMsgSize
 	}
+	if c.TenantBucket == "" {
+		c.TenantBucket = d.TenantBucket
+	}
+	if c.TenantAPI == "" {
+		c.TenantAPI = d.TenantAPI
+	}
 	return c
 }
 
@@ -105,6 +123,9 @@ func (c Config) Validate() error {
 	}
 	if c.SnapshotBucket == c.IndexBucket || c.KeyBucket == c.SnapshotBucket || c.KeyBucket == c.IndexBucket {
 		errs = append(errs, errors.New("provision: snapshot, index and key buckets must differ"))
+	}
+	if first, _, _ := strings.Cut(c.TenantAPI, "."); first == c.SubjectPrefix || strings.ContainsAny(c.TenantAPI, "*> ") {
+		errs = append(errs, fmt.Errorf("provision: tenant service subject %q must be a literal subject whose first token is not the subject prefix %q", c.TenantAPI, c.SubjectPrefix))
 	}
 	return errors.Join(errs...)
 }
@@ -146,6 +167,7 @@ type Resources struct {
 	Index     jetstream.KeyValue
 	Blobs     jetstream.ObjectStore
 	Keys      jetstream.KeyValue
+	Tenants   jetstream.KeyValue
 }
 
 // Ensure creates the stream and buckets, or updates them to c. It is
@@ -168,6 +190,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (Resources, e
 	}{
 		{c.SnapshotBucket, "convlog thread snapshots (heads and immutable chunks)", &r.Snapshots},
 		{c.IndexBucket, "convlog thread summaries for listing", &r.Index},
+		{c.TenantBucket, "convlog tenant-scoped NATS users", &r.Tenants},
 	} {
 		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket: b.name, Description: b.desc, History: 1, Storage: jetstream.FileStorage,

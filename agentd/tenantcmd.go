@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/convlog/convlog/internal/tenancy"
+)
+
+func newTenantCmd(lf *logFlags) *cobra.Command {
+	var f cliFlags
+	cmd := &cobra.Command{Use: "tenant", Short: "Tenant-scoped NATS users: create, list, revoke, show permissions",
+		Long: `A tenant-scoped NATS user may append to and read one tenant's threads over NATS and
+nothing else (the permission set is in the README and 'agentd tenant permissions'). 'agentd
+serve' gives its embedded NATS server the users of the registry (KV bucket convlog_tenants) as
+they change: a created user can connect at once, a revoked user's connections are closed. With
+--nats-url (your own NATS servers) the registry is kept the same way, but the servers' configuration
+must grant each user its permissions: 'agentd tenant permissions' prints them.
+
+A service connects with the seed file 'create' writes (nats.NkeyOptionFromSeed) and
+nats.CustomInboxPrefix("_INBOX_<tenant>"), and uses client.Config{Tenant: "<tenant>"}.`}
+	f.register(cmd)
+	var out, name string
+	create := &cobra.Command{Use: "create TENANT --out SEED_FILE", Short: "Create a user of TENANT and write its NKey seed to --out (mode 0600)",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return usageError{errors.New("--out is required: the file the user's NKey seed is written to (never stored by convlog)")}
+			}
+			if _, err := os.Stat(out); err == nil {
+				return usageError{fmt.Errorf("--out %s exists: choose a new file (a seed is never overwritten)", out)}
+			}
+			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
+				reg, err := e.registry(ctx)
+				if err != nil {
+					return err
+				}
+				u, seed, err := reg.Create(ctx, args[0], name)
+				if err != nil {
+					return err
+				}
+				if err := writeSeed(out, seed); err != nil {
+					_, _ = reg.Revoke(ctx, u.Tenant, u.PublicKey)
+					return err
+				}
+				if e.json {
+					return e.printJSON(map[string]any{"user": u, "seed_file": out, "inbox_prefix": tenancy.InboxPrefix(u.Tenant)})
+				}
+				fmt.Fprintf(e.out, "created user %s of tenant %s; its seed is in %s\nconnect with the seed and nats.CustomInboxPrefix(%q); use client.Config{Tenant: %q}\n",
+					u.PublicKey, u.Tenant, out, tenancy.InboxPrefix(u.Tenant), u.Tenant)
+				return nil
+			})
+		}}
+	create.Flags().StringVar(&out, "out", "", "file to write the user's NKey seed to (must not exist)")
+	create.Flags().StringVar(&name, "name", "", "a label for the user (e.g. the service that holds it)")
+	list := &cobra.Command{Use: "list [TENANT]", Short: "List the tenant-scoped users (of TENANT, or all)", Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
+				reg, err := e.registry(ctx)
+				if err != nil {
+					return err
+				}
+				users, err := reg.List(ctx, strings.Join(args, ""))
+				if err != nil {
+					return err
+				}
+				if e.json {
+					return e.printJSON(map[string]any{"users": users})
+				}
+				for _, u := range users {
+					fmt.Fprintf(e.out, "%s\t%s\t%s\t%s\n", u.Tenant, u.PublicKey, u.CreatedAt.Format("2006-01-02T15:04:05Z"), u.Name)
+				}
+				return nil
+			})
+		}}
+	var user string
+	revoke := &cobra.Command{Use: "revoke TENANT [--user PUBLIC_KEY]", Short: "Revoke TENANT's user --user, or all of TENANT's users",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
+				reg, err := e.registry(ctx)
+				if err != nil {
+					return err
+				}
+				gone, err := reg.Revoke(ctx, args[0], user)
+				if err != nil {
+					return err
+				}
+				if user != "" && len(gone) == 0 {
+					return fmt.Errorf("tenant %s has no user %s", args[0], user)
+				}
+				if e.json {
+					return e.printJSON(map[string]any{"revoked": gone})
+				}
+				fmt.Fprintf(e.out, "revoked %d user(s) of tenant %s\n", len(gone), args[0])
+				return nil
+			})
+		}}
+	revoke.Flags().StringVar(&user, "user", "", "public NKey of the user to revoke (default: every user of the tenant)")
+	perms := &cobra.Command{Use: "permissions TENANT", Short: "Print the NATS permissions of TENANT's users (for your own nats-server configuration)",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.conn.validate(); err != nil {
+				return usageError{err}
+			}
+			p, err := tenancy.For(f.conn.resources(), args[0])
+			if err != nil {
+				return usageError{err}
+			}
+			return (&cliEnv{out: cmd.OutOrStdout()}).printJSON(p)
+		}}
+	cmd.AddCommand(create, list, revoke, perms)
+	return cmd
+}
+
+// registry returns the tenant registry of the deployment.
+func (e *cliEnv) registry(ctx context.Context) (*tenancy.Registry, error) {
+	b := e.c.Config().Resources.WithDefaults().TenantBucket
+	kv, err := e.c.JetStream().KeyValue(ctx, b)
+	if err != nil {
+		return nil, fmt.Errorf("KV bucket %s: %w", b, err)
+	}
+	return tenancy.NewRegistry(kv), nil
+}
+
+// writeSeed writes seed to a new file path with mode 0600.
+func writeSeed(path string, seed []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	_, werr := f.Write(append(seed, '\n'))
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return fmt.Errorf("--out %s: %w", path, werr)
+	}
+	return nil
+}

@@ -1,0 +1,94 @@
+// Package tenancy is convlog's boundary between tenants on NATS: what a
+// tenant-scoped NATS user may do ([For]), the registry of such users
+// ([Registry]), the tenant service that answers the reads NATS cannot
+// scope to a tenant ([Service]), and its caller for package client
+// ([Caller], [NewKV]).
+//
+// # Why a service
+//
+// NATS permissions match subjects, never request bodies. A JetStream
+// request that names what it reads in its body (a batched direct get,
+// "$JS.API.DIRECT.GET.<stream>" with {"next_by_subj", "batch"}; stream
+// information with a subjects filter; a message get by sequence; a purge)
+// cannot be limited to one tenant, and neither can a consumer: its
+// configuration may name any deliver subject, and the server delivers
+// there as itself, so a user allowed to create consumers could write its
+// own messages into another tenant's KV keys (nats-server checks no
+// permission on deliver subjects). So a tenant-scoped user gets only
+// requests whose subject says what they touch, and everything else
+// through the tenant service, which agentd runs with full permissions and
+// which reads only "<prefix>.<tenant>.<thread>" subjects and
+// "<tenant>."-prefixed KV keys of the tenant its request subject names:
+//
+//	publish  <prefix>.T.*                                  append events (stream CONVLOG)
+//	publish  <prefix>.T.*.delta                            live token deltas
+//	publish  $JS.API.DIRECT.GET.<stream>.<prefix>.T.*       last event of a thread
+//	publish  $JS.API.DIRECT.GET.KV_<snapshots>.$KV.<snapshots>.T.>  snapshot heads and chunks
+//	publish  $JS.API.DIRECT.GET.KV_<index>.$KV.<index>.T.*  index entries
+//	publish  $JS.API.DIRECT.GET.KV_<keys>.$KV.<keys>.T.*    thread data keys
+//	publish  <TenantAPI>.T.>                               the tenant service
+//	subscribe <prefix>.T.>                                 live events and deltas
+//	subscribe _INBOX_T.>                                   replies (connect with nats.CustomInboxPrefix(InboxPrefix(T)))
+//
+// Nothing else: no stream or account information, no consumer, no KV
+// write (a KV publish may carry "Nats-Rollup: all", which would purge
+// every tenant's keys), no object store (blobs go through the HTTP API),
+// no purge. A tenant-scoped client (client.Config.Tenant) appends
+// directly to JetStream and reads snapshots with direct gets, as any
+// client does, and reads logs, creates thread keys and lists threads
+// through the service.
+package tenancy
+
+import (
+	"fmt"
+
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/provision"
+)
+
+// Permissions are the allow lists of a tenant-scoped NATS user: the
+// subjects (patterns) it may publish to and subscribe to. Everything else
+// is denied.
+type Permissions struct {
+	Publish   []string `json:"publish"`
+	Subscribe []string `json:"subscribe"`
+}
+
+// InboxPrefix is the inbox prefix a tenant-scoped user connects with
+// (nats.CustomInboxPrefix): "_INBOX_<tenant>". The default "_INBOX." is
+// shared by every connection, so a user allowed to subscribe to it would
+// read other users' replies (thread keys among them).
+func InboxPrefix(tenant string) string { return "_INBOX_" + tenant }
+
+// For returns the permissions of tenant's users on the resources res
+// (defaults filled in; the layout is in the package doc). It returns an
+// *events.IDError for a bad tenant id. The JetStream API prefix is the
+// default "$JS.API" (no domain).
+func For(res provision.Config, tenant string) (Permissions, error) {
+	if err := events.ValidateTenant(tenant); err != nil {
+		return Permissions{}, err
+	}
+	res = res.WithDefaults()
+	p, t := res.SubjectPrefix, tenant
+	direct := func(stream, subjects string) string {
+		return fmt.Sprintf("$JS.API.DIRECT.GET.%s.%s", stream, subjects)
+	}
+	kv := func(bucket, rest string) string {
+		return direct("KV_"+bucket, "$KV."+bucket+"."+t+rest)
+	}
+	return Permissions{
+		Publish: []string{
+			p + "." + t + ".*",
+			p + "." + t + ".*.delta",
+			direct(res.Stream, p+"."+t+".*"),
+			kv(res.SnapshotBucket, ".>"),
+			kv(res.IndexBucket, ".*"),
+			kv(res.KeyBucket, ".*"),
+			res.TenantAPI + "." + t + ".>",
+		},
+		Subscribe: []string{
+			p + "." + t + ".>",
+			InboxPrefix(t) + ".>",
+		},
+	}, nil
+}
