@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -19,6 +20,8 @@ import (
 
 	"github.com/convlog/convlog/internal/datadir"
 	"github.com/convlog/convlog/internal/embedded"
+	"github.com/convlog/convlog/internal/provision"
+	"github.com/convlog/convlog/internal/tenancy"
 )
 
 // dataDirRole is what a process may do with the data directory.
@@ -126,6 +129,11 @@ func (f *connFlags) startOwner(lock *datadir.Lock, role dataDirRole, opts []nats
 	}
 	cfg := embedded.Config{StoreDir: f.DataDir, Host: host, Port: port, MaxPayload: f.MaxPayload, NKeySeed: seed,
 		TLSCert: f.NATSTLSCert, TLSKey: f.NATSTLSKey, DontListen: role != roleServe, OnStorage: f.OnStorage}
+	if role == roleServe {
+		if cfg.Users, err = loadTenantUsers(f.DataDir, f.resources()); err != nil {
+			return nil, err
+		}
+	}
 	s, err := embedded.Start(cfg)
 	if err != nil {
 		return nil, err
@@ -205,4 +213,61 @@ func localURL(u string) string {
 		}
 	}
 	return u
+}
+
+// tenantUsersFile keeps, in the data directory, the tenant-scoped users
+// serve last gave its embedded server (from the registry in JetStream):
+// the next start listens with them at once, so that the registry's first
+// application changes nothing (embedded.Server.SetUsers reloads only on
+// a change) and a tenant's service can reconnect as soon as NATS is up.
+const tenantUsersFile = "credentials/tenant-users.json"
+
+// loadTenantUsers reads tenantUsersFile (none: no users) into server
+// users with their tenants' permissions.
+func loadTenantUsers(dir string, res provision.Config) ([]embedded.User, error) {
+	b, err := os.ReadFile(filepath.Join(dir, tenantUsersFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tenant users: %w", err)
+	}
+	var users []tenancy.User
+	if err := json.Unmarshal(b, &users); err != nil {
+		return nil, fmt.Errorf("tenant users %s: %w (delete it: serve writes it again from the registry)", filepath.Join(dir, tenantUsersFile), err)
+	}
+	return serverUsers(users, res)
+}
+
+// saveTenantUsers writes users to tenantUsersFile (mode 0600, replaced
+// atomically).
+func saveTenantUsers(dir string, users []tenancy.User) error {
+	b, err := json.Marshal(users)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dir, tenantUsersFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("tenant users: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("tenant users: %w", err)
+	}
+	return nil
+}
+
+// serverUsers gives each registered user its tenant's permissions
+// (tenancy.For). It returns an error naming a user whose tenant id is
+// invalid.
+func serverUsers(users []tenancy.User, res provision.Config) ([]embedded.User, error) {
+	out := make([]embedded.User, 0, len(users))
+	for _, u := range users {
+		p, err := tenancy.For(res, u.Tenant)
+		if err != nil {
+			return nil, fmt.Errorf("tenant user %s: %w", u.PublicKey, err)
+		}
+		out = append(out, embedded.User{PublicKey: u.PublicKey, Publish: p.Publish, Subscribe: p.Subscribe})
+	}
+	return out, nil
 }

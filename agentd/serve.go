@@ -25,7 +25,6 @@ import (
 	"github.com/convlog/convlog/agentd/worker"
 	"github.com/convlog/convlog/audit"
 	"github.com/convlog/convlog/client"
-	"github.com/convlog/convlog/internal/embedded"
 	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/internal/tenancy"
 )
@@ -285,7 +284,7 @@ func runServe(parent context.Context, cmd *cobra.Command, f *serveFlags, logger 
 	}
 	// 3d. tenants: the tenant service, and the embedded server's
 	// tenant-scoped users from the registry
-	tsvc, err := startTenancy(ctx, cl, cn, f.conn.resources(), logger, start)
+	tsvc, err := startTenancy(ctx, cl, cn, f.conn.DataDir, f.conn.resources(), logger, start)
 	if err != nil {
 		return err
 	}
@@ -395,9 +394,10 @@ func waitCtx(ctx context.Context, wg *sync.WaitGroup) {
 // startTenancy starts the tenant service (package tenancy) on cn and, when
 // this process runs the embedded NATS server, keeps the server's
 // tenant-scoped users equal to the registry's: each with the permissions
-// tenancy.For gives its tenant. A registry entry the server refuses is
-// logged and the previous users stay.
-func startTenancy(ctx context.Context, cl *client.Client, cn *conn, res provision.Config, logger *slog.Logger,
+// tenancy.For gives its tenant, and keeps the users it applied in the
+// data directory dataDir for the next start (loadTenantUsers). A registry
+// the server refuses is logged and the previous users stay.
+func startTenancy(ctx context.Context, cl *client.Client, cn *conn, dataDir string, res provision.Config, logger *slog.Logger,
 	start func(string, func(context.Context) error)) (*tenancy.Service, error) {
 	log := logger.With("component", "tenancy")
 	svc, err := tenancy.StartService(ctx, cn.NC, cl.JetStream(), tenancy.ServiceConfig{Resources: res, Logger: log})
@@ -415,16 +415,14 @@ func startTenancy(ctx context.Context, cl *client.Client, cn *conn, res provisio
 	}
 	start("tenants", func(ctx context.Context) error {
 		return tenancy.NewRegistry(kv).Watch(ctx, func(users []tenancy.User) {
-			list := make([]embedded.User, 0, len(users))
-			for _, u := range users {
-				p, err := tenancy.For(res, u.Tenant)
-				if err != nil {
-					log.Error("tenant user not applied", "tenant", u.Tenant, "user", u.PublicKey, "err", err)
-					continue
-				}
-				list = append(list, embedded.User{PublicKey: u.PublicKey, Publish: p.Publish, Subscribe: p.Subscribe})
+			list, err := serverUsers(users, res)
+			if err == nil {
+				err = cn.Server.SetUsers(list)
 			}
-			if err := cn.Server.SetUsers(list); err != nil {
+			if err == nil {
+				err = saveTenantUsers(dataDir, users)
+			}
+			if err != nil {
 				log.Error("tenant users not applied", "err", err)
 				return
 			}

@@ -114,9 +114,42 @@ func nkeyUsers(admin string, users []User) ([]*server.NkeyUser, error) {
 	return out, nil
 }
 
+// sameUsers reports whether a and b hold the same users with the same
+// allow lists, in any order.
+func sameUsers(a, b []*server.NkeyUser) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	key := func(u *server.NkeyUser) string {
+		k := u.Nkey
+		if p := u.Permissions; p != nil {
+			if p.Publish != nil {
+				k += "|p:" + strings.Join(p.Publish.Allow, ",")
+			}
+			if p.Subscribe != nil {
+				k += "|s:" + strings.Join(p.Subscribe.Allow, ",")
+			}
+		}
+		return k
+	}
+	seen := make(map[string]int, len(a))
+	for _, u := range a {
+		seen[key(u)]++
+	}
+	for _, u := range b {
+		if seen[key(u)] == 0 {
+			return false
+		}
+		seen[key(u)]--
+	}
+	return true
+}
+
 // SetUsers replaces the scoped users (Config.Users) of a running server
 // (a configuration reload): a new user may connect at once, and a removed
-// user's connections are closed with an authorization error. It returns
+// user's connections are closed with an authorization error. The same
+// users again change nothing. A reload also closes connections that are
+// authenticating at that moment (nats-server 2.15); clients reconnect. It returns
 // an error when the server runs without NKeySeed or a key is invalid;
 // the users are then unchanged. Safe for concurrent use.
 func (s *Server) SetUsers(users []User) error {
@@ -128,6 +161,12 @@ func (s *Server) SetUsers(users []User) error {
 	nk, err := nkeyUsers(s.admin, users)
 	if err != nil {
 		return err
+	}
+	if sameUsers(s.opts.Nkeys, nk) {
+		// No reload: a reload closes the connections that are still
+		// authenticating while it runs (nats-server sees them as moved
+		// to another account), so only a real change pays for that.
+		return nil
 	}
 	o := s.opts.Clone()
 	o.Nkeys = nk
