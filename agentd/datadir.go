@@ -236,7 +236,7 @@ func loadTenantUsers(dir string, res provision.Config) ([]embedded.User, error) 
 	if err := json.Unmarshal(b, &users); err != nil {
 		return nil, fmt.Errorf("tenant users %s: %w (delete it: serve writes it again from the registry)", filepath.Join(dir, tenantUsersFile), err)
 	}
-	return serverUsers(users, res)
+	return serverUsers(users, res, nil)
 }
 
 // saveTenantUsers writes users to tenantUsersFile (mode 0600, replaced
@@ -258,12 +258,16 @@ func saveTenantUsers(dir string, users []tenancy.User) error {
 }
 
 // serverUsers gives each registered user its tenant's permissions
-// (tenancy.For). It returns an error naming a user whose tenant id is
-// invalid.
-func serverUsers(users []tenancy.User, res provision.Config) ([]embedded.User, error) {
+// (tenancy.For; tenancy.ForReadOnly for the tenants readOnly names). It
+// returns an error naming a user whose tenant id is invalid.
+func serverUsers(users []tenancy.User, res provision.Config, readOnly map[string]bool) ([]embedded.User, error) {
 	out := make([]embedded.User, 0, len(users))
 	for _, u := range users {
-		p, err := tenancy.For(res, u.Tenant)
+		perms := tenancy.For
+		if readOnly[u.Tenant] {
+			perms = tenancy.ForReadOnly
+		}
+		p, err := perms(res, u.Tenant)
 		if err != nil {
 			return nil, fmt.Errorf("tenant user %s: %w", u.PublicKey, err)
 		}

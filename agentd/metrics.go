@@ -1,13 +1,16 @@
 package main
 
 import (
+	"errors"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/convlog/convlog/agentd/httpapi"
 	"github.com/convlog/convlog/agentd/worker"
 	"github.com/convlog/convlog/audit"
+	"github.com/convlog/convlog/internal/quota"
 )
 
 // metrics are agentd's Prometheus metrics (libraries expose hooks; agentd
@@ -30,6 +33,9 @@ type metrics struct {
 	auditEvents    prometheus.Counter
 	auditCovered   prometheus.Gauge
 	auditRestarts  prometheus.Counter
+	tenantBytes    *prometheus.GaugeVec
+	tenantEvents   *prometheus.GaugeVec
+	tenantOver     *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -74,6 +80,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help: "The last stream sequence covered by a checkpoint this agentd stored (compare with the stream's last sequence: the unsigned window)."})
 	m.auditRestarts = prometheus.NewCounter(prometheus.CounterOpts{Name: "convlog_audit_restarts_total",
 		Help: "Times the audit checkpointer reloaded after a failed publish or read (another checkpointer won, NATS errors)."})
+	m.tenantBytes = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "convlog_tenant_storage_bytes",
+		Help: "Bytes of a tenant's stored events, as metered (--quota-file; erased threads given back)."}, []string{"tenant"})
+	m.tenantEvents = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "convlog_tenant_events",
+		Help: "Events of a tenant metered since metering began (--quota-file)."}, []string{"tenant"})
+	m.tenantOver = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "convlog_tenant_quota_exceeded",
+		Help: "1 while a tenant's appends are refused for a quota, by kind (storage, rate), else 0."}, []string{"tenant", "kind"})
+	reg.MustRegister(m.tenantBytes, m.tenantEvents, m.tenantOver)
 	reg.MustRegister(m.turns, m.turnSeconds, m.turnConflicts, m.projectionLag, m.projected, m.rejections, m.projectorError, m.storageFull, m.storageFulls,
 		m.auditCps, m.auditEvents, m.auditCovered, m.auditRestarts)
 	return m
@@ -107,4 +120,18 @@ func (m *metrics) onCheckpoint(c audit.Checkpoint, _ uint64) {
 	}
 	m.auditEvents.Add(float64(n))
 	m.auditCovered.Set(float64(c.Seq))
+}
+
+// onUsage sets a tenant's usage gauges from its metered record.
+func (m *metrics) onUsage(tenant string, u quota.Usage) {
+	m.tenantBytes.WithLabelValues(tenant).Set(float64(u.Bytes))
+	m.tenantEvents.WithLabelValues(tenant).Set(float64(u.Events))
+	for _, kind := range []string{quota.KindStorage, quota.KindRate} {
+		v := 0.0
+		var qe *quota.Error
+		if err := u.Check(tenant, time.Now()); errors.As(err, &qe) && qe.Kind == kind {
+			v = 1
+		}
+		m.tenantOver.WithLabelValues(tenant, kind).Set(v)
+	}
 }

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -26,6 +28,7 @@ import (
 	"github.com/convlog/convlog/audit"
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/internal/provision"
+	"github.com/convlog/convlog/internal/quota"
 	"github.com/convlog/convlog/internal/tenancy"
 )
 
@@ -48,6 +51,9 @@ type serveFlags struct {
 	// RetentionFile is the retention policy file (agentd/retention); ""
 	// runs no enforcer.
 	RetentionFile string
+	// QuotaFile is the per-tenant limits file (internal/quota); "" runs
+	// no usage meter and sets no limits.
+	QuotaFile string
 	// HTTPTLSCert and HTTPTLSKey (PEM files): the HTTP API serves HTTPS
 	// (TLS 1.2 or newer, HTTP/2 offered) with them.
 	HTTPTLSCert, HTTPTLSKey string
@@ -103,6 +109,7 @@ CONVLOG_OPENAI_API_KEY, CONVLOG_LOG_FORMAT, CONVLOG_LOG_LEVEL.`,
 	fs.DurationVar(&f.AckWait, "worker-ack-wait", 30*time.Second, "time before work held by a crashed worker is redelivered")
 	f.HTTPLimits.register(fs)
 	f.Audit.register(fs)
+	fs.StringVar(&f.QuotaFile, "quota-file", envOr("CONVLOG_QUOTA_FILE", ""), `per-tenant limits (JSON {"default":{"storage_bytes":1073741824},"tenants":{"acme":{"storage_bytes":10485760,"events_per_second":200}}}; env CONVLOG_QUOTA_FILE): meters every tenant's stored bytes and events per second and refuses appends over a limit (HTTP 429)`)
 	fs.StringVar(&f.RetentionFile, "retention-file", "", `retention policies (JSON {"interval":"1m","tenants":{"acme":{"erase_idle":"720h","keep_events":"168h"}}}): erase threads idle longer than erase_idle, compact and redact messages older than keep_events; "agentd retention plan" shows what it would do`)
 	return cmd
 }
@@ -143,6 +150,11 @@ func (f *serveFlags) validate() error {
 	}
 	if f.RetentionFile != "" {
 		if _, err := retention.LoadFile(f.RetentionFile); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if f.QuotaFile != "" {
+		if _, err := quota.LoadFile(f.QuotaFile); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -284,11 +296,28 @@ func runServe(parent context.Context, cmd *cobra.Command, f *serveFlags, logger 
 	}
 	// 3d. tenants: the tenant service, and the embedded server's
 	// tenant-scoped users from the registry
-	tsvc, err := startTenancy(ctx, cl, cn, f.conn.DataDir, f.conn.resources(), logger, start)
+	tn, err := startTenancy(ctx, cl, cn, f.conn.DataDir, f.conn.resources(), logger, start)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = tsvc.Stop() }()
+	defer func() { _ = tn.svc.Stop() }()
+	// 3e. quotas
+	if f.QuotaFile != "" {
+		qc, err := quota.LoadFile(f.QuotaFile)
+		if err != nil {
+			return err
+		}
+		meter, err := quota.NewMeter(ctx, cl.JetStream(), quota.MeterConfig{Resources: f.conn.resources(), Limits: qc,
+			Logger: logger.With("component", "quota"), OnUsage: func(tenant string, u quota.Usage) {
+				m.onUsage(tenant, u)
+				tn.setOverQuota(tenant, u.Limits.StorageBytes > 0 && u.Bytes >= u.Limits.StorageBytes)
+			}})
+		if err != nil {
+			return err
+		}
+		start("quota", meter.Run)
+		logger.Info("usage meter started", "file", f.QuotaFile, "tenants", len(qc.Tenants))
+	}
 	// 4. workers
 	var agentNames []string
 	if f.Workers > 0 {
@@ -391,21 +420,51 @@ func waitCtx(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
+// tenants is the tenant service and, with the embedded server, the
+// scoped users it gives the server: the registry's users, read-only while
+// their tenant is over its storage quota.
+type tenants struct {
+	svc *tenancy.Service
+	// apply gives the server the users again (nil: no embedded server).
+	apply func()
+	mu    sync.Mutex
+	users []tenancy.User
+	over  map[string]bool
+}
+
+// setOverQuota records whether tenant is over its storage quota and, on a
+// change, gives the server the users again.
+func (tn *tenants) setOverQuota(tenant string, over bool) {
+	tn.mu.Lock()
+	changed := tn.over[tenant] != over
+	if over {
+		tn.over[tenant] = true
+	} else {
+		delete(tn.over, tenant)
+	}
+	tn.mu.Unlock()
+	if changed && tn.apply != nil {
+		tn.apply()
+	}
+}
+
 // startTenancy starts the tenant service (package tenancy) on cn and, when
 // this process runs the embedded NATS server, keeps the server's
 // tenant-scoped users equal to the registry's: each with the permissions
-// tenancy.For gives its tenant, and keeps the users it applied in the
-// data directory dataDir for the next start (loadTenantUsers). A registry
-// the server refuses is logged and the previous users stay.
+// tenancy.For gives its tenant (tenancy.ForReadOnly while the tenant is
+// over its storage quota), and keeps the users it applied in the data
+// directory dataDir for the next start (loadTenantUsers). A registry the
+// server refuses is logged and the previous users stay.
 func startTenancy(ctx context.Context, cl *client.Client, cn *conn, dataDir string, res provision.Config, logger *slog.Logger,
-	start func(string, func(context.Context) error)) (*tenancy.Service, error) {
+	start func(string, func(context.Context) error)) (*tenants, error) {
 	log := logger.With("component", "tenancy")
 	svc, err := tenancy.StartService(ctx, cn.NC, cl.JetStream(), tenancy.ServiceConfig{Resources: res, Logger: log})
 	if err != nil {
 		return nil, err
 	}
+	tn := &tenants{svc: svc, over: map[string]bool{}}
 	if cn.Server == nil {
-		return svc, nil
+		return tn, nil
 	}
 	res = res.WithDefaults()
 	kv, err := cl.JetStream().KeyValue(ctx, res.TenantBucket)
@@ -413,21 +472,33 @@ func startTenancy(ctx context.Context, cl *client.Client, cn *conn, dataDir stri
 		_ = svc.Stop()
 		return nil, fmt.Errorf("KV bucket %s: %w", res.TenantBucket, err)
 	}
+	var applyMu sync.Mutex // one application at a time, in order
+	tn.apply = func() {
+		applyMu.Lock()
+		defer applyMu.Unlock()
+		tn.mu.Lock()
+		users, over := slices.Clone(tn.users), maps.Clone(tn.over)
+		tn.mu.Unlock()
+		list, err := serverUsers(users, res, over)
+		if err == nil {
+			err = cn.Server.SetUsers(list)
+		}
+		if err == nil {
+			err = saveTenantUsers(dataDir, users)
+		}
+		if err != nil {
+			log.Error("tenant users not applied", "err", err)
+			return
+		}
+		log.Info("tenant-scoped NATS users applied", "users", len(list), "read_only_tenants", len(over))
+	}
 	start("tenants", func(ctx context.Context) error {
 		return tenancy.NewRegistry(kv).Watch(ctx, func(users []tenancy.User) {
-			list, err := serverUsers(users, res)
-			if err == nil {
-				err = cn.Server.SetUsers(list)
-			}
-			if err == nil {
-				err = saveTenantUsers(dataDir, users)
-			}
-			if err != nil {
-				log.Error("tenant users not applied", "err", err)
-				return
-			}
-			log.Info("tenant-scoped NATS users applied", "users", len(list))
+			tn.mu.Lock()
+			tn.users = users
+			tn.mu.Unlock()
+			tn.apply()
 		})
 	})
-	return svc, nil
+	return tn, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/fold"
+	"github.com/convlog/convlog/internal/quota"
 )
 
 // MaxTurnEvents is the most events one Append can commit atomically: the
@@ -152,6 +153,9 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	if err := c.checkQuota(ctx, tenant, evs); err != nil {
+		return AppendResult{}, err
+	}
 
 	p, err := c.prepare(ctx, tenant, thread, subject, evs)
 	if err != nil {
@@ -284,4 +288,26 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 			return AppendResult{}, fmt.Errorf("client: append to %s/%s: %w (after %d conflicts)", tenant, thread, err, attempt)
 		}
 	}
+}
+
+// checkQuota returns a *QuotaError when tenant is over a limit and evs do
+// more than delete, erase or redact (package quota; Config.Quotas).
+func (c *Client) checkQuota(ctx context.Context, tenant string, evs []events.Event) error {
+	if c.quotas == nil {
+		return nil
+	}
+	types := make([]events.Type, len(evs))
+	for i, e := range evs {
+		types[i] = e.Type
+		if types[i] == "" && e.Payload != nil {
+			types[i] = e.Payload.EventType()
+		}
+	}
+	if quota.Exempt(types) {
+		return nil
+	}
+	if err := c.quotas.Check(ctx, tenant); err != nil {
+		return fmt.Errorf("client: append to %s: %w", tenant, err)
+	}
+	return nil
 }

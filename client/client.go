@@ -11,6 +11,7 @@ import (
 
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/internal/provision"
+	"github.com/convlog/convlog/internal/quota"
 	"github.com/convlog/convlog/internal/tenancy"
 	"github.com/convlog/convlog/snapstore"
 	"github.com/convlog/convlog/threadkey"
@@ -36,6 +37,9 @@ type Client struct {
 	// service's caller of a tenant-scoped client (nil otherwise).
 	log    logAccess
 	caller *tenancy.Caller
+	// quotas checks the tenant's limits before an append (nil with
+	// Config.NoQuotas).
+	quotas *quota.Checker
 	closed atomic.Bool
 	// pageSize is readRaw's page size: the constant pageSize (tests of
 	// the paging use smaller pages).
@@ -68,6 +72,9 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Client, error) {
 		pageSize: pageSize, consumerMin: cfg.ConsumerReadThreshold, createConsumer: js.CreateConsumer}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	if !cfg.NoQuotas {
+		c.quotas = quota.NewChecker(js, cfg.Resources.UsageBucket)
+	}
 	if cfg.Tenant != "" {
 		return c.scoped(ctx)
 	}

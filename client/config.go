@@ -21,6 +21,11 @@ type Config struct {
 	// New (needs JetStream admin permissions). When false New only looks
 	// them up.
 	Provision bool
+	// NoQuotas turns off the check of the tenant's quota before an
+	// append (package quota: one KV get per tenant and quota.CheckTTL (0.5 s), failing
+	// open). Default false: appends of a tenant over its limits fail with
+	// a *QuotaError.
+	NoQuotas bool
 	// Tenant, when set, makes a tenant-scoped client: it acts for this one
 	// tenant, connected as one of its tenant-scoped NATS users (`agentd
 	// tenant create`; permissions in package tenancy and the README), with

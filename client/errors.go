@@ -3,6 +3,8 @@ package client
 import (
 	"errors"
 	"fmt"
+
+	"github.com/convlog/convlog/internal/quota"
 )
 
 // Sentinel errors of package client. Match with errors.Is.
@@ -26,6 +28,10 @@ var (
 	ErrTooLarge = errors.New("client: event too large")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("client: closed")
+	// ErrQuotaExceeded: an append was refused because its tenant is over
+	// its storage or rate limit (agentd serve --quota-file; package
+	// quota). The error is a *[QuotaError] saying which.
+	ErrQuotaExceeded = quota.ErrExceeded
 	// ErrTenantScoped: a tenant-scoped client (Config.Tenant) was asked
 	// for what its NATS user may not do (erase, redact, blobs, durable
 	// consumers): do it through the HTTP API, whose keys are per tenant.
@@ -127,3 +133,8 @@ func (e *NotFoundError) Unwrap() []error {
 	}
 	return []error{ErrThreadNotFound, e.Cause}
 }
+
+// QuotaError says which limit of which tenant an append would exceed:
+// Kind "storage" (Used and Limit in stored bytes) or "rate" (events in
+// one second of stored time, and RetryAfter). It wraps ErrQuotaExceeded.
+type QuotaError = quota.Error

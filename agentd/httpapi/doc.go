@@ -84,6 +84,8 @@
 //	more than MaxConns connections open               503 overloaded      (written by the listener, then closed)
 //	agent did not answer in time                      504 answer-timeout  (the answer still lands in the thread)
 //	no storage left (server refusal, or a full disk)  507 storage-full    (Retry-After: 10; nothing stored; /healthz 503 meanwhile)
+//	tenant over its quota (agentd --quota-file)       429 quota-exceeded  (code "storage" with limit in bytes, or "rate" with
+//	                                                      Retry-After; nothing stored; deleting and erasing stay allowed)
 //
 // On the OpenAI-compatible routes problems also carry OpenAI's "error"
 // object, so the SDKs report the message; 4xx answers carry

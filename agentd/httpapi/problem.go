@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -164,6 +165,7 @@ func problemFor(err error, ec errCtx) *Problem {
 		conflict *client.ConflictError
 		nf       *client.NotFoundError
 		tooLarge *client.TooLargeError
+		quotaErr *client.QuotaError
 		keyErr   *client.ConvKeyError
 		idemErr  *client.IdempotencyMismatchError
 	)
@@ -261,6 +263,15 @@ func problemFor(err error, ec errCtx) *Problem {
 		q.Limit = int64(tooLarge.Limit)
 		if i, ok := idx(tooLarge.EventID); ok {
 			q.index(i)
+		}
+		return q
+	case errors.As(err, &quotaErr):
+		// 429 as for any quota (RFC 6585, 4): the tenant may write again
+		// when it frees space (storage) or after Retry-After (rate).
+		q := newProblem(http.StatusTooManyRequests, "quota-exceeded", "Quota exceeded", quotaErr.Error()+"; nothing was stored").thread(ec.thread)
+		q.Code, q.Limit = quotaErr.Kind, quotaErr.Limit
+		if quotaErr.Kind == "rate" {
+			q.header("Retry-After", strconv.Itoa(max(1, int(math.Ceil(quotaErr.RetryAfter.Seconds())))))
 		}
 		return q
 	case errors.Is(err, client.ErrStorageFull):

@@ -54,6 +54,9 @@ type Config struct {
 	// tenancy: one entry per user, "<tenant>.<public NKey>"). Default
 	// "convlog_tenants".
 	TenantBucket string
+	// UsageBucket holds each tenant's metered usage and limits (package
+	// quota). Default "convlog_usage".
+	UsageBucket string
 	// TenantAPI is the subject root of the tenant service (package
 	// tenancy): a tenant-scoped user calls "<TenantAPI>.<tenant>.<op>".
 	// Default "convlog.api". Its first token must differ from
@@ -66,7 +69,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{Stream: "CONVLOG", SubjectPrefix: "conv", SnapshotBucket: "convlog_snapshots",
 		IndexBucket: "convlog_threads", BlobBucket: "convlog_blobs", KeyBucket: "convlog_keys", Replicas: 1, MaxBytes: -1, Duplicates: 2 * time.Minute, MaxMsgSize: -1,
-		TenantBucket: "convlog_tenants", TenantAPI: "convlog.api"}
+		TenantBucket: "convlog_tenants", UsageBucket: "convlog_usage", TenantAPI: "convlog.api"}
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -104,6 +107,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.TenantBucket == "" {
 		c.TenantBucket = d.TenantBucket
+	}
+	if c.UsageBucket == "" {
+		c.UsageBucket = d.UsageBucket
 	}
 	if c.TenantAPI == "" {
 		c.TenantAPI = d.TenantAPI
@@ -168,6 +174,7 @@ type Resources struct {
 	Blobs     jetstream.ObjectStore
 	Keys      jetstream.KeyValue
 	Tenants   jetstream.KeyValue
+	Usage     jetstream.KeyValue
 }
 
 // Ensure creates the stream and buckets, or updates them to c. It is
@@ -191,6 +198,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (Resources, e
 		{c.SnapshotBucket, "convlog thread snapshots (heads and immutable chunks)", &r.Snapshots},
 		{c.IndexBucket, "convlog thread summaries for listing", &r.Index},
 		{c.TenantBucket, "convlog tenant-scoped NATS users", &r.Tenants},
+		{c.UsageBucket, "convlog usage per tenant and thread (quotas)", &r.Usage},
 	} {
 		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket: b.name, Description: b.desc, History: 1, Storage: jetstream.FileStorage,

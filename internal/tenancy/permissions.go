@@ -26,6 +26,7 @@
 //	publish  $JS.API.DIRECT.GET.KV_<snapshots>.$KV.<snapshots>.T.>  snapshot heads and chunks
 //	publish  $JS.API.DIRECT.GET.KV_<index>.$KV.<index>.T.*  index entries
 //	publish  $JS.API.DIRECT.GET.KV_<keys>.$KV.<keys>.T.*    thread data keys
+//	publish  $JS.API.DIRECT.GET.KV_<usage>.$KV.<usage>.T    the tenant's usage and limits (package quota)
 //	publish  <TenantAPI>.T.>                               the tenant service
 //	subscribe <prefix>.T.>                                 live events and deltas
 //	subscribe _INBOX_T.>                                   replies (connect with nats.CustomInboxPrefix(InboxPrefix(T)))
@@ -65,6 +66,17 @@ func InboxPrefix(tenant string) string { return "_INBOX_" + tenant }
 // *events.IDError for a bad tenant id. The JetStream API prefix is the
 // default "$JS.API" (no domain).
 func For(res provision.Config, tenant string) (Permissions, error) {
+	return forTenant(res, tenant, true)
+}
+
+// ForReadOnly is [For] without the append subject ("<prefix>.T.*"): what
+// agentd gives a tenant's users while the tenant is over its storage
+// quota (package quota), so that a raw NATS publisher is held too.
+func ForReadOnly(res provision.Config, tenant string) (Permissions, error) {
+	return forTenant(res, tenant, false)
+}
+
+func forTenant(res provision.Config, tenant string, appends bool) (Permissions, error) {
 	if err := events.ValidateTenant(tenant); err != nil {
 		return Permissions{}, err
 	}
@@ -76,16 +88,21 @@ func For(res provision.Config, tenant string) (Permissions, error) {
 	kv := func(bucket, rest string) string {
 		return direct("KV_"+bucket, "$KV."+bucket+"."+t+rest)
 	}
+	var pub []string
+	if appends {
+		pub = append(pub, p+"."+t+".*")
+	}
+	pub = append(pub,
+		p+"."+t+".*.delta",
+		direct(res.Stream, p+"."+t+".*"),
+		kv(res.SnapshotBucket, ".>"),
+		kv(res.IndexBucket, ".*"),
+		kv(res.KeyBucket, ".*"),
+		kv(res.UsageBucket, ""),
+		res.TenantAPI+"."+t+".>",
+	)
 	return Permissions{
-		Publish: []string{
-			p + "." + t + ".*",
-			p + "." + t + ".*.delta",
-			direct(res.Stream, p+"."+t+".*"),
-			kv(res.SnapshotBucket, ".>"),
-			kv(res.IndexBucket, ".*"),
-			kv(res.KeyBucket, ".*"),
-			res.TenantAPI + "." + t + ".>",
-		},
+		Publish: pub,
 		Subscribe: []string{
 			p + "." + t + ".>",
 			InboxPrefix(t) + ".>",

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/convlog/convlog/client"
+)
+
+// Issue 21 item 3 with agentd itself: with --quota-file, a tenant over
+// its storage quota gets 429 quota-exceeded over HTTP (naming the limit),
+// its tenant-scoped NATS users lose the right to append (a raw publish is
+// denied by the server), the metrics say so, and another tenant writes on.
+func TestStorageQuotaOverHTTPAndNATS(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	qf := filepath.Join(t.TempDir(), "quota.json")
+	require.NoError(t, os.WriteFile(qf, []byte(`{"tenants":{"acme":{"storage_bytes":30000}}}`), 0o600))
+	keys := filepath.Join(t.TempDir(), "keys")
+	require.NoError(t, os.WriteFile(keys, []byte("acme:acme-key\nglobex:globex-key\n"), 0o600))
+	p := startServe(t, dir, "--workers", "0", "--quota-file", qf, "--api-keys-file", keys)
+	as := func(tenant string) []string { return []string{"Authorization", "Bearer " + tenant + "-key"} }
+	for _, tenant := range []string{"acme", "globex"} {
+		code, b := p.call(t, "POST", "/v1/threads", `{"id":"big","replies":"off"}`, as(tenant)...)
+		require.Less(t, code, 300, string(b))
+	}
+	seed := filepath.Join(t.TempDir(), "acme.nk")
+	_, stderr, err := runCLIFull(t, "tenant", "create", "acme", "--out", seed, "--data-dir", dir)
+	require.NoError(t, err, stderr)
+	auth, err := nats.NkeyOptionFromSeed(seed)
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var denied []string
+	var nc *nats.Conn
+	require.Eventually(t, func() bool {
+		nc, err = nats.Connect(p.natsURL, auth, nats.CustomInboxPrefix(client.TenantInboxPrefix("acme")),
+			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+				mu.Lock()
+				denied = append(denied, err.Error())
+				mu.Unlock()
+			}))
+		return err == nil
+	}, 10*time.Second, 50*time.Millisecond)
+	defer nc.Close()
+
+	body := `{"events":[{"type":"message.user","payload":{"content":"` + strings.Repeat("x", 1000) + `"}}]}`
+	var code int
+	var b []byte
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		if code, b = p.call(t, "POST", "/v1/threads/big/events", body, as("acme")...); code != 201 && code != 200 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.Equal(t, http.StatusTooManyRequests, code, string(b))
+	var prob struct {
+		Type, Code, Detail string
+		Limit              int64
+	}
+	require.NoError(t, json.Unmarshal(b, &prob))
+	require.Contains(t, prob.Type, "quota-exceeded")
+	require.Equal(t, "storage", prob.Code)
+	require.Equal(t, int64(30000), prob.Limit)
+	require.Contains(t, prob.Detail, "tenant acme stores")
+
+	// globex is not held.
+	code, b = p.call(t, "POST", "/v1/threads/big/events", body, as("globex")...)
+	require.Less(t, code, 300, string(b))
+
+	// acme's NATS user may no longer append (the server denies it).
+	require.Eventually(t, func() bool {
+		_ = nc.Publish("conv.acme.raw", []byte("x"))
+		_ = nc.Flush()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range denied {
+			if strings.Contains(e, `Permissions Violation for Publish to "conv.acme.raw"`) {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 100*time.Millisecond, "a raw append of an over-quota tenant was not denied")
+	// ...but may still read.
+	_, err = nc.Request("$JS.API.DIRECT.GET.CONVLOG.conv.acme.big", nil, 2*time.Second)
+	require.NoError(t, err)
+
+	res, err := http.Get(p.httpURL + "/metrics")
+	require.NoError(t, err)
+	mb, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.NoError(t, err)
+	require.Contains(t, string(mb), `convlog_tenant_quota_exceeded{kind="storage",tenant="acme"} 1`)
+	require.Contains(t, string(mb), `convlog_tenant_quota_exceeded{kind="storage",tenant="globex"} 0`)
+	require.Contains(t, string(mb), `convlog_tenant_storage_bytes{tenant="acme"}`)
+}
