@@ -4,6 +4,7 @@ import (
 	"context"
 	"image/png"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -131,4 +132,35 @@ func TestRunTiny(t *testing.T) {
 		assert.NotContains(t, md, "%!", "a format verb without its argument")
 		assert.False(t, strings.Contains(md, "NaN"), "no NaN in the report")
 	})
+}
+
+// TestClusterSectionTiny runs the cluster section at a tiny size on three
+// real nats-server processes (built from the version go.mod requires):
+// appends measured for convlog and raw JetStream, one kill of the stream
+// leader under load with every acknowledged append found in the log, and
+// the report's section and capacity model written. Durations are
+// reported, never asserted.
+func TestClusterSectionTiny(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "nats-server")
+	build := exec.Command("go", "build", "-o", bin, "github.com/nats-io/nats-server/v2")
+	build.Dir = ".."
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	p := tinyParams()
+	res, err := Run(ctx, RunConfig{Params: p, Dir: t.TempDir(), Log: t.Logf, Sections: []string{"cluster"}, NATSServer: bin})
+	require.NoError(t, err)
+	c := res.Cluster
+	require.NotNil(t, c)
+	for _, s := range []string{sysConvlog, sysRaw, sysRawEnc} {
+		assert.Equal(t, p.Cluster.Append.Rounds*p.Cluster.Append.SeqOps, c.Append.Seq[s].N, s)
+		assert.Positive(t, c.Append.ConcRate[s], s)
+	}
+	require.Len(t, c.Pauses, 1)
+	assert.Positive(t, c.Acked)
+	assert.Zero(t, c.Lost, "acknowledged appends missing after the leader was killed")
+	md := Markdown(res, "", "")
+	assert.Contains(t, md, "## 7. A 3-node cluster (replicas 3)")
+	assert.Contains(t, md, "### Capacity model")
 }

@@ -25,6 +25,7 @@ type Params struct {
 	ReplayReps int
 	Turn       TurnParams
 	Mem        MemParams
+	Cluster    ClusterParams
 }
 
 func fullParams() Params {
@@ -37,6 +38,8 @@ func fullParams() Params {
 		ReplayReps: 3,
 		Turn:       TurnParams{Samples: 100, PerThread: 10},
 		Mem:        MemParams{Threads: 100_000, Messages: 20, Content: 256, WorkerTurns: 5_000},
+		Cluster: ClusterParams{Append: AppendParams{Rounds: 3, SeqOps: 300, Warmup: 50, Writers: 32, Threads: 1000, ConcFor: 3 * time.Second},
+			Kills: 3, KillLoad: 15 * time.Second},
 	}
 }
 
@@ -50,6 +53,8 @@ func quickParams() Params {
 		ReplayReps: 3,
 		Turn:       TurnParams{Samples: 20, PerThread: 10},
 		Mem:        MemParams{Threads: 10_000, Messages: 20, Content: 256, WorkerTurns: 500},
+		Cluster: ClusterParams{Append: AppendParams{Rounds: 2, SeqOps: 100, Warmup: 20, Writers: 32, Threads: 200, ConcFor: time.Second},
+			Kills: 1, KillLoad: 12 * time.Second},
 	}
 }
 
@@ -63,11 +68,13 @@ func tinyParams() Params {
 		ReplayReps: 1,
 		Turn:       TurnParams{Samples: 2, PerThread: 2},
 		Mem:        MemParams{Threads: 20, Messages: 4, Content: 64, WorkerTurns: 5},
+		Cluster: ClusterParams{Append: AppendParams{Rounds: 1, SeqOps: 10, Warmup: 2, Writers: 4, Threads: 8, ConcFor: 200 * time.Millisecond},
+			Kills: 1, KillLoad: 9 * time.Second},
 	}
 }
 
 // Sections, in run order.
-var allSections = []string{"append", "get", "replay", "lag", "turn", "memory"}
+var allSections = []string{"append", "get", "replay", "lag", "turn", "memory", "cluster"}
 
 // RunConfig is one run.
 type RunConfig struct {
@@ -75,7 +82,10 @@ type RunConfig struct {
 	// PG is a Postgres DSN and Redis a host:port; empty skips them.
 	PG, Redis string
 	// Dir is where the servers keep their data (a temp dir is made in it).
-	Dir      string
+	Dir string
+	// NATSServer is a nats-server binary for the cluster section ("":
+	// the section is skipped).
+	NATSServer string
 	Sections []string
 	Log      func(format string, args ...any)
 }
@@ -94,6 +104,7 @@ type Results struct {
 	Replay     *ReplayResults
 	Turn       *TurnResults
 	Memory     *MemResults
+	Cluster    *ClusterResults
 	Baseline   struct{ PG, Redis bool }
 	RedisFsync string
 
@@ -187,6 +198,12 @@ func Run(ctx context.Context, cfg RunConfig) (*Results, error) {
 			return nil, fmt.Errorf("memory: %w", err)
 		}
 	}
+	if want("cluster") && cfg.NATSServer != "" {
+		mark("cluster")
+		if res.Cluster, err = RunCluster(ctx, cfg.NATSServer, filepath.Join(dir, "cluster"), cfg.Cluster, log); err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+	}
 	mark("end")
 	res.Took = time.Since(start)
 	return res, nil
@@ -229,6 +246,7 @@ func benchMain() int {
 		jsonOut  = flag.String("json", "", "also write the raw results as JSON to this file")
 		from     = flag.String("from", "", "render the report and chart from a -json file instead of measuring")
 		notes    = flag.String("notes", "bench/NOTES.md", "hand-written analysis appended to the report when the file exists")
+		natsBin  = flag.String("nats-server", "", "nats-server binary for the cluster section (3 processes, replicas 3); empty: the section is skipped (run.sh builds one)")
 	)
 	flag.Parse()
 	p := fullParams()
@@ -286,7 +304,7 @@ func benchMain() int {
 		}
 	} else {
 		var err error
-		if res, err = Run(ctx, RunConfig{Params: p, PG: *pg, Redis: *rds, Dir: *dir, Sections: secs, Log: logf}); err != nil {
+		if res, err = Run(ctx, RunConfig{Params: p, PG: *pg, Redis: *rds, Dir: *dir, Sections: secs, Log: logf, NATSServer: *natsBin}); err != nil {
 			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 			return 1
 		}

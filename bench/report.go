@@ -89,6 +89,9 @@ func Markdown(res *Results, out, notes string) string {
 	if res.Memory != nil {
 		memorySection(&m, res)
 	}
+	if res.Cluster != nil {
+		clusterSection(&m, res)
+	}
 	if notes != "" {
 		if b, err := os.ReadFile(notes); err == nil {
 			m.p("%s", strings.TrimSpace(string(b)))

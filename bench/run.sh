@@ -2,7 +2,7 @@
 # Runs convlog's benchmarks next to PostgreSQL and Redis in one run on this
 # machine, and writes BENCHMARKS.md and bench/get_latency.png.
 #
-#   bench/run.sh            full run (about 8 minutes on 2 cores)
+#   bench/run.sh            full run (about 10 minutes on 2 cores)
 #   bench/run.sh -quick     development run (under 2 minutes), report on stdout
 #
 # Other flags are passed to the bench (see `go run -C bench . -h`; bench/ is
@@ -96,5 +96,10 @@ for _ in $(seq 50); do
 	sleep 0.1
 done
 
+# The cluster section runs three real nats-server processes: the version
+# go.mod requires, built here.
+echo "run.sh: building nats-server for the cluster section" >&2
+go build -o "$TMP/nats-server" github.com/nats-io/nats-server/v2
+
 go run -C bench . -pg "postgres://postgres@127.0.0.1:$PGPORT/postgres?sslmode=disable" -redis "127.0.0.1:$REDISPORT" \
-	-dir "$TMP" -cmd "bench/run.sh${*:+ $*}" "$@"
+	-dir "$TMP" -nats-server "$TMP/nats-server" -cmd "bench/run.sh${*:+ $*}" "$@"

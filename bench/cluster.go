@@ -1,0 +1,337 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/provision"
+)
+
+// ClusterParams size the cluster section.
+type ClusterParams struct {
+	// Append sizes the appends, as the append section (replicas 3).
+	Append AppendParams
+	// Kills is how many times the stream leader is killed under load.
+	Kills int
+	// KillLoad is how long the writers run around each kill.
+	KillLoad time.Duration
+}
+
+// ClusterResults are the cluster section's figures.
+type ClusterResults struct {
+	// Servers is the nats-server version of the nodes.
+	Servers string
+	Append  *AppendResults
+	// Pauses are the longest gaps between two acknowledged appends of
+	// the writers around each kill of the stream leader; Lost counts
+	// acknowledged appends missing from the log afterwards (must be 0).
+	Pauses []time.Duration
+	Lost   int
+	// Acked is how many appends were acknowledged during the kills, and
+	// Failed how many failed after the client's retries.
+	Acked, Failed int
+}
+
+// clusterNode is one nats-server process of the cluster.
+type clusterNode struct {
+	name, conf, url string
+	cmd             *exec.Cmd
+	done            chan struct{}
+}
+
+// benchCluster is three nats-server processes on loopback, each with its
+// own store, routes between all of them, no TLS and no authentication (the
+// cluster test, deploy/clustertest, runs the deployment's own TLS configs;
+// here only the cost of replication is measured).
+type benchCluster struct {
+	bin   string
+	dir   string
+	nodes []*clusterNode
+}
+
+// freePort asks the kernel for a free loopback port.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startCluster writes the configs of three nodes into dir and starts them.
+func startCluster(ctx context.Context, bin, dir string) (*benchCluster, error) {
+	c := &benchCluster{bin: bin, dir: dir}
+	var routes []string
+	ports := make([][2]int, 3)
+	for i := range ports {
+		for j := range 2 {
+			p, err := freePort()
+			if err != nil {
+				return nil, err
+			}
+			ports[i][j] = p
+		}
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[i][1]))
+	}
+	for i := range 3 {
+		name := fmt.Sprintf("n%d", i+1)
+		store := filepath.Join(dir, name)
+		if err := os.MkdirAll(store, 0o755); err != nil {
+			return nil, err
+		}
+		conf := fmt.Sprintf(`server_name: %s
+listen: 127.0.0.1:%d
+max_payload: 1MB
+jetstream { store_dir: %q }
+cluster { name: bench, listen: 127.0.0.1:%d, routes: [%s] }
+`, name, ports[i][0], store, ports[i][1], strings.Join(routes, ", "))
+		path := filepath.Join(dir, name+".conf")
+		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+			return nil, err
+		}
+		c.nodes = append(c.nodes, &clusterNode{name: name, conf: path, url: fmt.Sprintf("nats://127.0.0.1:%d", ports[i][0])})
+	}
+	for _, n := range c.nodes {
+		if err := c.start(n); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	// Ready when JetStream has a meta leader: a stream can be created.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		nc, err := nats.Connect(c.urls())
+		if err == nil {
+			js, _ := jetstream.New(nc)
+			_, err = js.AccountInfo(ctx)
+			nc.Close()
+			if err == nil {
+				return c, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			c.Close()
+			return nil, fmt.Errorf("cluster not ready after 60 s: %w", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (c *benchCluster) start(n *clusterNode) error {
+	n.cmd = exec.Command(c.bin, "-c", n.conf)
+	n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := n.cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", n.name, err)
+	}
+	n.done = make(chan struct{})
+	go func() { _ = n.cmd.Wait(); close(n.done) }()
+	return nil
+}
+
+func (c *benchCluster) urls() string {
+	var us []string
+	for _, n := range c.nodes {
+		us = append(us, n.url)
+	}
+	return strings.Join(us, ",")
+}
+
+// kill stops node name with SIGKILL and waits for it.
+func (c *benchCluster) kill(name string) (*clusterNode, error) {
+	for _, n := range c.nodes {
+		if n.name == name {
+			_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
+			<-n.done
+			return n, nil
+		}
+	}
+	return nil, fmt.Errorf("no node %q", name)
+}
+
+// Close kills every node.
+func (c *benchCluster) Close() {
+	for _, n := range c.nodes {
+		if n.cmd != nil && n.cmd.Process != nil {
+			_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
+			<-n.done
+		}
+	}
+}
+
+// RunCluster measures convlog on a 3-node cluster of real nats-server
+// processes (bin), with replicas 3: the append section's sequential and
+// concurrent appends against raw JetStream on the same cluster (same
+// stream configuration, R3), then the write pause when the stream leader
+// is killed under load (the longest gap between two acknowledged appends
+// of 8 writers, each retrying as client.Append does), checking that no
+// acknowledged append is lost.
+func RunCluster(ctx context.Context, bin, dir string, p ClusterParams, log func(string, ...any)) (*ClusterResults, error) {
+	c, err := startCluster(ctx, bin, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	nc, err := nats.Connect(c.urls(), nats.Name("convlog-bench-cluster"), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	res := &ClusterResults{Servers: nc.ConnectedServerVersion()}
+	r3 := appendResources
+	r3.Replicas = 3
+	e := &Env{NC: nc, JS: js}
+	if e.AppendClient, err = client.New(ctx, nc, client.Config{Provision: true, Resources: r3, NoQuotas: true}); err != nil {
+		return nil, err
+	}
+	raw := provision.Config{Stream: rawStream, SubjectPrefix: rawPrefix, Replicas: 3}.StreamConfig()
+	if _, err := js.CreateOrUpdateStream(ctx, raw); err != nil {
+		return nil, fmt.Errorf("raw stream: %w", err)
+	}
+	log("cluster: appends, replicas 3")
+	if res.Append, err = RunAppend(ctx, e, &Baselines{}, p.Append, log); err != nil {
+		return nil, err
+	}
+	for k := range p.Kills {
+		log("cluster: kill %d of the stream leader", k+1)
+		k, err := killLeaderUnderLoad(ctx, c, e.AppendClient, js, r3.Stream, p.KillLoad)
+		if err != nil {
+			return nil, err
+		}
+		res.Pauses = append(res.Pauses, k.pause)
+		res.Acked += k.acked
+		res.Failed += k.failed
+		res.Lost += k.lost
+	}
+	return res, nil
+}
+
+// killed is what one kill of the stream leader under load showed.
+type killed struct {
+	// pause is the longest time without an acknowledged append from the
+	// kill on; acked and failed count the appends; lost counts acked
+	// appends not in the log afterwards.
+	pause               time.Duration
+	acked, failed, lost int
+}
+
+// killLeaderUnderLoad runs 8 writers (one thread each) for d, kills the
+// stream leader's process at d/3 and restarts it at 2d/3.
+func killLeaderUnderLoad(ctx context.Context, c *benchCluster, cl *client.Client, js jetstream.JetStream, stream string, d time.Duration) (killed, error) {
+	const writers = 8
+	type ack struct {
+		thread string
+		id     string
+		at     time.Time
+	}
+	var mu sync.Mutex
+	var acks []ack
+	payload := events.UserMessage{Content: events.Text(text(0, appendSize))}
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var wg sync.WaitGroup
+	failed := 0
+	for range writers {
+		_, id, _, err := cl.CreateThread(ctx, client.CreateOptions{ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
+		if err != nil {
+			return killed{}, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for wctx.Err() == nil {
+				ev := events.Event{ID: events.NewID(), Payload: payload}
+				actx, acancel := context.WithTimeout(ctx, 30*time.Second)
+				_, err := cl.Append(actx, tenant, id, []events.Event{ev}, client.AnyVersion())
+				acancel()
+				if err != nil {
+					if wctx.Err() != nil {
+						return
+					}
+					mu.Lock()
+					failed++
+					mu.Unlock()
+					continue
+				}
+				mu.Lock()
+				acks = append(acks, ack{thread: id, id: ev.ID, at: time.Now()})
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(d / 3)
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		cancel()
+		wg.Wait()
+		return killed{}, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil || info.Cluster == nil {
+		cancel()
+		wg.Wait()
+		return killed{}, fmt.Errorf("stream leader: %v", err)
+	}
+	killedAt := time.Now()
+	n, err := c.kill(info.Cluster.Leader)
+	if err != nil {
+		cancel()
+		wg.Wait()
+		return killed{}, err
+	}
+	time.Sleep(d / 3)
+	if err := c.start(n); err != nil {
+		cancel()
+		wg.Wait()
+		return killed{}, err
+	}
+	wg.Wait()
+	// The longest gap between acknowledgements from the kill on.
+	var pause time.Duration
+	last := killedAt
+	for _, a := range acks {
+		if a.at.Before(killedAt) {
+			continue
+		}
+		pause = max(pause, a.at.Sub(last))
+		last = a.at
+	}
+	// Every acknowledged append is in its thread (read after the restart).
+	lost := 0
+	ids := map[string]map[string]bool{}
+	for _, a := range acks {
+		if ids[a.thread] == nil {
+			ids[a.thread] = map[string]bool{}
+			rctx, rcancel := context.WithTimeout(ctx, time.Minute)
+			for ev, err := range cl.Events(rctx, tenant, a.thread, 0, 0) {
+				if err != nil {
+					rcancel()
+					return killed{}, err
+				}
+				ids[a.thread][ev.ID] = true
+			}
+			rcancel()
+		}
+		if !ids[a.thread][a.id] {
+			lost++
+		}
+	}
+	return killed{pause: pause, acked: len(acks), failed: failed, lost: lost}, nil
+}

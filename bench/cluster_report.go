@@ -1,0 +1,115 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// clusterSection reports the cluster section and the capacity model that
+// follows from it.
+func clusterSection(m *md, res *Results) {
+	c := res.Cluster
+	a := c.Append
+	m.p("## 7. A 3-node cluster (replicas 3)")
+	m.p("")
+	m.p("Three real `nats-server` processes (%s) on loopback, each with its own store, routes between all", c.Servers)
+	m.p("of them (no TLS here; `deploy/clustertest` runs the deployment's TLS configs), the stream and buckets")
+	m.p("with 3 replicas, one partition (K=1: one stream, one stream leader). The writers of the append section")
+	m.p("(same sizes) against raw JetStream on the same cluster, same stream configuration, interleaved rounds:")
+	m.p("")
+	m.header("figure", labels[sysConvlog], labels[sysRaw], labels[sysRawEnc], "convlog / raw JetStream", "convlog / raw, encoding")
+	lat := func(name string, get func(string) time.Duration) {
+		m.row(name, fmtDur(get(sysConvlog)), fmtDur(get(sysRaw)), fmtDur(get(sysRawEnc)),
+			durRatio(get(sysConvlog), get(sysRaw)), durRatio(get(sysConvlog), get(sysRawEnc)))
+	}
+	p := res.Params.Cluster.Append
+	lat("sequential p50", func(s string) time.Duration { return a.Seq[s].P50 })
+	lat("sequential p99", func(s string) time.Duration { return a.Seq[s].P99 })
+	lat(fmt.Sprintf("%d writers / %s threads: p50", p.Writers, fmtInt(p.Threads)), func(s string) time.Duration { return a.Conc[s].P50 })
+	lat(fmt.Sprintf("%d writers / %s threads: p99", p.Writers, fmtInt(p.Threads)), func(s string) time.Duration { return a.Conc[s].P99 })
+	r := a.ConcRate
+	m.row(fmt.Sprintf("%d writers: appends/s (ratio > 1: convlog faster)", p.Writers), fmtRate(r[sysConvlog]), fmtRate(r[sysRaw]), fmtRate(r[sysRawEnc]),
+		ratio(r[sysConvlog], r[sysRaw]), ratio(r[sysConvlog], r[sysRawEnc]))
+	m.p("")
+	if len(c.Pauses) > 0 {
+		ps := slices.Clone(c.Pauses)
+		slices.Sort(ps)
+		var cells []string
+		for _, d := range c.Pauses {
+			cells = append(cells, fmtDur(d))
+		}
+		m.p("**Killing the stream leader** (SIGKILL of its process) while 8 writers append (`client.Append`, which")
+		m.p("retries with the same event id), then restarting it: the longest time without an acknowledged append")
+		m.p("was %s (kills: %s); %s appends acknowledged, %d failed after the client's retries, **%d acknowledged",
+			fmtDur(ps[len(ps)-1]), joinCells(cells), fmtInt(c.Acked), c.Failed, c.Lost)
+		m.p("appends missing** from the log afterwards.")
+		m.p("")
+	}
+	capacityModel(m, res)
+}
+
+func joinCells(cells []string) string {
+	out := ""
+	for i, c := range cells {
+		if i > 0 {
+			out += ", "
+		}
+		out += c
+	}
+	return out
+}
+
+// capacityModel writes the capacity model of issue 21, item 5, from this
+// run's figures.
+func capacityModel(m *md, res *Results) {
+	r3 := res.Cluster.Append.ConcRate[sysConvlog]
+	if r3 <= 0 {
+		return
+	}
+	cores := float64(res.Machine.Cores)
+	if cores <= 0 {
+		cores = 2
+	}
+	// Replica-events one core handled: every event was stored by 3
+	// replicas, and the writers ran on the same cores (so this is a lower
+	// bound of what a node's core does for the log alone).
+	perCore := 3 * r3 / cores
+	m.p("### Capacity model")
+	m.p("")
+	m.p("Measured here: one partition (one stream leader, R3) took **%s** from %d writers, with the three", fmtRate(r3), res.Params.Cluster.Append.Writers)
+	m.p("nodes and the writers sharing %d cores. Every event is stored by its leader and two followers, so these", int(cores))
+	m.p("cores did about **%s replica-writes per core** (a lower bound for a node's core: the writers'", fmtRate(perCore))
+	m.p("encoding, validation and TLS-less client I/O ran on them too).")
+	m.p("")
+	m.p("Model, for N nodes of c cores and K partitions (streams and buckets whose leaders spread over the nodes):")
+	m.p("")
+	m.p("    events/s(N, K, c) ≈ min( K × r_leader ,  N × c × w / 3 )")
+	m.p("")
+	m.p("- `w` is replica-writes per second per core (%s measured here), `/ 3` because each event is written by three", fmtRate(perCore))
+	m.p("  replicas; the second term is the whole cluster's CPU spent on the log, spread evenly when every node")
+	m.p("  leads K/N partitions and follows 2K/N;")
+	m.p("- `r_leader` is the most one partition's leader takes when it is not short of CPU: its raft pipeline")
+	m.p("  and file store are serial per stream. It was not measurable here (the run is CPU-bound); %s is", fmtRate(r3))
+	m.p("  a lower bound;")
+	m.p("- assumed: partitions carry equal load (tenants and threads hashed evenly), appends dominate (reads")
+	m.p("  are served by direct gets of any replica and by the KV snapshots, and scale with replicas), the")
+	m.p("  projector's KV writes (about one head and index write per event, replicated) are not counted, and")
+	m.p("  the network is not the limit (about %s/s of replication per node at these sizes).", fmtBytes(uint64(r3*600*2)))
+	m.p("")
+	m.header("nodes N", "cores c", "partitions K", "events/s (lower bound: r_leader = measured)", "limited by")
+	for _, row := range []struct{ n, c, k int }{{3, 2, 1}, {3, 4, 1}, {3, 4, 3}, {5, 4, 5}, {9, 8, 9}, {9, 8, 27}} {
+		byLeaders := float64(row.k) * r3
+		byCPU := float64(row.n*row.c) * perCore / 3
+		limit := "partition leaders (add partitions)"
+		if byCPU < byLeaders {
+			limit = "CPU (add nodes)"
+		}
+		m.row(fmt.Sprint(row.n), fmt.Sprint(row.c), fmt.Sprint(row.k), fmtRate(min(byLeaders, byCPU)), limit)
+	}
+	m.p("")
+	m.p("With K=1 (today's layout) a cluster never takes more than one leader's rate however many nodes it has;")
+	m.p("partitions (issue 21, item 4; not built yet) remove that bound, and K=3 on this machine is not measured:")
+	m.p("on 2 shared cores it could not be 3 times faster.")
+	m.p("")
+}
