@@ -28,7 +28,8 @@ const mod = "github.com/convlog/convlog/"
 //	projector (the runner)         client (its durable consume) and below
 //	internal/tenancy               events, threadkey, the internal leaves: the permission
 //	                               set, the tenant service and its caller (no server)
-//	client                         events, fold, snapstore, threadkey, internal/tenancy, the internal leaves; never the runner
+//	internal/quota                 events, the internal leaves: the usage meter, the limits, the writers' check
+//	client                         events, fold, snapstore, threadkey, internal/tenancy, internal/quota, the internal leaves; never the runner
 //	agent/...                      events only, no NATS
 //	client adapters                client and below, nothing of agentd
 //	agentd/chat (the chat service)  client and below; not the HTTP API
@@ -40,7 +41,7 @@ const mod = "github.com/convlog/convlog/"
 func TestDependencyDirection(t *testing.T) {
 	leaves := []string{"internal/provision", "internal/directget", "internal/lru", "internal/shutdown"}
 	below := func(extra ...string) []string {
-		return append(append([]string{"events", "fold", "snapstore", "threadkey", "internal/tenancy"}, leaves...), extra...)
+		return append(append([]string{"events", "fold", "snapstore", "threadkey", "internal/tenancy", "internal/quota"}, leaves...), extra...)
 	}
 	cases := []struct {
 		pkg       string
@@ -60,6 +61,8 @@ func TestDependencyDirection(t *testing.T) {
 		{"threadkey", []string{"github.com/nats-io/nats-server"}, []string{"events", "internal/lru"}},
 		// The tenant boundary: no server, nothing above threadkey.
 		{"internal/tenancy", []string{"github.com/nats-io/nats-server"}, append([]string{"events", "threadkey"}, leaves...)},
+		// Quotas: no server, nothing above events.
+		{"internal/quota", []string{"github.com/nats-io/nats-server"}, append([]string{"events"}, leaves...)},
 		{"projector", []string{"github.com/nats-io/nats-server"}, below("client")},
 		{"client", []string{"github.com/nats-io/nats-server"}, below()},
 		// The agent loop's model and tools depend on events only (agent/doc.go):

@@ -47,9 +47,6 @@ func NewCaller(nc *nats.Conn, res provision.Config, tenant string) *Caller {
 	return &Caller{nc: nc, tenant: tenant, root: res.TenantAPI, subjects: events.Subjects{Prefix: res.SubjectPrefix}}
 }
 
-// Tenant returns the caller's tenant.
-func (c *Caller) Tenant() string { return c.tenant }
-
 // call sends req (JSON) to op and returns the answer's body.
 func (c *Caller) call(ctx context.Context, op string, req any) ([]byte, error) {
 	body, err := json.Marshal(req)

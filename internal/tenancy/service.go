@@ -124,9 +124,8 @@ type handlers struct {
 	subjects events.Subjects
 }
 
-// decode reads req's JSON body into v and the thread subject of tenant
-// and thread (when thread is non-nil). It answers 400 and returns false
-// when either is bad.
+// decode reads req's JSON body into v. It answers 400 and returns false
+// when the body is not that JSON.
 func (h *handlers) decode(req micro.Request, v any) bool {
 	if err := json.Unmarshal(req.Data(), v); err != nil {
 		_ = req.Error(codeBadRequest, fmt.Sprintf("request body: %v", err), nil)
