@@ -167,3 +167,21 @@ func TestLoadFileNamesWhatIsWrong(t *testing.T) {
 	_, err = quota.LoadFile(write(`{"default":{"bytes":1}}`))
 	require.ErrorContains(t, err, `unknown field "bytes"`)
 }
+
+// BenchmarkCheckCached is the cost a quota check adds to an append when
+// the tenant's record is cached (every append but one per CheckTTL).
+//
+//	go test ./internal/quota -run '^$' -bench BenchmarkCheckCached
+func BenchmarkCheckCached(b *testing.B) {
+	s, _ := natstest.Provisioned(b, provision.Config{})
+	c := quota.NewChecker(s.JS, provision.DefaultConfig().UsageBucket)
+	ctx := context.Background()
+	require.NoError(b, c.Check(ctx, "acme"))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := c.Check(ctx, "acme"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -35,7 +35,7 @@ type deployment struct {
 	res   provision.Config
 }
 
-func newDeployment(t *testing.T) *deployment {
+func newDeployment(t testing.TB) *deployment {
 	t.Helper()
 	dir := t.TempDir()
 	kp, err := nkeys.CreateUser()
@@ -73,7 +73,7 @@ func newDeployment(t *testing.T) *deployment {
 
 // addUser registers a user of tenant and gives the server every
 // registered user, as agentd serve does on each registry change.
-func (d *deployment) addUser(t *testing.T, tenant string) {
+func (d *deployment) addUser(t testing.TB, tenant string) {
 	t.Helper()
 	ctx := context.Background()
 	_, seed, err := d.reg.Create(ctx, tenant, "test")
@@ -82,7 +82,7 @@ func (d *deployment) addUser(t *testing.T, tenant string) {
 	d.apply(t)
 }
 
-func (d *deployment) apply(t *testing.T) {
+func (d *deployment) apply(t testing.TB) {
 	t.Helper()
 	users, err := d.reg.List(context.Background(), "")
 	require.NoError(t, err)
@@ -103,7 +103,7 @@ type tenantConn struct {
 	errs []string
 }
 
-func (d *deployment) connect(t *testing.T, tenant string) *tenantConn {
+func (d *deployment) connect(t testing.TB, tenant string) *tenantConn {
 	t.Helper()
 	kp, err := nkeys.FromSeed(d.seeds[tenant])
 	require.NoError(t, err)
@@ -138,7 +138,7 @@ func (tc *tenantConn) violation(kind, subject string) bool {
 	return false
 }
 
-func (d *deployment) tenantClient(t *testing.T, tc *tenantConn, tenant string) *client.Client {
+func (d *deployment) tenantClient(t testing.TB, tc *tenantConn, tenant string) *client.Client {
 	t.Helper()
 	c, err := client.New(context.Background(), tc.nc, client.Config{Tenant: tenant})
 	require.NoError(t, err)
