@@ -35,11 +35,11 @@ const mod = "github.com/convlog/convlog/"
 //	agentd/chat (the chat service)  client and below; not the HTTP API
 //	agentd/httpapi                 client and below, schemas, agentd/chat; no server, no worker
 //
-// The internal leaves (directget, provision, lru, shutdown) are NATS
-// plumbing, a cache and a stop gate that import nothing of ours; only internal/embedded (and tests)
+// The internal leaves (directget, provision, lru, shutdown, ports) are NATS
+// plumbing, a cache, a stop gate and a port finder that import nothing of ours; only internal/embedded (and tests)
 // import nats-server.
 func TestDependencyDirection(t *testing.T) {
-	leaves := []string{"internal/provision", "internal/directget", "internal/lru", "internal/shutdown"}
+	leaves := []string{"internal/provision", "internal/directget", "internal/lru", "internal/shutdown", "internal/ports"}
 	below := func(extra ...string) []string {
 		return append(append([]string{"events", "fold", "snapstore", "threadkey", "internal/tenancy", "internal/quota"}, leaves...), extra...)
 	}
@@ -53,6 +53,7 @@ func TestDependencyDirection(t *testing.T) {
 		{"internal/provision", []string{"github.com/nats-io/nats-server"}, nil},
 		{"internal/lru", []string{"github.com/nats-io/"}, nil},
 		{"internal/shutdown", []string{"github.com/nats-io/"}, nil},
+		{"internal/ports", []string{"github.com/nats-io/"}, nil},
 		// The data directory's lock and credentials: a leaf, no server.
 		{"internal/datadir", []string{"github.com/nats-io/nats-server", "github.com/nats-io/nats.go"}, nil},
 		{"fold", []string{"github.com/nats-io/"}, []string{"events"}},

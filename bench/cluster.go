@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/ports"
 	"github.com/convlog/convlog/internal/provision"
 )
 
@@ -48,6 +48,7 @@ type ClusterResults struct {
 // clusterNode is one nats-server process of the cluster.
 type clusterNode struct {
 	name, conf, url string
+	log             string // the process's output
 	cmd             *exec.Cmd
 	done            chan struct{}
 }
@@ -62,30 +63,20 @@ type benchCluster struct {
 	nodes []*clusterNode
 }
 
-// freePort asks the kernel for a free loopback port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // startCluster writes the configs of three nodes into dir and starts them.
 func startCluster(ctx context.Context, bin, dir string) (*benchCluster, error) {
 	c := &benchCluster{bin: bin, dir: dir}
 	var routes []string
-	ports := make([][2]int, 3)
-	for i := range ports {
+	addrs := make([][2]int, 3)
+	for i := range addrs {
 		for j := range 2 {
-			p, err := freePort()
+			p, err := ports.Free()
 			if err != nil {
 				return nil, err
 			}
-			ports[i][j] = p
+			addrs[i][j] = p
 		}
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[i][1]))
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", addrs[i][1]))
 	}
 	for i := range 3 {
 		name := fmt.Sprintf("n%d", i+1)
@@ -98,12 +89,13 @@ listen: 127.0.0.1:%d
 max_payload: 1MB
 jetstream { store_dir: %q }
 cluster { name: bench, listen: 127.0.0.1:%d, routes: [%s] }
-`, name, ports[i][0], store, ports[i][1], strings.Join(routes, ", "))
+`, name, addrs[i][0], store, addrs[i][1], strings.Join(routes, ", "))
 		path := filepath.Join(dir, name+".conf")
 		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 			return nil, err
 		}
-		c.nodes = append(c.nodes, &clusterNode{name: name, conf: path, url: fmt.Sprintf("nats://127.0.0.1:%d", ports[i][0])})
+		c.nodes = append(c.nodes, &clusterNode{name: name, conf: path, url: fmt.Sprintf("nats://127.0.0.1:%d", addrs[i][0]),
+			log: filepath.Join(dir, name+".log")})
 	}
 	for _, n := range c.nodes {
 		if err := c.start(n); err != nil {
@@ -111,32 +103,59 @@ cluster { name: bench, listen: 127.0.0.1:%d, routes: [%s] }
 			return nil, err
 		}
 	}
-	// Ready when JetStream has a meta leader: a stream can be created.
+	// Ready when JetStream has a meta leader: account information is
+	// answered.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
+		for _, n := range c.nodes {
+			select {
+			case <-n.done:
+				c.Close()
+				return nil, fmt.Errorf("node %s exited at start: %s", n.name, tail(n.log, 2000))
+			default:
+			}
+		}
 		nc, err := nats.Connect(c.urls())
 		if err == nil {
 			js, _ := jetstream.New(nc)
-			_, err = js.AccountInfo(ctx)
+			actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err = js.AccountInfo(actx)
+			cancel()
 			nc.Close()
 			if err == nil {
 				return c, nil
 			}
 		}
-		if time.Now().After(deadline) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
 			c.Close()
-			return nil, fmt.Errorf("cluster not ready after 60 s: %w", err)
+			return nil, fmt.Errorf("cluster not ready after 60 s: %w (node n1's log: %s)", err, tail(c.nodes[0].log, 2000))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 }
 
+// tail returns the last n bytes of the file at path (or why not).
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b[max(0, len(b)-n):])
+}
+
 func (c *benchCluster) start(n *clusterNode) error {
+	out, err := os.OpenFile(n.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
 	n.cmd = exec.Command(c.bin, "-c", n.conf)
 	n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	n.cmd.Stdout, n.cmd.Stderr = out, out
 	if err := n.cmd.Start(); err != nil {
+		out.Close()
 		return fmt.Errorf("start %s: %w", n.name, err)
 	}
+	defer out.Close() // the child has its own descriptor
 	n.done = make(chan struct{})
 	go func() { _ = n.cmd.Wait(); close(n.done) }()
 	return nil

@@ -7,13 +7,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/internal/embedded"
+	"github.com/convlog/convlog/internal/ports"
 	"github.com/convlog/convlog/internal/provision"
 )
 
@@ -125,59 +121,15 @@ func RunCluster(t testing.TB, n int) *Cluster {
 	return c
 }
 
-// FreePort returns a loopback TCP port that was free a moment ago, for a
-// server a test starts later (a cluster route, a child process). It is
-// picked below the kernel's ephemeral range (net.ipv4.ip_local_port_range,
-// 32768-60999 by default), so that no outgoing connection made meanwhile
-// (a route dialing its peers, a client) can be given the same port as its
-// local end: a port from Listen(":0") comes from that range, and one
-// cluster test failed at start with "address already in use" because of
-// it. Ports it returned before in this process are not returned again.
-// Safe for concurrent use.
+// FreePort returns a free loopback port below the kernel's ephemeral
+// range (ports.Free), failing t when there is none.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	lo := ephemeralLow()
-	portsMu.Lock()
-	defer portsMu.Unlock()
-	for range 1000 {
-		p := 10_000 + rand.IntN(lo-10_000)
-		if portsGiven[p] {
-			continue
-		}
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err != nil {
-			continue
-		}
-		_ = l.Close()
-		portsGiven[p] = true
-		return p
-	}
-	t.Fatalf("natstest: no free port in 10000-%d after 1,000 tries", lo-1)
-	return 0
-}
-
-var (
-	portsMu    sync.Mutex
-	portsGiven = map[int]bool{}
-)
-
-// ephemeralLow is the lowest port of the kernel's ephemeral range, 32768
-// when it cannot be read (Linux's default; other systems' ranges start
-// higher).
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	p, err := ports.Free()
 	if err != nil {
-		return 32768
+		t.Fatalf("natstest: %v", err)
 	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 32768
-	}
-	lo, err := strconv.Atoi(f[0])
-	if err != nil || lo <= 11_000 {
-		return 32768
-	}
-	return lo
+	return p
 }
 
 // FilesContaining lists the files under dir (a server's store directory,

@@ -33,6 +33,8 @@ type deployment struct {
 	reg   *tenancy.Registry
 	seeds map[string][]byte
 	res   provision.Config
+	// adminSeed is the admin user's seed file (every permission).
+	adminSeed string
 }
 
 func newDeployment(t testing.TB) *deployment {
@@ -51,7 +53,7 @@ func newDeployment(t testing.TB) *deployment {
 	t.Cleanup(nc.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	d := &deployment{srv: srv, seeds: map[string][]byte{}, res: provision.DefaultConfig()}
+	d := &deployment{srv: srv, seeds: map[string][]byte{}, res: provision.DefaultConfig(), adminSeed: seedFile}
 	d.admin, err = client.New(ctx, nc, client.Config{Provision: true})
 	require.NoError(t, err)
 	d.js = d.admin.JetStream()

@@ -1,4 +1,4 @@
-package natstest
+package ports
 
 import (
 	"fmt"
@@ -8,13 +8,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// FreePort hands out distinct ports below the kernel's ephemeral range
-// that can be listened on.
-func TestFreePortAvoidsTheEphemeralRange(t *testing.T) {
-	lo := ephemeralLow()
+// Free hands out distinct ports below the kernel's ephemeral range that
+// can be listened on.
+func TestFreeAvoidsTheEphemeralRange(t *testing.T) {
+	lo := EphemeralLow()
 	seen := map[int]bool{}
 	for range 50 {
-		p := FreePort(t)
+		p, err := Free()
+		require.NoError(t, err)
 		require.GreaterOrEqual(t, p, 10_000)
 		require.Less(t, p, lo, "below the ephemeral range")
 		require.False(t, seen[p], "port %d handed out twice", p)
