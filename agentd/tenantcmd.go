@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/nats-io/nkeys"
 	"github.com/spf13/cobra"
 
 	"github.com/convlog/convlog/internal/tenancy"
@@ -102,7 +103,12 @@ nats.CustomInboxPrefix("_INBOX_<tenant>"), and uses client.Config{Tenant: "<tena
 			})
 		}}
 	revoke.Flags().StringVar(&user, "user", "", "public NKey of the user to revoke (default: every user of the tenant)")
-	perms := &cobra.Command{Use: "permissions TENANT", Short: "Print the NATS permissions of TENANT's users (for your own nats-server configuration)",
+	var format, nkey string
+	perms := &cobra.Command{Use: "permissions TENANT [--format conf --nkey U...]", Short: "Print the NATS permissions of TENANT's users (for your own nats-server configuration)",
+		Long: `permissions prints the allow lists of a tenant-scoped user of TENANT for the configured
+stream, buckets and subject prefix: as JSON (default), or with --format conf as one entry of a
+nats-server configuration's authorization { users: [...] } list for the user --nkey (its public
+NKey, from 'agentd tenant create' or 'agentd tenant list').`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.conn.validate(); err != nil {
@@ -112,8 +118,20 @@ nats.CustomInboxPrefix("_INBOX_<tenant>"), and uses client.Config{Tenant: "<tena
 			if err != nil {
 				return usageError{err}
 			}
-			return (&cliEnv{out: cmd.OutOrStdout()}).printJSON(p)
+			switch format {
+			case "json":
+				return (&cliEnv{out: cmd.OutOrStdout()}).printJSON(p)
+			case "conf":
+				if !nkeys.IsValidPublicUserKey(nkey) {
+					return usageError{fmt.Errorf("--format conf needs --nkey, the user's public NKey (U...), got %q", nkey)}
+				}
+				fmt.Fprint(cmd.OutOrStdout(), p.ServerConf(nkey))
+				return nil
+			}
+			return usageError{fmt.Errorf("--format %q: want json or conf", format)}
 		}}
+	perms.Flags().StringVar(&format, "format", "json", "json, or conf: a nats-server authorization users entry (with --nkey)")
+	perms.Flags().StringVar(&nkey, "nkey", "", "public NKey of the user, for --format conf")
 	cmd.AddCommand(create, list, revoke, perms)
 	return cmd
 }

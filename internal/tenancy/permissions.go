@@ -42,6 +42,7 @@ package tenancy
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/internal/provision"
@@ -108,4 +109,21 @@ func forTenant(res provision.Config, tenant string, appends bool) (Permissions, 
 			InboxPrefix(t) + ".>",
 		},
 	}, nil
+}
+
+// ServerConf returns p as one entry of a nats-server configuration's
+// authorization users list for the NKey user publicKey (nats-server
+// configuration syntax; subjects quoted):
+//
+//	{ nkey: "U...", permissions: { publish: { allow: [...] }, subscribe: { allow: [...] } } }
+func (p Permissions) ServerConf(publicKey string) string {
+	list := func(subjects []string) string {
+		q := make([]string, len(subjects))
+		for i, s := range subjects {
+			q[i] = fmt.Sprintf("%q", s)
+		}
+		return strings.Join(q, ", ")
+	}
+	return fmt.Sprintf("{ nkey: %q, permissions: { publish: { allow: [%s] }, subscribe: { allow: [%s] } } }\n",
+		publicKey, list(p.Publish), list(p.Subscribe))
 }
