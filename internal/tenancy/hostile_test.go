@@ -343,12 +343,16 @@ func TestTenantUserReachesNothingOfAnotherTenant(t *testing.T) {
 		{"B's tenant service: list B's threads", req("convlog.api.globex.index.list", map[string]any{})},
 		{"B's tenant service: create B's key", req("convlog.api.globex.key.create", map[string]any{"thread": "x", "record": make([]byte, 41)})},
 		{"A's service: read a thread named like B's", service("log.get", map[string]any{"thread": "secret", "from": 1, "batch": 10},
-			func(m *nats.Msg) bool { return m.Header.Get("Nats-Service-Error-Code") == "" && !strings.Contains(string(m.Data), "globex") && len(m.Data) < 16 })},
+			func(m *nats.Msg) bool {
+				return m.Header.Get("Nats-Service-Error-Code") == "" && !strings.Contains(string(m.Data), "globex") && len(m.Data) < 16
+			})},
 		{"A's service: a thread id naming B's subject", service("log.get", map[string]any{"thread": "globex.secret", "from": 1, "batch": 10}, serviceError("400"))},
 		{"A's service: a wildcard thread", service("log.get", map[string]any{"thread": "*", "from": 1, "batch": 10}, serviceError("400"))},
 		{"A's service: store a tombstone as a key", service("key.create", map[string]any{"thread": "t2", "record": []byte{0}}, serviceError("400"))},
 		{"A's service: list threads", service("index.list", map[string]any{},
-			func(m *nats.Msg) bool { return !strings.Contains(string(m.Data), "secret") && strings.Contains(string(m.Data), "t1") })},
+			func(m *nats.Msg) bool {
+				return !strings.Contains(string(m.Data), "secret") && strings.Contains(string(m.Data), "t1")
+			})},
 	}
 	leaks := 0
 	for _, at := range attempts {
