@@ -57,6 +57,7 @@ func RunReplay(ctx context.Context, e *Env, b *Baselines, lt *loadedThread, reps
 		}},
 		{replayFold, func() (int, error) {
 			s := fold.NewState(tenant, lt.id)
+			s.Reserve(len(lt.msgs)) // as the client's replay does
 			for _, m := range lt.msgs {
 				_ = fold.ApplyBytes(s, m.Sequence, m.Time, m.Data)
 			}

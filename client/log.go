@@ -54,6 +54,18 @@ type RawEvent = jetstream.RawStreamMsg
 // ctx ends, an error wrapping ctx.Err() at the next page boundary, pages
 // read ahead being dropped.
 func (c *Client) readRaw(ctx context.Context, subject string, from, upTo uint64) iter.Seq2[*RawEvent, error] {
+	return c.readRawInto(ctx, subject, from, upTo, nil)
+}
+
+// maxReserve bounds the messages readRawInto reserves room for (about
+// 264 bytes each).
+const maxReserve = 1 << 20
+
+// readRawInto is readRaw for a fold into s: after the first page, when it
+// knows at most how many events will come (the page, the server's pending
+// count, and upTo), it reserves room for them in s (fold.State.Reserve),
+// so that the fold does not grow its message slice by doubling.
+func (c *Client) readRawInto(ctx context.Context, subject string, from, upTo uint64, s *fold.State) iter.Seq2[*RawEvent, error] {
 	return func(yield func(*RawEvent, error) bool) {
 		if from == 0 {
 			from = 1
@@ -62,6 +74,13 @@ func (c *Client) readRaw(ctx context.Context, subject string, from, upTo uint64)
 			return
 		}
 		p := c.readPage(ctx, subject, from, upTo)
+		if s != nil && p.err == nil && len(p.msgs) > 0 {
+			n := uint64(len(p.msgs)) + p.pending
+			if first := p.msgs[0].Sequence; upTo != 0 && upTo >= first {
+				n = min(n, upTo-first+1) // sequences of one subject grow by at least 1
+			}
+			s.Reserve(int(min(n, maxReserve)))
+		}
 		var ahead <-chan page
 		triedConsumer := false
 		for {
@@ -336,7 +355,7 @@ func (c *Client) foldFrom(ctx context.Context, tenant, thread string, upTo uint6
 	if err != nil {
 		return nil, err
 	}
-	for m, err := range c.readRaw(ctx, subject, 1, upTo) {
+	for m, err := range c.readRawInto(ctx, subject, 1, upTo, s) {
 		if err != nil {
 			return nil, err
 		}

@@ -128,7 +128,7 @@ func (c *Client) Get(ctx context.Context, tenant, thread string, opts ...GetOpti
 	switch {
 	case o.atSeq != 0 || !o.asOf.IsZero() || o.withEvents:
 		s := fold.NewState(tenant, thread)
-		for m, err := range c.readRaw(ctx, subject, 1, o.atSeq) {
+		for m, err := range c.readRawInto(ctx, subject, 1, o.atSeq, s) {
 			if err != nil {
 				return nil, err
 			}

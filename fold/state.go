@@ -2,6 +2,7 @@ package fold
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/convlog/convlog/events"
@@ -98,6 +99,18 @@ type Redaction struct {
 
 // MessageCount is the number of messages in the whole history.
 func (s *State) MessageCount() int { return s.Base + len(s.Messages) }
+
+// Reserve makes room in Messages for n more messages, so that a fold of
+// that many events (a replay that knows how many it will read) appends
+// without growing the slice by doubling: each doubling copies every
+// message so far (BenchmarkApplyBytes: about a quarter of a replay's fold
+// time). It changes no content; n <= 0 does nothing. Reserve at most what
+// will come: the room is allocated at once (about 264 bytes a message).
+func (s *State) Reserve(n int) {
+	if n > 0 && cap(s.Messages)-len(s.Messages) < n {
+		s.Messages = slices.Grow(s.Messages, n)
+	}
+}
 
 // WaitingForAgent reports whether the thread waits for its agent: it
 // exists, is neither deleted nor erased, has replies on, no tool call is
