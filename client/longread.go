@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/convlog/convlog/internal/directget"
 )
 
 // Long reads through a consumer.
@@ -71,7 +69,8 @@ func (c *Client) wantConsumer(pending, next, upTo uint64) bool {
 }
 
 // readByConsumer yields the messages of subject from from up to upTo (0 =
-// no bound) and up to the subject's last message when it starts (so that
+// no bound) and up to the subject's last message when it starts, as the
+// stream leader has it (so that
 // what it reads is committed: an atomic batch is whole), through an
 // ephemeral consumer. It returns the sequence to go on from and whether
 // the read is over: finished, stopped by yield, or ended by ctx (the
@@ -79,14 +78,17 @@ func (c *Client) wantConsumer(pending, next, upTo uint64) bool {
 // failed: the caller reads on with direct gets from the returned sequence.
 // Everything it starts is stopped and deleted before it returns.
 func (c *Client) readByConsumer(ctx context.Context, subject string, from, upTo uint64, yield func(*RawEvent, error) bool) (uint64, bool) {
-	last, err := directget.Last(ctx, c.js, c.stream, subject)
+	// The leader's last sequence, not a direct get's: on a replicated
+	// stream a lagging follower may answer a direct get with an older
+	// last message, and the read would end early.
+	last, err := c.log.leaderLastSeq(ctx, subject)
 	if err != nil {
 		return from, false
 	}
-	if last == nil || last.Sequence < from {
+	if last < from {
 		return from, true // purged meanwhile: nothing more
 	}
-	end := last.Sequence
+	end := last
 	if upTo != 0 {
 		end = min(end, upTo)
 	}
@@ -154,8 +156,16 @@ func (c *Client) readByConsumer(ctx context.Context, subject string, from, upTo 
 			return seq + 1, true
 		}
 		from = seq + 1
-		if seq == end || md.NumPending == 0 {
+		if seq == end {
 			return from, true
+		}
+		if md.NumPending == 0 {
+			// The consumer may run on a replica that lags the leader:
+			// done only if the leader has nothing more up to end (an
+			// erasure purged the rest), else wait for the replica.
+			if last, err := c.log.leaderLastSeq(ctx, subject); err != nil || last < from {
+				return from, err == nil
+			}
 		}
 	}
 }
