@@ -71,6 +71,16 @@ func TestStorageQuotaOverHTTPAndNATS(t *testing.T) {
 	require.Equal(t, "storage", prob.Code)
 	require.Equal(t, int64(30000), prob.Limit)
 	require.Contains(t, prob.Detail, "tenant acme stores")
+	// Retrying cannot help: SDKs that retry 429 are told not to.
+	req, err := http.NewRequest("POST", p.httpURL+"/v1/threads/big/events", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer acme-key")
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusTooManyRequests, res.StatusCode)
+	require.Equal(t, "false", res.Header.Get("X-Should-Retry"))
 
 	// globex is not held.
 	code, b = p.call(t, "POST", "/v1/threads/big/events", body, as("globex")...)

@@ -272,6 +272,10 @@ func problemFor(err error, ec errCtx) *Problem {
 		q.Code, q.Limit = quotaErr.Kind, quotaErr.Limit
 		if quotaErr.Kind == "rate" {
 			q.header("Retry-After", strconv.Itoa(max(1, int(math.Ceil(quotaErr.RetryAfter.Seconds())))))
+		} else {
+			// The same request fails until space is freed: SDKs that
+			// retry 429 (openai) should not.
+			q.header("X-Should-Retry", "false")
 		}
 		return q
 	case errors.Is(err, client.ErrStorageFull):
