@@ -103,7 +103,7 @@ func TestStorageQuotaOverHTTPAndNATS(t *testing.T) {
 	_, err = nc.Request("$JS.API.DIRECT.GET.CONVLOG.conv.acme.big", nil, 2*time.Second)
 	require.NoError(t, err)
 
-	res, err := http.Get(p.httpURL + "/metrics")
+	res, err = http.Get(p.httpURL + "/metrics")
 	require.NoError(t, err)
 	mb, err := io.ReadAll(res.Body)
 	res.Body.Close()
