@@ -75,6 +75,13 @@ func TestRunTiny(t *testing.T) {
 			assert.Positive(t, r.Published)
 			assert.Equal(t, r.Published, r.Measured, "every published event of the window was projected and seen")
 			assert.Zero(t, r.Errors)
+			// Every event was a step: at least one head and one index
+			// entry written per event, each larger than nothing.
+			assert.Positive(t, r.EventBytes)
+			assert.GreaterOrEqual(t, r.KV.Heads, uint64(r.Published))
+			assert.Positive(t, r.KV.IndexBytes)
+			assert.Equal(t, r.KV.HeadBytes+r.KV.ChunkBytes+r.KV.IndexBytes, r.KV.Bytes())
+			assert.Greater(t, r.Amplification(), 1.0, "a head carries at least the event it folds")
 		}
 	})
 

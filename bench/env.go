@@ -208,6 +208,15 @@ func (e *Env) WaitHead(ctx context.Context, thread string, v uint64) error {
 	}
 }
 
+// ProjectorWritten is what the running projector wrote to KV so far
+// (zero without one).
+func (e *Env) ProjectorWritten() snapstore.Written {
+	if e.proj == nil {
+		return snapstore.Written{}
+	}
+	return e.proj.KVWritten()
+}
+
 // StopProjector stops the projector (if running) and waits for it.
 func (e *Env) StopProjector() error {
 	if e.proj == nil {

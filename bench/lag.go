@@ -14,6 +14,7 @@ import (
 
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/projector"
+	"github.com/convlog/convlog/snapstore"
 )
 
 // LagParams size the projection lag section.
@@ -51,6 +52,20 @@ type LagRow struct {
 	Drain time.Duration
 	// Errors counts failed publishes.
 	Errors int
+	// EventBytes are the bytes of the events published in the row
+	// (warm-up and window), KV what the projector wrote to KV meanwhile
+	// (until everything was projected): KV.Bytes() / EventBytes is the
+	// write amplification of projection (issue 22, target 1).
+	EventBytes uint64
+	KV         snapstore.Written
+}
+
+// Amplification is KV bytes written per byte of event.
+func (r *LagRow) Amplification() float64 {
+	if r.EventBytes == 0 {
+		return 0
+	}
+	return float64(r.KV.Bytes()) / float64(r.EventBytes)
 }
 
 // LagResults are the projection lag section's rows and the catch-up.
@@ -247,6 +262,7 @@ func lagAt(ctx context.Context, e *Env, p LagParams, rate int, occ bool, log fun
 	start := time.Now()
 	measureFrom, end := start.Add(p.Warmup), start.Add(p.Warmup+p.For)
 	sent, inWindow := 0, 0
+	kv0, eventBytes := e.ProjectorWritten(), uint64(0)
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for now := start; now.Before(end); now = time.Now() {
@@ -262,6 +278,7 @@ func lagAt(ctx context.Context, e *Env, p LagParams, rate int, occ bool, log fun
 				window.Store(ev.ID, struct{}{})
 				inWindow++
 			}
+			eventBytes += uint64(len(m.Data))
 			if err := send(i, m); err != nil {
 				return nil, err
 			}
@@ -279,7 +296,8 @@ func lagAt(ctx context.Context, e *Env, p LagParams, rate int, occ bool, log fun
 	if err := e.WaitProjected(ctx); err != nil {
 		return nil, err
 	}
-	row := &LagRow{Rate: rate, OCC: occ, Published: inWindow, Drain: time.Since(published), Errors: int(errs.Load())}
+	row := &LagRow{Rate: rate, OCC: occ, Published: inWindow, Drain: time.Since(published), Errors: int(errs.Load()),
+		EventBytes: eventBytes, KV: e.ProjectorWritten().Sub(kv0)}
 	mu.Lock()
 	defer mu.Unlock()
 	row.MaxBehind = behind

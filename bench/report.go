@@ -483,15 +483,26 @@ func lagSection(m *md, res *Results) {
 	m.p("knows each event's predecessor from the order of its consumer's deliveries (consecutive consumer sequences),")
 	m.p("and folds it the same way; instances that share the consumer see gaps and check the log with one get per event.")
 	m.p("")
-	m.header("publishes", "target rate", "achieved", "events measured", "lag p50", "lag p99", "lag max", "max consumer backlog", "drained after the last publish")
+	m.header("publishes", "target rate", "achieved", "events measured", "lag p50", "lag p99", "lag max", "max consumer backlog", "drained after the last publish",
+		"KV bytes written per event byte (heads / chunks / index)")
 	for _, r := range l.Rows {
 		how := "conditional"
 		if !r.OCC {
 			how = "plain"
 		}
+		amp := "n/a"
+		if r.EventBytes > 0 {
+			per := func(n uint64) string { return fmt.Sprintf("%.1f", float64(n)/float64(r.EventBytes)) }
+			amp = fmt.Sprintf("**%.1f** (%s / %s / %s)", r.Amplification(), per(r.KV.HeadBytes), per(r.KV.ChunkBytes), per(r.KV.IndexBytes))
+		}
 		m.row(how, fmtRate(float64(r.Rate)), fmtRate(r.Achieved), fmtInt(r.Measured)+" of "+fmtInt(r.Published),
-			fmtDur(r.D.P50), fmtDur(r.D.P99), fmtDur(r.D.Max), fmtInt(r.MaxBehind), fmtDur(r.Drain))
+			fmtDur(r.D.P50), fmtDur(r.D.P99), fmtDur(r.D.Max), fmtInt(r.MaxBehind), fmtDur(r.Drain), amp)
 	}
+	m.p("")
+	m.p("**Write amplification** (issue 22, target 1): the bytes the projector wrote to KV during the row (heads,")
+	m.p("chunks and index entries as stored, sealed; from `projector.Projector.KVWritten`) divided by the bytes of")
+	m.p("the events published in it (warm-up included, as stored). Every event is a step that rewrites its")
+	m.p("thread's head, which carries the tail of messages not yet in a chunk, and its index entry.")
 	m.p("")
 	if l.Backlog > 0 {
 		m.p("**Catch-up**: with the projector stopped, %s events were published round robin over %s new threads;", fmtInt(l.Backlog), fmtInt(l.BacklogThreads))

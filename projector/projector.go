@@ -104,6 +104,19 @@ func New(js jetstream.JetStream, cfg Config) (*Projector, error) {
 // fails before that.
 func (p *Projector) Ready() <-chan struct{} { return p.ready }
 
+// KVWritten returns what the projector wrote to its snapshot and index
+// buckets so far (snapstore.Written: heads, chunks, index entries, as
+// stored), zero before Ready: with the bytes of the events it projected,
+// the write amplification of projection. Safe for concurrent use.
+func (p *Projector) KVWritten() snapstore.Written {
+	select {
+	case <-p.ready:
+		return p.store.Written()
+	default:
+		return snapstore.Written{}
+	}
+}
+
 // Run projects until ctx is cancelled or a fatal error occurs. It may be
 // called once per Projector.
 //
