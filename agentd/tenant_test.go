@@ -93,3 +93,38 @@ func TestTenantUserOfARunningServe(t *testing.T) {
 	require.Error(t, err)
 	require.True(t, strings.Contains(p.log(), "tenant-scoped NATS users applied"), "serve logs each application of the registry")
 }
+
+// A user revoked while no serve runs (the command owns the data
+// directory) is out of the users serve starts with, so it is never
+// accepted, not even before serve applies the registry.
+func TestTenantRevokedWhileServeIsDown(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startServe(t, dir, "--workers", "0")
+	seed := filepath.Join(t.TempDir(), "acme.nk")
+	_, stderr, err := runCLIFull(t, "tenant", "create", "acme", "--out", seed, "--data-dir", dir)
+	require.NoError(t, err, stderr)
+	saved := filepath.Join(dir, tenantUsersFile)
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(saved)
+		return err == nil && strings.Contains(string(b), `"tenant":"acme"`)
+	}, 10*time.Second, 50*time.Millisecond, "serve saves the users it applied")
+	stopServe(t, p)
+
+	_, stderr, err = runCLIFull(t, "tenant", "revoke", "acme", "--data-dir", dir)
+	require.NoError(t, err, stderr)
+	b, err := os.ReadFile(saved)
+	require.NoError(t, err)
+	require.NotContains(t, string(b), "acme", "the revoke updated the users the next serve starts with")
+
+	p = startServe(t, dir, "--workers", "0")
+	auth, err := nats.NkeyOptionFromSeed(seed)
+	require.NoError(t, err)
+	for range 20 {
+		nc, err := nats.Connect(p.natsURL, auth, nats.MaxReconnects(0))
+		if err == nil {
+			nc.Close()
+			t.Fatal("a revoked user connected to the restarted serve")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -49,6 +49,9 @@ nats.CustomInboxPrefix("_INBOX_<tenant>"), and uses client.Config{Tenant: "<tena
 					_, _ = reg.Revoke(ctx, u.Tenant, u.PublicKey)
 					return err
 				}
+				if err := e.syncTenantUsers(ctx, reg, f.conn.DataDir); err != nil {
+					return err
+				}
 				if e.json {
 					return e.printJSON(map[string]any{"user": u, "seed_file": out, "inbox_prefix": tenancy.InboxPrefix(u.Tenant)})
 				}
@@ -90,6 +93,9 @@ nats.CustomInboxPrefix("_INBOX_<tenant>"), and uses client.Config{Tenant: "<tena
 				}
 				gone, err := reg.Revoke(ctx, args[0], user)
 				if err != nil {
+					return err
+				}
+				if err := e.syncTenantUsers(ctx, reg, f.conn.DataDir); err != nil {
 					return err
 				}
 				if user != "" && len(gone) == 0 {
@@ -144,6 +150,22 @@ func (e *cliEnv) registry(ctx context.Context) (*tenancy.Registry, error) {
 		return nil, fmt.Errorf("KV bucket %s: %w", b, err)
 	}
 	return tenancy.NewRegistry(kv), nil
+}
+
+// syncTenantUsers writes the registry's users to the data directory's
+// tenantUsersFile when this command owns the directory (no agentd serve
+// runs on it): the next serve starts with exactly them, so a user revoked
+// meanwhile is never accepted, not even before serve applies the
+// registry. A running serve keeps the file itself.
+func (e *cliEnv) syncTenantUsers(ctx context.Context, reg *tenancy.Registry, dataDir string) error {
+	if e.conn == nil || e.conn.Server == nil {
+		return nil
+	}
+	users, err := reg.List(ctx, "")
+	if err != nil {
+		return err
+	}
+	return saveTenantUsers(dataDir, users)
 }
 
 // writeSeed writes seed to a new file path with mode 0600.
