@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/audit"
+	"github.com/convlog/convlog/internal/nodetest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/vector.json")
@@ -101,24 +101,16 @@ func TestTheConstructionIsReproducibleOutsideGo(t *testing.T) {
 	require.NoError(t, err, "run go test ./audit -run TestTheConstruction -update")
 	require.JSONEq(t, string(want), string(got), "the construction changed (run with -update after a deliberate change, and bump the domain strings' version)")
 
-	node, err := exec.LookPath("node")
-	if err != nil {
-		require.Empty(t, os.Getenv("CI"), "CI must have node")
-		t.Skip("node is not installed: the JavaScript check of the vector is skipped")
-	}
+	node := nodetest.Node(t)
 	script := filepath.Join("..", "docs", "check_audit.mjs")
-	out, err := exec.Command(node, script, path).CombinedOutput()
+	out, err := nodetest.Run(t, node, script, path)
 	require.NoError(t, err, "%s", out)
-	require.Equal(t, "ok\n", string(out))
+	require.Equal(t, "ok\n", out)
 
 	var v vector
 	require.NoError(t, json.Unmarshal(want, &v))
 	v.Records[1].Data = base64.StdEncoding.EncodeToString([]byte("altered"))
-	bad, err := json.Marshal(v)
-	require.NoError(t, err)
-	badPath := filepath.Join(t.TempDir(), "bad.json")
-	require.NoError(t, os.WriteFile(badPath, bad, 0o600))
-	out, err = exec.Command(node, script, badPath).CombinedOutput()
+	out, err = nodetest.RunOn(t, node, script, v)
 	require.Error(t, err, "an altered record must fail the JavaScript check: %s", out)
-	require.Contains(t, string(out), "seq 2: leaf")
+	require.Contains(t, out, "seq 2: leaf")
 }

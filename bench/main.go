@@ -86,8 +86,8 @@ type RunConfig struct {
 	// NATSServer is a nats-server binary for the cluster section ("":
 	// the section is skipped).
 	NATSServer string
-	Sections []string
-	Log      func(format string, args ...any)
+	Sections   []string
+	Log        func(format string, args ...any)
 }
 
 // Results is everything one run measured.

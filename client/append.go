@@ -296,14 +296,15 @@ func (c *Client) checkQuota(ctx context.Context, tenant string, evs []events.Eve
 	if c.quotas == nil {
 		return nil
 	}
-	types := make([]events.Type, len(evs))
-	for i, e := range evs {
-		types[i] = e.Type
-		if types[i] == "" && e.Payload != nil {
-			types[i] = e.Payload.EventType()
+	exempt := true
+	for _, e := range evs {
+		t := e.Type
+		if t == "" && e.Payload != nil {
+			t = e.Payload.EventType()
 		}
+		exempt = exempt && quota.Exempt(t)
 	}
-	if quota.Exempt(types) {
+	if exempt {
 		return nil
 	}
 	if err := c.quotas.Check(ctx, tenant); err != nil {

@@ -58,22 +58,7 @@ func RedactPayload(p Payload, fields []string) (Payload, []string, error) {
 		}
 		p = v
 	case AssistantMessage:
-		if on("content") && !v.Content.IsNull() {
-			v.Content = text
-		}
-		if on("reasoning") && v.Reasoning != "" {
-			v.Reasoning = RedactedText
-		}
-		if on("tool_calls.arguments") && len(v.ToolCalls) > 0 {
-			calls := slices.Clone(v.ToolCalls)
-			for i := range calls {
-				calls[i].Arguments = "{}"
-			}
-			v.ToolCalls = calls
-		}
-		if on("metadata") {
-			v.Metadata = nil
-		}
+		redactAssistant(on, &v.Content, &v.Reasoning, &v.ToolCalls, &v.Metadata)
 		p = v
 	case ToolResult:
 		if on("content") {
@@ -149,24 +134,32 @@ func redactMessages(ms []Message, on func(string) bool) []Message {
 	out := slices.Clone(ms)
 	for i := range out {
 		m := &out[i]
-		if on("content") && !m.Content.IsNull() {
-			m.Content = Text(RedactedText)
-		}
-		if on("reasoning") && m.Reasoning != "" {
-			m.Reasoning = RedactedText
-		}
-		if on("tool_calls.arguments") && len(m.ToolCalls) > 0 {
-			calls := slices.Clone(m.ToolCalls)
-			for j := range calls {
-				calls[j].Arguments = "{}"
-			}
-			m.ToolCalls = calls
-		}
-		if on("metadata") {
-			m.Metadata = nil
-		}
+		redactAssistant(on, &m.Content, &m.Reasoning, &m.ToolCalls, &m.Metadata)
 	}
 	return out
+}
+
+// redactAssistant redacts, in place, the fields on() names among those
+// of an assistant message (the payload, or a message of a history): a
+// content that is not null, a reasoning that is set, every tool call's
+// arguments (in a copy of the calls: ids and names stay), the metadata.
+func redactAssistant(on func(string) bool, content *Content, reasoning *string, calls *[]ToolCall, metadata *json.RawMessage) {
+	if on("content") && !content.IsNull() {
+		*content = Text(RedactedText)
+	}
+	if on("reasoning") && *reasoning != "" {
+		*reasoning = RedactedText
+	}
+	if on("tool_calls.arguments") && len(*calls) > 0 {
+		c := slices.Clone(*calls)
+		for i := range c {
+			c[i].Arguments = "{}"
+		}
+		*calls = c
+	}
+	if on("metadata") {
+		*metadata = nil
+	}
 }
 
 // HasContent reports whether events of type t carry content

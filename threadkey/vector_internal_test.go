@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/nodetest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/vector.json")
@@ -104,15 +104,11 @@ func TestTheSealingIsReproducibleOutsideGo(t *testing.T) {
 	require.NoError(t, err, "run go test ./threadkey -run TestTheSealing -update")
 	require.JSONEq(t, string(want), string(got), "the construction changed (run with -update after a deliberate change, and bump the format and labels)")
 
-	node, err := exec.LookPath("node")
-	if err != nil {
-		require.Empty(t, os.Getenv("CI"), "CI must have node")
-		t.Skip("node is not installed: the JavaScript check of the vector is skipped")
-	}
+	node := nodetest.Node(t)
 	script := filepath.Join("..", "docs", "check_sealed.mjs")
-	out, err := exec.Command(node, script, path).CombinedOutput()
+	out, err := nodetest.Run(t, node, script, path)
 	require.NoError(t, err, "%s", out)
-	require.Equal(t, "ok\n", string(out))
+	require.Equal(t, "ok\n", out)
 
 	var v vector
 	require.NoError(t, json.Unmarshal(want, &v))
@@ -120,10 +116,6 @@ func TestTheSealingIsReproducibleOutsideGo(t *testing.T) {
 	require.NoError(t, err)
 	b[len(b)-1] ^= 1
 	v.Event.Sealed = hex.EncodeToString(b)
-	bad, err := json.Marshal(v)
-	require.NoError(t, err)
-	badPath := filepath.Join(t.TempDir(), "bad.json")
-	require.NoError(t, os.WriteFile(badPath, bad, 0o600))
-	out, err = exec.Command(node, script, badPath).CombinedOutput()
+	out, err = nodetest.RunOn(t, node, script, v)
 	require.Error(t, err, "an altered ciphertext must fail the JavaScript check: %s", out)
 }

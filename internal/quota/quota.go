@@ -173,15 +173,12 @@ func (u Usage) Check(tenant string, now time.Time) error {
 	return nil
 }
 
-// Exempt reports whether an append of events of these types is never
-// refused: it only deletes, erases or redacts.
-func Exempt(types []events.Type) bool {
-	for _, t := range types {
-		switch t {
-		case events.TypeDeleted, events.TypeErased, events.TypeRedacted:
-		default:
-			return false
-		}
+// Exempt reports whether events of type t are never refused: an append
+// made only of them only deletes, erases or redacts.
+func Exempt(t events.Type) bool {
+	switch t {
+	case events.TypeDeleted, events.TypeErased, events.TypeRedacted:
+		return true
 	}
-	return len(types) > 0
+	return false
 }
