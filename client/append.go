@@ -124,6 +124,9 @@ type AppendResult struct {
 // (AppendResult.Events of the failed call is empty, so set event ids
 // yourself if you need to retry) to learn it.
 func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events.Event, opts ...AppendOption) (AppendResult, error) {
+	if p := c.route(tenant, thread); p != c {
+		return p.Append(ctx, tenant, thread, evs, opts...)
+	}
 	if err := c.check(); err != nil {
 		return AppendResult{}, err
 	}

@@ -161,6 +161,9 @@ func (c *Client) blobLifetime(ctx context.Context, tenant, thread string) (int, 
 // *NotFoundError when the thread does not exist or is deleted or erased;
 // *BlobTooLargeError; object store errors.
 func (c *Client) PutBlob(ctx context.Context, tenant, thread, name, contentType string, r io.Reader, limit int64) (BlobInfo, error) {
+	if p := c.route(tenant, thread); p != c {
+		return p.PutBlob(ctx, tenant, thread, name, contentType, r, limit)
+	}
 	if err := c.check(); err != nil {
 		return BlobInfo{}, err
 	}
@@ -238,6 +241,9 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 // Errors: as PutBlob; [ErrBlobNotFound] (wrapped) for a name the lifetime
 // does not have.
 func (c *Client) GetBlob(ctx context.Context, tenant, thread, name string) (BlobInfo, io.ReadCloser, error) {
+	if p := c.route(tenant, thread); p != c {
+		return p.GetBlob(ctx, tenant, thread, name)
+	}
 	if err := c.check(); err != nil {
 		return BlobInfo{}, nil, err
 	}
@@ -275,6 +281,9 @@ func (c *Client) GetBlob(ctx context.Context, tenant, thread, name string) (Blob
 // (its chunks are purged from the object store's stream). Deleting a
 // missing blob returns [ErrBlobNotFound] (wrapped). Errors as GetBlob.
 func (c *Client) DeleteBlob(ctx context.Context, tenant, thread, name string) error {
+	if p := c.route(tenant, thread); p != c {
+		return p.DeleteBlob(ctx, tenant, thread, name)
+	}
 	if err := c.check(); err != nil {
 		return err
 	}

@@ -48,6 +48,11 @@ type Client struct {
 	// (Unix ns) reads may try a consumer again after one failed.
 	consumerMin      int
 	consumerOffUntil atomic.Int64
+	// parts are the deployment's partitions' clients when it has more
+	// than one (every one shares this slice; the client New returned is
+	// none of them: it routes every thread call to one), nil otherwise
+	// (route).
+	parts []*Client
 	// createConsumer is js.CreateConsumer (tests make it fail).
 	createConsumer func(context.Context, string, jetstream.ConsumerConfig) (jetstream.Consumer, error)
 }
@@ -76,40 +81,103 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Client, error) {
 		c.quotas = quota.NewChecker(js, cfg.Resources.UsageBucket)
 	}
 	if cfg.Tenant != "" {
+		if cfg.Resources.Partitions > 1 {
+			return nil, fmt.Errorf("client: a tenant-scoped client (Config.Tenant %q) on a deployment of %d partitions: not supported yet (its tenant service and permissions cover one partition)", cfg.Tenant, cfg.Resources.Partitions)
+		}
 		return c.scoped(ctx)
 	}
+	if _, ok := cfg.Resources.PartitionIndex(); ok {
+		// one partition's client (Client.Partitions, a projector's reader)
+		if cfg.Provision {
+			if _, err := provision.Ensure(ctx, js, cfg.Resources); err != nil {
+				return nil, err
+			}
+		}
+		return c, c.bind(ctx)
+	}
+	k := 1
 	if cfg.Provision {
 		r, err := provision.Ensure(ctx, js, cfg.Resources)
 		if err != nil {
 			return nil, err
 		}
-		c.st, c.snapshots, c.index, c.blobs.os = r.Stream, r.Snapshots, r.Index, r.Blobs
-		c.log = directLog{js: js, st: c.st, stream: c.stream}
-		if c.keys, err = threadkey.New(ctx, js, r.Keys, cfg.KeyCacheThreads); err != nil {
-			return nil, err
-		}
-		c.snaps = c.newSnapshots()
-		return c, nil
+		k = r.Partitions
+	} else if k, err = provision.ReadPartitions(ctx, js, cfg.Resources); err != nil {
+		return nil, fmt.Errorf("client: %w", err)
 	}
-	if c.st, err = js.Stream(ctx, cfg.Resources.Stream); err != nil {
-		return nil, fmt.Errorf("client: stream %s: %w (provision it with `agentd serve` or Config.Provision)", cfg.Resources.Stream, err)
-	}
-	c.log = directLog{js: js, st: c.st, stream: c.stream}
-	if c.snapshots, err = js.KeyValue(ctx, cfg.Resources.SnapshotBucket); err != nil {
-		return nil, fmt.Errorf("client: KV bucket %s: %w", cfg.Resources.SnapshotBucket, err)
-	}
-	if c.index, err = js.KeyValue(ctx, cfg.Resources.IndexBucket); err != nil {
-		return nil, fmt.Errorf("client: KV bucket %s: %w", cfg.Resources.IndexBucket, err)
-	}
-	kv, err := js.KeyValue(ctx, cfg.Resources.KeyBucket)
-	if err != nil {
-		return nil, fmt.Errorf("client: KV bucket %s: %w (provision it with `agentd serve` or Config.Provision)", cfg.Resources.KeyBucket, err)
-	}
-	if c.keys, err = threadkey.New(ctx, js, kv, cfg.KeyCacheThreads); err != nil {
+	c.cfg.Resources.Partitions = k
+	if err := c.bind(ctx); err != nil {
 		return nil, err
 	}
-	c.snaps = c.newSnapshots()
+	if k > 1 {
+		for p := range k {
+			pc := &Client{cfg: c.cfg, nc: nc, js: js, quotas: c.quotas, pageSize: pageSize, consumerMin: cfg.ConsumerReadThreshold,
+				createConsumer: js.CreateConsumer, cache: newStateCache(cfg.CacheThreads)}
+			pc.cfg.Resources = c.cfg.Resources.Partition(p)
+			if err := pc.bind(ctx); err != nil {
+				return nil, err
+			}
+			c.parts = append(c.parts, pc)
+		}
+		for _, pc := range c.parts {
+			pc.parts = c.parts
+		}
+	}
 	return c, nil
+}
+
+// bind looks up the stream and buckets of c.cfg.Resources (one partition)
+// and sets c's fields for them; the error names the one that is missing.
+func (c *Client) bind(ctx context.Context) error {
+	res := c.cfg.Resources
+	c.stream, c.subjects = res.Stream, events.Subjects{Prefix: res.SubjectPrefix}
+	var err error
+	if c.st, err = c.js.Stream(ctx, res.Stream); err != nil {
+		return fmt.Errorf("client: stream %s: %w (provision it with `agentd serve` or Config.Provision)", res.Stream, err)
+	}
+	c.log = directLog{js: c.js, st: c.st, stream: c.stream}
+	if c.snapshots, err = c.js.KeyValue(ctx, res.SnapshotBucket); err != nil {
+		return fmt.Errorf("client: KV bucket %s: %w", res.SnapshotBucket, err)
+	}
+	if c.index, err = c.js.KeyValue(ctx, res.IndexBucket); err != nil {
+		return fmt.Errorf("client: KV bucket %s: %w", res.IndexBucket, err)
+	}
+	kv, err := c.js.KeyValue(ctx, res.KeyBucket)
+	if err != nil {
+		return fmt.Errorf("client: KV bucket %s: %w (provision it with `agentd serve` or Config.Provision)", res.KeyBucket, err)
+	}
+	if c.keys, err = threadkey.New(ctx, c.js, kv, c.cfg.KeyCacheThreads); err != nil {
+		return err
+	}
+	c.snaps = c.newSnapshots()
+	return nil
+}
+
+// route returns the client of the partition tenant/thread lives in
+// (events.Partition over the deployment's K): c itself when K = 1.
+func (c *Client) route(tenant, thread string) *Client {
+	if len(c.parts) < 2 {
+		return c
+	}
+	return c.parts[events.Partition(tenant, thread, len(c.parts))]
+}
+
+// For returns the client of the partition that tenant/thread lives in
+// (c itself in a deployment of one partition): its Subjects, Keys,
+// JetStream stream (Config().Resources.Stream) and ConsumeDurable are that
+// partition's. Every thread method of either client works for every
+// thread.
+func (c *Client) For(tenant, thread string) *Client { return c.route(tenant, thread) }
+
+// Partitions returns the clients of the deployment's K partitions in
+// partition order ([c] when K = 1): a component that consumes the log
+// (agent workers, a replay) runs one consumer per partition, through
+// Partitions()[p].ConsumeDurable.
+func (c *Client) Partitions() []*Client {
+	if len(c.parts) < 2 {
+		return []*Client{c}
+	}
+	return c.parts
 }
 
 // scoped finishes New for a tenant-scoped client (Config.Tenant): no
@@ -181,7 +249,12 @@ func (c *Client) newSnapshots() *snapstore.Store {
 
 // Close marks the client closed; later calls return [ErrClosed]. It does
 // not close the NATS connection.
-func (c *Client) Close() { c.closed.Store(true) }
+func (c *Client) Close() {
+	c.closed.Store(true)
+	for _, p := range c.parts {
+		p.closed.Store(true)
+	}
+}
 
 // Subjects returns the subject naming the client uses.
 func (c *Client) Subjects() events.Subjects { return c.subjects }

@@ -136,6 +136,9 @@ func (c *Client) ConsumeDurable(ctx context.Context, cfg DurableConfig) (*Durabl
 	if err := c.scopedErr("durable consumer"); err != nil {
 		return nil, err
 	}
+	if _, ok := c.cfg.Resources.PartitionIndex(); !ok && len(c.parts) > 1 {
+		return nil, fmt.Errorf("client: durable consumer %s: the deployment has %d partitions: consume each one through Client.Partitions()[p].ConsumeDurable", cfg.Name, len(c.parts))
+	}
 	return ConsumeDurable(ctx, c.js, c.stream, c.subjects, cfg)
 }
 

@@ -34,6 +34,9 @@ const (
 //
 // Errors: *NotFoundError, an error naming an unknown format, write errors.
 func (c *Client) ExportThread(ctx context.Context, tenant, thread string, format ExportFormat, w io.Writer) error {
+	if p := c.route(tenant, thread); p != c {
+		return p.ExportThread(ctx, tenant, thread, format, w)
+	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	switch format {
 	case ExportEvents:

@@ -88,6 +88,7 @@ func (c *Client) ImportEvents(ctx context.Context, r io.Reader, tenant string) (
 
 func (c *Client) importThreadEvents(ctx context.Context, evs []events.Stored, rep *EventsImportReport) error {
 	tenant, thread := evs[0].Tenant, evs[0].Thread
+	c = c.route(tenant, thread)
 	subject, err := c.subjects.Thread(tenant, thread)
 	if err != nil {
 		return err

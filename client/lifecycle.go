@@ -47,6 +47,9 @@ type ForkOptions struct {
 // fork; any other thread under ThreadID is [ErrThreadExists] (wrapped with
 // the *ConflictError). Errors as for Get and Append.
 func (c *Client) Fork(ctx context.Context, tenant, thread string, opts ForkOptions) (string, string, uint64, error) {
+	if p := c.route(tenant, thread); p != c {
+		return p.Fork(ctx, tenant, thread, opts)
+	}
 	getOpts := []GetOption{Consistent()}
 	if opts.AtSeq != 0 {
 		getOpts = []GetOption{AtSeq(opts.AtSeq)}
@@ -110,12 +113,18 @@ func (c *Client) Fork(ctx context.Context, tenant, thread string, opts ForkOptio
 // Errors: *NotFoundError for a thread with no events or an erased one;
 // append errors.
 func (c *Client) Delete(ctx context.Context, tenant, thread, reason string) (uint64, error) {
+	if p := c.route(tenant, thread); p != c {
+		return p.Delete(ctx, tenant, thread, reason)
+	}
 	return c.setDeleted(ctx, tenant, thread, true, events.Deleted{Reason: reason})
 }
 
 // Undelete reverses a soft delete; idempotent as Delete (a thread that is
 // not deleted is left as it is).
 func (c *Client) Undelete(ctx context.Context, tenant, thread, reason string) (uint64, error) {
+	if p := c.route(tenant, thread); p != c {
+		return p.Undelete(ctx, tenant, thread, reason)
+	}
 	return c.setDeleted(ctx, tenant, thread, false, events.Undeleted{Reason: reason})
 }
 
@@ -175,6 +184,9 @@ type ErasureReport struct {
 // Other threads are untouched. Erasing an erased or missing thread returns
 // *NotFoundError (after destroying a key an interrupted erasure left).
 func (c *Client) Erase(ctx context.Context, tenant, thread, reason string) (ErasureReport, error) {
+	if p := c.route(tenant, thread); p != c {
+		return p.Erase(ctx, tenant, thread, reason)
+	}
 	if err := c.scopedErr("erase"); err != nil {
 		return ErasureReport{}, err
 	}
@@ -268,6 +280,9 @@ func (c *Client) dropForkSnapshots(ctx context.Context, tenant, thread string) (
 // SetState sets a key of the thread's key-value state (AgentKit state.kv)
 // with an event; value is any JSON-marshalable value.
 func (c *Client) SetState(ctx context.Context, tenant, thread, key string, value any) (uint64, error) {
+	if p := c.route(tenant, thread); p != c {
+		return p.SetState(ctx, tenant, thread, key, value)
+	}
 	raw, err := json.Marshal(value)
 	if err != nil {
 		return 0, fmt.Errorf("client: state %q of %s/%s: %w", key, tenant, thread, err)
@@ -278,6 +293,9 @@ func (c *Client) SetState(ctx context.Context, tenant, thread, key string, value
 
 // DeleteState deletes a key of the thread's key-value state.
 func (c *Client) DeleteState(ctx context.Context, tenant, thread, key string) (uint64, error) {
+	if p := c.route(tenant, thread); p != c {
+		return p.DeleteState(ctx, tenant, thread, key)
+	}
 	res, err := c.Append(ctx, tenant, thread, []events.Event{{Payload: events.StateDeleted{Key: key}}}, AnyVersion())
 	return res.Version, err
 }

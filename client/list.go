@@ -101,12 +101,46 @@ func (c *Client) List(ctx context.Context, tenant string, opts ListOptions) (Lis
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	var all []ThreadSummary
+	for _, p := range c.Partitions() {
+		var err error
+		if all, err = p.summaries(ctx, tenant, opts, all); err != nil {
+			return ListPage{}, err
+		}
+	}
+	slices.SortFunc(all, func(a, b ThreadSummary) int {
+		if c := b.UpdatedAt.Compare(a.UpdatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.Thread, a.Thread)
+	})
+	i := 0
+	if after != nil {
+		// The page starts at the first thread after the cursor's position.
+		for i < len(all) && !before(cursor{all[i].UpdatedAt, all[i].Thread}, *after) {
+			i++
+		}
+	}
+	end := min(i+limit, len(all))
+	page := ListPage{Threads: all[i:end]}
+	if page.Threads == nil {
+		page.Threads = []ThreadSummary{}
+	}
+	if end < len(all) {
+		last := all[end-1]
+		page.NextCursor = cursor{last.UpdatedAt, last.Thread}.String()
+	}
+	return page, nil
+}
+
+// summaries appends to all the summaries of tenant's threads in c's index
+// bucket (one partition) that opts selects.
+func (c *Client) summaries(ctx context.Context, tenant string, opts ListOptions, all []ThreadSummary) ([]ThreadSummary, error) {
 	w, err := snapstore.WatchIndex(ctx, c.index, tenant)
 	if err != nil {
-		return ListPage{}, fmt.Errorf("client: list %s: %w", tenant, err)
+		return all, fmt.Errorf("client: list %s: %w", tenant, err)
 	}
 	defer w.Stop()
-	var all []ThreadSummary
 	for e := range w.Updates() {
 		if e == nil {
 			break // initial values done
@@ -135,31 +169,9 @@ func (c *Client) List(ctx context.Context, tenant string, opts ListOptions) (Lis
 		all = append(all, ts)
 	}
 	if ctx.Err() != nil {
-		return ListPage{}, fmt.Errorf("client: list %s: %w", tenant, ctx.Err())
+		return all, fmt.Errorf("client: list %s: %w", tenant, ctx.Err())
 	}
-	slices.SortFunc(all, func(a, b ThreadSummary) int {
-		if c := b.UpdatedAt.Compare(a.UpdatedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(b.Thread, a.Thread)
-	})
-	i := 0
-	if after != nil {
-		// The page starts at the first thread after the cursor's position.
-		for i < len(all) && !before(cursor{all[i].UpdatedAt, all[i].Thread}, *after) {
-			i++
-		}
-	}
-	end := min(i+limit, len(all))
-	page := ListPage{Threads: all[i:end]}
-	if page.Threads == nil {
-		page.Threads = []ThreadSummary{}
-	}
-	if end < len(all) {
-		last := all[end-1]
-		page.NextCursor = cursor{last.UpdatedAt, last.Thread}.String()
-	}
-	return page, nil
+	return all, nil
 }
 
 func matches(t ThreadSummary, o ListOptions) bool {

@@ -105,6 +105,9 @@ func (c *Client) snapshotState(ctx context.Context, tenant, thread string) (*fol
 // events, was erased, or is soft-deleted (unless [IncludeDeleted]); an
 // *events.IDError for bad ids; ctx errors (AtLeastVersion waiting).
 func (c *Client) Get(ctx context.Context, tenant, thread string, opts ...GetOption) (*Thread, error) {
+	if p := c.route(tenant, thread); p != c {
+		return p.Get(ctx, tenant, thread, opts...)
+	}
 	if err := c.check(); err != nil {
 		return nil, err
 	}
@@ -207,6 +210,9 @@ func (c *Client) Get(ctx context.Context, tenant, thread string, opts ...GetOpti
 // are yielded with their sequence and the decode error, and iteration goes
 // on. It reads batched direct gets; memory does not grow with the thread.
 func (c *Client) Events(ctx context.Context, tenant, thread string, from, to uint64) iter.Seq2[events.Stored, error] {
+	if p := c.route(tenant, thread); p != c {
+		return p.Events(ctx, tenant, thread, from, to)
+	}
 	return func(yield func(events.Stored, error) bool) {
 		subject, err := c.subjects.Thread(tenant, thread)
 		if err != nil {

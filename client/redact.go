@@ -62,6 +62,9 @@ const redactTimeout = 2 * time.Minute
 // thread; an error from the rotation (the thread keeps every key then:
 // nothing is lost, Redact may be called again); append errors.
 func (c *Client) Redact(ctx context.Context, tenant, thread string, seq uint64, fields []string, reason string) (RedactionReport, error) {
+	if p := c.route(tenant, thread); p != c {
+		return p.Redact(ctx, tenant, thread, seq, fields, reason)
+	}
 	rep := RedactionReport{Tenant: tenant, Thread: thread, Seq: seq}
 	ctx, cancel, subject, err := c.startRedaction(ctx, tenant, thread)
 	if err != nil {
@@ -213,6 +216,9 @@ type RangeRedactionReport struct {
 // key record must hold a replacement of every event redacted (about
 // 14,000 at the default max payload).
 func (c *Client) RedactThrough(ctx context.Context, tenant, thread string, upToSeq uint64, reason string) (RangeRedactionReport, error) {
+	if p := c.route(tenant, thread); p != c {
+		return p.RedactThrough(ctx, tenant, thread, upToSeq, reason)
+	}
 	rep := RangeRedactionReport{Tenant: tenant, Thread: thread, UpToSeq: upToSeq}
 	ctx, cancel, subject, err := c.startRedaction(ctx, tenant, thread)
 	if err != nil {

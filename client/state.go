@@ -35,6 +35,9 @@ const maxStateAttempts = 8
 // exist, is erased or is soft-deleted), id errors, NATS and context
 // errors.
 func (c *Client) State(ctx context.Context, tenant, thread, prefix string) (ThreadState, error) {
+	if p := c.route(tenant, thread); p != c {
+		return p.State(ctx, tenant, thread, prefix)
+	}
 	if err := c.check(); err != nil {
 		return ThreadState{}, err
 	}
@@ -63,6 +66,9 @@ func (c *Client) State(ctx context.Context, tenant, thread, prefix string) (Thre
 // Errors: [ErrStateKeyExists] (wrapped, with the version that holds the
 // key) when the key is set; as [Client.State] and [Client.Append].
 func (c *Client) SetStateIfAbsent(ctx context.Context, tenant, thread, key string, value any) (uint64, error) {
+	if p := c.route(tenant, thread); p != c {
+		return p.SetStateIfAbsent(ctx, tenant, thread, key, value)
+	}
 	raw, err := json.Marshal(value)
 	if err != nil {
 		return 0, fmt.Errorf("client: state %q of %s/%s: %w", key, tenant, thread, err)

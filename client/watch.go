@@ -94,6 +94,9 @@ func (w *Watcher) DroppedDeltas() int64 { return w.dropped.Load() }
 // duplicate), and optionally live deltas. The watch runs until Stop or ctx
 // ends. Errors: *events.IDError for bad ids; consumer creation errors.
 func (c *Client) Watch(ctx context.Context, tenant, thread string, opts WatchOptions) (*Watcher, error) {
+	if p := c.route(tenant, thread); p != c {
+		return p.Watch(ctx, tenant, thread, opts)
+	}
 	if err := c.check(); err != nil {
 		return nil, err
 	}

@@ -28,6 +28,17 @@ type Config struct {
 	// KeyBucket holds the thread data keys (package threadkey). Default
 	// "convlog_keys".
 	KeyBucket string
+	// Partition is which partition (0..K-1) of the deployment this
+	// projector projects (docs/partitions-design.md, issue 21 item 4):
+	// Stream, SubjectPrefix and the buckets above name the deployment
+	// (partition 0), and partition p's stream, subjects and buckets are
+	// derived from them (provision.Config.Partition). A deployment of K
+	// partitions runs a projector for each p (one or more instances
+	// each). An event on this partition's stream whose thread belongs to
+	// another partition (a raw publisher that computed the partition
+	// wrongly) is not projected: it is reported as FailureMisplaced.
+	// Default 0; Run fails when the deployment has no such partition.
+	Partition int
 	// Durable is the name of the durable pull consumer that every instance
 	// shares. Default "convlog-projector".
 	Durable string
@@ -113,6 +124,10 @@ type Failure struct {
 const (
 	// FailureStep: a projection step failed; its triggers are retried.
 	FailureStep = "step_failed"
+	// FailureMisplaced: an event on this partition's stream belongs, by
+	// events.Partition, to another partition; it is acked and not
+	// projected (readers look for the thread in its own partition).
+	FailureMisplaced = "misplaced_event"
 	// FailureSnapshotRebuilt: the thread's head or a chunk was unreadable
 	// (ErrCorrupt: garbage, or a newer format) and is rebuilt from the log.
 	FailureSnapshotRebuilt = "snapshot_rebuilt"
@@ -227,6 +242,9 @@ func (c Config) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("projector: "+format, args...)) }
 	if err := (events.Subjects{Prefix: c.SubjectPrefix}).Validate(); err != nil {
 		bad("subject prefix: %v", err)
+	}
+	if c.Partition < 0 || c.Partition >= provision.MaxPartitions {
+		bad("partition must be 0..%d, got %d", provision.MaxPartitions-1, c.Partition)
 	}
 	if c.SnapshotBucket == c.IndexBucket {
 		bad("snapshot and index buckets must differ, both are %q", c.SnapshotBucket)

@@ -254,7 +254,7 @@ func (p *Projector) fold(ctx context.Context, w *snapstore.Edit, ev rawEvent) (A
 	before := w.Mark()
 	// A gone key leaves the sealed bytes (folded as undecodable); an
 	// error reading the key is retried.
-	data, oerr := p.reader.Keys().OpenStored(ctx, ev.data)
+	data, oerr := p.keys.OpenStored(ctx, ev.data)
 	if oerr != nil {
 		return a, oerr
 	}
@@ -262,7 +262,7 @@ func (p *Projector) fold(ctx context.Context, w *snapstore.Edit, ev rawEvent) (A
 	a.Type, a.EventID = e.Type, e.ID
 	if e.Type == events.TypeRedacted {
 		// The thread's key was rotated: read the new record now.
-		p.reader.Keys().Forget(tenant, thread)
+		p.keys.Forget(tenant, thread)
 	}
 	var err error
 	if derr != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/internal/shutdown"
 	"github.com/convlog/convlog/snapstore"
+	"github.com/convlog/convlog/threadkey"
 )
 
 // Projector is the runner: it consumes the event stream with a durable
@@ -43,7 +44,13 @@ type Projector struct {
 
 	// Bound by Run.
 	store  *snapstore.Writer
-	reader *client.Client // reads the sources of forks by reference
+	reader *client.Client // reads the sources of forks by reference (any partition)
+	// keys are the thread data keys of this partition (its client's).
+	keys *threadkey.Keys
+	// base names the deployment (partition 0); k is its partition count
+	// (set by bind).
+	base provision.Config
+	k    int
 
 	mu      sync.Mutex
 	threads map[string]*threadState // threads with queued or running work
@@ -92,7 +99,11 @@ func New(js jetstream.JetStream, cfg Config) (*Projector, error) {
 	}
 	defaultChunk := cfg.ChunkBytes == 0
 	cfg = cfg.withDefaults()
-	return &Projector{
+	base := provision.Config{Stream: cfg.Stream, SubjectPrefix: cfg.SubjectPrefix, SnapshotBucket: cfg.SnapshotBucket,
+		IndexBucket: cfg.IndexBucket, KeyBucket: cfg.KeyBucket}
+	pc := base.Partition(cfg.Partition)
+	cfg.Stream, cfg.SubjectPrefix, cfg.SnapshotBucket, cfg.IndexBucket, cfg.KeyBucket = pc.Stream, pc.SubjectPrefix, pc.SnapshotBucket, pc.IndexBucket, pc.KeyBucket
+	return &Projector{base: base,
 		js: js, cfg: cfg, defaultChunk: defaultChunk, log: cfg.Logger, subjects: events.Subjects{Prefix: cfg.SubjectPrefix},
 		ready: make(chan struct{}), threads: map[string]*threadState{}, cache: lru.New[string, *snapstore.Head](cfg.CacheThreads, int64(cfg.CacheBytes)),
 		window: newDeliveryWindow(),
@@ -215,20 +226,23 @@ func (p *Projector) bind(ctx context.Context) (*client.Durable, error) {
 	// The reader of a fork by reference's source (client.ApplyFork), and
 	// the keeper of thread data keys (its Keys open events and seal and
 	// open snapshot values).
-	reader, err := client.New(ctx, p.js.Conn(), client.Config{Logger: p.log, Resources: provision.Config{
-		Stream: c.Stream, SubjectPrefix: c.SubjectPrefix, SnapshotBucket: c.SnapshotBucket, IndexBucket: c.IndexBucket,
-		KeyBucket: c.KeyBucket}})
+	reader, err := client.New(ctx, p.js.Conn(), client.Config{Logger: p.log, Resources: p.base})
 	if err != nil {
 		errs = append(errs, err)
 		return nil, errors.Join(errs...)
 	}
+	parts := reader.Partitions()
+	if c.Partition >= len(parts) {
+		return nil, fmt.Errorf("projector: partition %d of a deployment of %d partitions", c.Partition, len(parts))
+	}
+	p.k, p.keys = len(parts), parts[c.Partition].Keys()
 	store, err := snapstore.NewWriter(ctx, p.js, snapstore.WriterConfig{
 		SnapshotBucket: c.SnapshotBucket, IndexBucket: c.IndexBucket,
 		ChunkBytes: p.cfg.ChunkBytes, TailBytes: p.cfg.TailBytes, Logger: p.log,
 		OnIndexRebuilt: func(tenant, thread string, err error) {
 			p.report(Failure{Tenant: tenant, Thread: thread, Reason: FailureIndexRebuilt, Err: err})
 		},
-		Sealer: reader.Keys(),
+		Sealer: p.keys,
 	})
 	if err != nil {
 		errs = append(errs, err)
@@ -261,6 +275,11 @@ func (p *Projector) dispatch(msg jetstream.Msg, work chan<- *threadState) {
 	key := ""
 	if err == nil {
 		key = tenant + "." + thread
+		if want := events.Partition(tenant, thread, p.k); want != p.cfg.Partition {
+			err = fmt.Errorf("thread %s/%s belongs to partition %d, not %d", tenant, thread, want, p.cfg.Partition)
+			p.report(Failure{Tenant: tenant, Thread: thread, Reason: FailureMisplaced, Err: err})
+			key = ""
+		}
 	}
 	d := delivery{msg: msg, md: md}
 	if md != nil {
@@ -275,7 +294,7 @@ func (p *Projector) dispatch(msg jetstream.Msg, work chan<- *threadState) {
 		if md != nil {
 			seq = md.Sequence.Stream
 		}
-		p.log.Warn("projector: skipping a message on a subject that is no thread", "subject", msg.Subject(), "seq", seq, "err", err)
+		p.log.Warn("projector: skipping a message that is no event of this partition's threads", "subject", msg.Subject(), "seq", seq, "err", err)
 		_ = msg.Ack()
 		return
 	}

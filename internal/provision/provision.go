@@ -63,13 +63,32 @@ type Config struct {
 	// SubjectPrefix, so that no thread or delta subject is a service
 	// subject.
 	TenantAPI string
+	// Partitions is K, how many partitions the log and the snapshot,
+	// index and key buckets are split into (docs/partitions-design.md,
+	// issue 21 item 4): a thread lives in partition
+	// events.Partition(tenant, thread, K). K is fixed per deployment and
+	// recorded in ConfigBucket by the first Ensure; 0 means "the
+	// deployment's K" (1 for a new deployment), and Ensure refuses a K
+	// that differs from the recorded one. K=1 is exactly the unpartitioned
+	// layout. At most MaxPartitions.
+	Partitions int
+	// ConfigBucket holds the deployment's settings every process reads
+	// before it writes (the record "partitions"). Default "convlog_config".
+	ConfigBucket string
+
+	// part is set on a partition's own Config (Config.Partition): 1 + its
+	// index; 0 on a deployment's Config.
+	part int
 }
+
+// MaxPartitions is the most partitions a deployment may have.
+const MaxPartitions = 64
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{Stream: "CONVLOG", SubjectPrefix: "conv", SnapshotBucket: "convlog_snapshots",
 		IndexBucket: "convlog_threads", BlobBucket: "convlog_blobs", KeyBucket: "convlog_keys", Replicas: 1, MaxBytes: -1, Duplicates: 2 * time.Minute, MaxMsgSize: -1,
-		TenantBucket: "convlog_tenants", UsageBucket: "convlog_usage", TenantAPI: "convlog.api"}
+		TenantBucket: "convlog_tenants", UsageBucket: "convlog_usage", TenantAPI: "convlog.api", ConfigBucket: "convlog_config"}
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -114,6 +133,9 @@ func (c Config) WithDefaults() Config {
 	if c.TenantAPI == "" {
 		c.TenantAPI = d.TenantAPI
 	}
+	if c.ConfigBucket == "" {
+		c.ConfigBucket = d.ConfigBucket
+	}
 	return c
 }
 
@@ -129,6 +151,9 @@ func (c Config) Validate() error {
 	}
 	if c.SnapshotBucket == c.IndexBucket || c.KeyBucket == c.SnapshotBucket || c.KeyBucket == c.IndexBucket {
 		errs = append(errs, errors.New("provision: snapshot, index and key buckets must differ"))
+	}
+	if c.Partitions < 0 || c.Partitions > MaxPartitions {
+		errs = append(errs, fmt.Errorf("provision: partitions must be 0..%d, got %d", MaxPartitions, c.Partitions))
 	}
 	if first, _, _ := strings.Cut(c.TenantAPI, "."); first == c.SubjectPrefix || strings.ContainsAny(c.TenantAPI, "*> ") {
 		errs = append(errs, fmt.Errorf("provision: tenant service subject %q must be a literal subject whose first token is not the subject prefix %q", c.TenantAPI, c.SubjectPrefix))
@@ -166,7 +191,8 @@ func (c Config) StreamConfig() jetstream.StreamConfig {
 	}
 }
 
-// Resources are the provisioned stream and buckets.
+// Resources are the provisioned stream and buckets. The stream, snapshot,
+// index and key fields are partition 0's; Parts has every partition's.
 type Resources struct {
 	Stream    jetstream.Stream
 	Snapshots jetstream.KeyValue
@@ -175,28 +201,53 @@ type Resources struct {
 	Keys      jetstream.KeyValue
 	Tenants   jetstream.KeyValue
 	Usage     jetstream.KeyValue
+	// Partitions is the deployment's K (1 for a partition's Config).
+	Partitions int
+	// Parts are the K partitions' resources, in partition order (Parts[0]
+	// is the fields above); only Stream, Snapshots, Index and Keys are set
+	// in each.
+	Parts []Resources
 }
 
 // Ensure creates the stream and buckets, or updates them to c. It is
 // idempotent and safe to call concurrently from several processes. It
-// returns an error naming the resource that could not be created.
+// returns an error naming the resource that could not be created. For a
+// deployment's Config it first settles K (Config.Partitions, recorded in
+// ConfigBucket; a K that differs from the recorded one is refused) and
+// provisions every partition; with K > 1 and replicas it then spreads the
+// partitions' leaders over the servers (a failed move is logged by
+// nobody: the partitions work wherever their leaders are). For a
+// partition's Config (Config.Partition) it provisions that partition and
+// the shared buckets.
 func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (Resources, error) {
 	if err := c.Validate(); err != nil {
 		return Resources{}, err
 	}
 	c = c.WithDefaults()
-	var r Resources
-	var err error
-	r.Stream, err = js.CreateOrUpdateStream(ctx, c.StreamConfig())
-	if err != nil {
-		return r, fmt.Errorf("provision: stream %s: %w", c.Stream, err)
+	k, parts := 1, []Config{c}
+	if _, ok := c.PartitionIndex(); !ok {
+		var err error
+		if k, err = ensureRecord(ctx, js, c); err != nil {
+			return Resources{}, err
+		}
+		parts = parts[:0]
+		for p := range k {
+			parts = append(parts, c.Partition(p))
+		}
 	}
+	r := Resources{Partitions: k}
+	for _, pc := range parts {
+		pr, err := ensurePartition(ctx, js, pc)
+		if err != nil {
+			return r, err
+		}
+		r.Parts = append(r.Parts, pr)
+	}
+	r.Stream, r.Snapshots, r.Index, r.Keys = r.Parts[0].Stream, r.Parts[0].Snapshots, r.Parts[0].Index, r.Parts[0].Keys
 	for _, b := range []struct {
 		name, desc string
 		kv         *jetstream.KeyValue
 	}{
-		{c.SnapshotBucket, "convlog thread snapshots (heads and immutable chunks)", &r.Snapshots},
-		{c.IndexBucket, "convlog thread summaries for listing", &r.Index},
 		{c.TenantBucket, "convlog tenant-scoped NATS users", &r.Tenants},
 		{c.UsageBucket, "convlog usage per tenant and thread (quotas)", &r.Usage},
 	} {
@@ -209,9 +260,41 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (Resources, e
 		}
 		*b.kv = kv
 	}
+	var err error
 	r.Blobs, err = js.CreateOrUpdateObjectStore(ctx, BlobStoreConfig(c))
 	if err != nil {
 		return r, fmt.Errorf("provision: object store %s: %w", c.BlobBucket, err)
+	}
+	if k > 1 && c.Replicas > 1 {
+		_ = spreadLeaders(ctx, js, c, k)
+	}
+	return r, nil
+}
+
+// ensurePartition creates or updates one partition's stream, snapshot,
+// index and key buckets.
+func ensurePartition(ctx context.Context, js jetstream.JetStream, c Config) (Resources, error) {
+	var r Resources
+	var err error
+	r.Stream, err = js.CreateOrUpdateStream(ctx, c.StreamConfig())
+	if err != nil {
+		return r, fmt.Errorf("provision: stream %s: %w", c.Stream, err)
+	}
+	for _, b := range []struct {
+		name, desc string
+		kv         *jetstream.KeyValue
+	}{
+		{c.SnapshotBucket, "convlog thread snapshots (heads and immutable chunks)", &r.Snapshots},
+		{c.IndexBucket, "convlog thread summaries for listing", &r.Index},
+	} {
+		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: b.name, Description: b.desc, History: 1, Storage: jetstream.FileStorage,
+			Replicas: c.Replicas,
+		})
+		if err != nil {
+			return r, fmt.Errorf("provision: KV bucket %s: %w", b.name, err)
+		}
+		*b.kv = kv
 	}
 	if _, err := js.CreateOrUpdateStream(ctx, KeyStreamConfig(c)); err != nil {
 		return r, fmt.Errorf("provision: KV bucket %s: %w", c.KeyBucket, err)

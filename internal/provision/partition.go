@@ -1,0 +1,197 @@
+package provision
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// partitionsKey is the key of the partitions record in ConfigBucket.
+const partitionsKey = "partitions"
+
+// partitionsRecord is the value of the partitions record:
+// {"partitions": K}.
+type partitionsRecord struct {
+	Partitions int `json:"partitions"`
+}
+
+// Partition returns the resource names of partition p (0 <= p < K) of
+// the deployment c (docs/partitions-design.md): partition 0 is c's own
+// names, so that K=1 is the unpartitioned layout; partition p >= 1 has
+// the stream "<Stream>_P<p>" with subjects "<SubjectPrefix>_p<p>.*.*"
+// (stream subjects may not overlap, so the partition is in the first
+// token) and the buckets "<SnapshotBucket>_p<p>", "<IndexBucket>_p<p>",
+// "<KeyBucket>_p<p>". The blob, tenant, usage and config buckets and the
+// tenant service are shared by every partition. The result's
+// Partitions is c's; [Config.PartitionIndex] tells it is a partition.
+func (c Config) Partition(p int) Config {
+	c = c.WithDefaults()
+	c.part = p + 1
+	if p == 0 {
+		return c
+	}
+	sfx := "_p" + strconv.Itoa(p)
+	c.Stream += "_P" + strconv.Itoa(p)
+	c.SubjectPrefix += sfx
+	c.SnapshotBucket += sfx
+	c.IndexBucket += sfx
+	c.KeyBucket += sfx
+	return c
+}
+
+// PartitionIndex returns p and true when c is the Config of partition p
+// made by [Config.Partition], and 0 and false for a deployment's Config.
+func (c Config) PartitionIndex() (int, bool) { return c.part - 1, c.part > 0 }
+
+// ReadPartitions returns the deployment's K from its record in
+// c.ConfigBucket: 1 when there is no record or no bucket (a deployment
+// made before partitions existed, or not provisioned yet). It needs a
+// direct get of "$KV.<ConfigBucket>.partitions"; errors are NATS errors or
+// an unreadable record, named.
+func ReadPartitions(ctx context.Context, js jetstream.JetStream, c Config) (int, error) {
+	c = c.WithDefaults()
+	kv, err := js.KeyValue(ctx, c.ConfigBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return 1, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("provision: KV bucket %s: %w", c.ConfigBucket, err)
+	}
+	k, _, err := readRecord(ctx, kv, c)
+	return k, err
+}
+
+// readRecord returns the recorded K (1 and false when there is none).
+func readRecord(ctx context.Context, kv jetstream.KeyValue, c Config) (int, bool, error) {
+	e, err := kv.Get(ctx, partitionsKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 1, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("provision: %s record in KV %s: %w", partitionsKey, c.ConfigBucket, err)
+	}
+	var rec partitionsRecord
+	if err := json.Unmarshal(e.Value(), &rec); err != nil || rec.Partitions < 1 || rec.Partitions > MaxPartitions {
+		return 0, false, fmt.Errorf("provision: %s record in KV %s is not {\"partitions\": 1..%d}: %q", partitionsKey, c.ConfigBucket, MaxPartitions, e.Value())
+	}
+	return rec.Partitions, true, nil
+}
+
+// ensureRecord creates the config bucket and returns the deployment's K,
+// recording c.Partitions (1 when 0) if nothing is recorded yet. It refuses
+// a c.Partitions that differs from the record, and K > 1 for a deployment
+// whose stream already holds events without a record (its threads were
+// placed by K=1; moving them is a migration, docs/partitions-design.md).
+func ensureRecord(ctx context.Context, js jetstream.JetStream, c Config) (int, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: c.ConfigBucket,
+		Description: "convlog deployment settings (partitions)", History: 1, Storage: jetstream.FileStorage, Replicas: c.Replicas})
+	if err != nil {
+		return 0, fmt.Errorf("provision: KV bucket %s: %w", c.ConfigBucket, err)
+	}
+	for range 3 {
+		k, ok, err := readRecord(ctx, kv, c)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			if c.Partitions != 0 && c.Partitions != k {
+				return 0, fmt.Errorf("provision: the deployment has %d partitions (KV %s, key %s) but %d were asked for: a different K moves threads between streams (migrate by export and import, docs/partitions-design.md)",
+					k, c.ConfigBucket, partitionsKey, c.Partitions)
+			}
+			return k, nil
+		}
+		want := max(c.Partitions, 1)
+		if want > 1 {
+			if st, err := js.Stream(ctx, c.Stream); err == nil {
+				if info, err := st.Info(ctx); err == nil && info.State.Msgs > 0 {
+					return 0, fmt.Errorf("provision: stream %s already holds %d events placed without partitions: %d partitions cannot be set on it (migrate by export and import, docs/partitions-design.md)",
+						c.Stream, info.State.Msgs, want)
+				}
+			}
+		}
+		v, _ := json.Marshal(partitionsRecord{Partitions: want})
+		if _, err := kv.Create(ctx, partitionsKey, v); err == nil {
+			return want, nil
+		} else if !errors.Is(err, jetstream.ErrKeyExists) {
+			return 0, fmt.Errorf("provision: record %s in KV %s: %w", partitionsKey, c.ConfigBucket, err)
+		}
+		// another process recorded K meanwhile: read it
+	}
+	return 0, fmt.Errorf("provision: record %s in KV %s: could not be read or created", partitionsKey, c.ConfigBucket)
+}
+
+// spreadLeaders moves the leaders of the partitions' streams (and of
+// each partition's snapshot bucket) so that partition p is led by the
+// p-th of the replicas' servers in name order, modulo their number: at
+// start every partition's leader is on a different server when K <= N.
+// A leader already in place is left alone, so that a later Ensure does
+// not pause writes. It uses a leader step-down naming the preferred
+// server ($JS.API.STREAM.LEADER.STEPDOWN.<stream> with
+// {"placement":{"preferred":...}}, nats-server 2.11+; a stream config may
+// not name one). A failed move is returned; the partitions work wherever
+// their leaders are.
+func spreadLeaders(ctx context.Context, js jetstream.JetStream, c Config, k int) error {
+	var errs []error
+	for p := range k {
+		pc := c.Partition(p)
+		for _, stream := range []string{pc.Stream, "KV_" + pc.SnapshotBucket} {
+			if err := moveLeader(ctx, js, stream, p); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// moveLeader moves stream's leader to the p-th of its servers (name
+// order), waiting up to 10 s for the new leader.
+func moveLeader(ctx context.Context, js jetstream.JetStream, stream string, p int) error {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return fmt.Errorf("provision: place leader of %s: %w", stream, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil || info.Cluster == nil || len(info.Cluster.Replicas) == 0 {
+		return err
+	}
+	servers := []string{info.Cluster.Leader}
+	for _, r := range info.Cluster.Replicas {
+		servers = append(servers, r.Name)
+	}
+	slices.Sort(servers)
+	want := servers[p%len(servers)]
+	if info.Cluster.Leader == want {
+		return nil
+	}
+	req, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": want}})
+	resp, err := js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+stream, req)
+	if err != nil {
+		return fmt.Errorf("provision: place leader of %s on %s: %w", stream, want, err)
+	}
+	var r struct {
+		Error *struct {
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(resp.Data, &r) == nil && r.Error != nil {
+		return fmt.Errorf("provision: place leader of %s on %s: %s", stream, want, r.Error.Description)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if info, err := st.Info(ctx); err == nil && info.Cluster != nil && info.Cluster.Leader == want {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("provision: place leader of %s on %s: not leader after 10 s", stream, want)
+}
