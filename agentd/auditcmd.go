@@ -12,11 +12,12 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/convlog/convlog/agentd/httpapi"
 	"github.com/convlog/convlog/audit"
+	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
 )
 
@@ -48,7 +49,7 @@ func (a *auditFlags) keyPath(c *connFlags) string {
 
 // startAudit loads (or creates) the signing key and returns the
 // checkpointer to run, or nil when audit is off.
-func startAudit(f *serveFlags, js jetstream.JetStream, logger *slog.Logger, m *metrics) (*audit.Checkpointer, error) {
+func startAudit(f *serveFlags, cl *client.Client, logger *slog.Logger, m *metrics) ([]*audit.Checkpointer, error) {
 	if !f.Audit.Enabled {
 		logger.Warn("audit checkpoints are off (--audit=false): nothing signs the threads' hash chains")
 		return nil, nil
@@ -65,8 +66,16 @@ func startAudit(f *serveFlags, js jetstream.JetStream, logger *slog.Logger, m *m
 	if created {
 		logger.Info("audit signing key created", "path", path)
 	}
-	return audit.NewCheckpointer(js, audit.Config{Key: key, Stream: f.conn.Stream, SubjectPrefix: f.conn.Prefix,
-		Logger: logger.With("component", "audit"), OnCheckpoint: m.onCheckpoint, OnRestart: func(error) { m.auditRestarts.Inc() }})
+	var cps []*audit.Checkpointer
+	for part, pa := range httpapi.AuditPartitions(cl) {
+		cp, err := audit.NewCheckpointer(cl.JetStream(), audit.Config{Key: key, Stream: pa.Stream, SubjectPrefix: pa.SubjectPrefix, HeadsBucket: pa.HeadsBucket,
+			Logger: logger.With("component", "audit", "partition", part), OnCheckpoint: m.onCheckpoint, OnRestart: func(error) { m.auditRestarts.Inc() }})
+		if err != nil {
+			return nil, err
+		}
+		cps = append(cps, cp)
+	}
+	return cps, nil
 }
 
 func newAuditCmd(lf *logFlags) *cobra.Command {
@@ -148,7 +157,7 @@ second) are counted as unsigned.`,
 			var rep *audit.Report
 			err = f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
 				var err error
-				if rep, err = audit.Verify(ctx, e.c.JetStream(), scope, opts); err != nil {
+				if rep, err = audit.VerifyPartitions(ctx, e.c.JetStream(), scope, opts, httpapi.AuditPartitions(e.c)); err != nil {
 					return err
 				}
 				if e.json {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,10 +34,12 @@ type connFlags struct {
 	TLSKey       string
 	TLSCA        string
 	Replicas     int
-	Stream       string
-	Prefix       string
-	MaxPayload   int32
-	Listen       string // embedded server client address (host:port), "" = loopback random
+	// Partitions is K for a new deployment (0 = the deployment's).
+	Partitions int
+	Stream     string
+	Prefix     string
+	MaxPayload int32
+	Listen     string // embedded server client address (host:port), "" = loopback random
 	// NATSTLSCert and NATSTLSKey: the embedded server's client listener
 	// uses TLS with them.
 	NATSTLSCert, NATSTLSKey string
@@ -63,6 +66,7 @@ func (f *connFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.TLSKey, "tls-key", "", "client TLS key file")
 	fs.StringVar(&f.TLSCA, "tls-ca", "", "CA file to verify the NATS server")
 	fs.IntVar(&f.Replicas, "replicas", 1, "replicas of the stream and KV buckets (1 or 3 on a cluster)")
+	fs.IntVar(&f.Partitions, "partitions", envInt("CONVLOG_PARTITIONS"), "partitions of the log and snapshot buckets (K; env CONVLOG_PARTITIONS): recorded by the first process that provisions a deployment and fixed after; 0 = the deployment's (1 for a new one); see docs/partitions-design.md")
 	fs.StringVar(&f.Stream, "stream", "CONVLOG", "JetStream stream name")
 	fs.StringVar(&f.Prefix, "subject-prefix", "conv", "thread subject prefix")
 	fs.Int32Var(&f.MaxPayload, "max-payload", 0, "embedded server max payload in bytes (0 = NATS default, 1 MiB)")
@@ -70,6 +74,20 @@ func (f *connFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.NATSTLSCert, "nats-tls-cert", "", "certificate file: the embedded NATS server's client listener requires TLS")
 	fs.StringVar(&f.NATSTLSKey, "nats-tls-key", "", "key file of --nats-tls-cert")
 	fs.BoolVar(&f.InsecureListen, "insecure-nats-listen", false, "allow a non-loopback --nats-listen without TLS (credentials still required)")
+}
+
+// envInt is the integer in env k: 0 when unset, -1 when not an integer
+// (validate then names the flag).
+func envInt(k string) int {
+	v := os.Getenv(k)
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 func envOr(k, d string) string {
@@ -86,6 +104,9 @@ func (f *connFlags) validate() error {
 	}
 	if f.Replicas < 1 || f.Replicas > 5 {
 		errs = append(errs, fmt.Errorf("--replicas must be 1..5, got %d", f.Replicas))
+	}
+	if f.Partitions < 0 || f.Partitions > provision.MaxPartitions {
+		errs = append(errs, fmt.Errorf("--partitions (env CONVLOG_PARTITIONS) must be 0..%d, got %d", provision.MaxPartitions, f.Partitions))
 	}
 	if (f.TLSCert == "") != (f.TLSKey == "") {
 		errs = append(errs, errors.New("--tls-cert and --tls-key go together"))
@@ -116,7 +137,7 @@ func (f *connFlags) validate() error {
 }
 
 func (f *connFlags) resources() provision.Config {
-	return provision.Config{Stream: f.Stream, SubjectPrefix: f.Prefix, Replicas: f.Replicas}
+	return provision.Config{Stream: f.Stream, SubjectPrefix: f.Prefix, Replicas: f.Replicas, Partitions: f.Partitions}
 }
 
 // conn is an open NATS connection, with the embedded server if we run one.

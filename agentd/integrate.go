@@ -21,10 +21,10 @@ type runner interface {
 	Run(ctx context.Context) error
 }
 
-func newProjector(cl *client.Client, cn *conn, f *serveFlags, logger *slog.Logger, m *metrics) (runner, error) {
+func newProjector(cl *client.Client, cn *conn, f *serveFlags, logger *slog.Logger, m *metrics, partition int) (runner, error) {
 	rc := cl.Config().Resources
 	cfg := projector.Config{Stream: rc.Stream, SubjectPrefix: rc.SubjectPrefix, SnapshotBucket: rc.SnapshotBucket,
-		IndexBucket: rc.IndexBucket, Logger: logger.With("component", "projector")}
+		IndexBucket: rc.IndexBucket, KeyBucket: rc.KeyBucket, Partition: partition, Logger: logger.With("component", "projector", "partition", partition)}
 	if m != nil {
 		cfg.OnApply = func(a projector.Applied) {
 			m.projected.Inc()

@@ -251,34 +251,40 @@ func runServe(parent context.Context, cmd *cobra.Command, f *serveFlags, logger 
 			}
 		}()
 	}
-	// 3. projector
+	// 3. projector: one per partition
+	k := len(cl.Partitions())
 	var projStop func(context.Context)
 	if f.Projector {
-		p, err := newProjector(cl, cn, f, logger, m)
-		if err != nil {
-			return err
-		}
 		pctx, pcancel := context.WithCancel(context.Background())
 		var pw sync.WaitGroup
-		pw.Add(1)
-		go func() {
-			defer pw.Done()
-			if err := p.Run(pctx); err != nil && pctx.Err() == nil {
-				errc <- fmt.Errorf("projector: %w", err)
+		for part := range k {
+			p, err := newProjector(cl, cn, f, logger, m, part)
+			if err != nil {
+				pcancel()
+				return err
 			}
-		}()
+			pw.Add(1)
+			go func() {
+				defer pw.Done()
+				if err := p.Run(pctx); err != nil && pctx.Err() == nil {
+					errc <- fmt.Errorf("projector of partition %d: %w", part, err)
+				}
+			}()
+		}
 		projStop = func(ctx context.Context) { pcancel(); waitCtx(ctx, &pw) }
-		logger.Info("projector started")
+		logger.Info("projector started", "partitions", k)
 	}
-	// 3b. audit checkpoints
-	cp, err := startAudit(f, cl.JetStream(), logger, m)
+	// 3b. audit checkpoints: one checkpointer per partition
+	cps, err := startAudit(f, cl, logger, m)
 	if err != nil {
 		return err
 	}
-	if cp != nil {
+	for part, cp := range cps {
 		f.auditPub = cp.PublicKey()
-		start("audit", cp.Run)
-		logger.Info("audit checkpointer started", "public_key", audit.PublicKeyString(f.auditPub))
+		start(fmt.Sprintf("audit of partition %d", part), cp.Run)
+	}
+	if f.auditPub != nil {
+		logger.Info("audit checkpointer started", "public_key", audit.PublicKeyString(f.auditPub), "partitions", k)
 	}
 	// 3c. retention
 	if f.RetentionFile != "" {
@@ -295,28 +301,34 @@ func runServe(parent context.Context, cmd *cobra.Command, f *serveFlags, logger 
 		logger.Info("retention enforcer started", "file", f.RetentionFile, "tenants", len(rc.Tenants))
 	}
 	// 3d. tenants: the tenant service, and the embedded server's
-	// tenant-scoped users from the registry
-	tn, err := startTenancy(ctx, cl, cn, f.conn.DataDir, f.conn.resources(), logger, start)
-	if err != nil {
-		return err
+	// tenant-scoped users from the registry (one partition only)
+	tn := &tenants{over: map[string]bool{}}
+	if k == 1 {
+		if tn, err = startTenancy(ctx, cl, cn, f.conn.DataDir, f.conn.resources(), logger, start); err != nil {
+			return err
+		}
+		defer func() { _ = tn.svc.Stop() }()
+	} else {
+		logger.Warn("tenant-scoped NATS users and the tenant service are off: the deployment has partitions, which they do not cover yet", "partitions", k)
 	}
-	defer func() { _ = tn.svc.Stop() }()
-	// 3e. quotas
+	// 3e. quotas: a meter per partition
 	if f.QuotaFile != "" {
 		qc, err := quota.LoadFile(f.QuotaFile)
 		if err != nil {
 			return err
 		}
-		meter, err := quota.NewMeter(ctx, cl.JetStream(), quota.MeterConfig{Resources: f.conn.resources(), Limits: qc,
-			Logger: logger.With("component", "quota"), OnUsage: func(tenant string, u quota.Usage) {
-				m.onUsage(tenant, u)
-				tn.setOverQuota(tenant, u.Limits.StorageBytes > 0 && u.Bytes >= u.Limits.StorageBytes)
-			}})
-		if err != nil {
-			return err
+		for part, pc := range cl.Partitions() {
+			meter, err := quota.NewMeter(ctx, cl.JetStream(), quota.MeterConfig{Resources: pc.Config().Resources, Limits: qc,
+				Logger: logger.With("component", "quota", "partition", part), OnUsage: func(tenant string, u quota.Usage) {
+					m.onUsage(tenant, u)
+					tn.setOverQuota(tenant, u.Limits.StorageBytes > 0 && u.Bytes >= u.Limits.StorageBytes)
+				}})
+			if err != nil {
+				return err
+			}
+			start(fmt.Sprintf("quota of partition %d", part), meter.Run)
 		}
-		start("quota", meter.Run)
-		logger.Info("usage meter started", "file", f.QuotaFile, "tenants", len(qc.Tenants))
+		logger.Info("usage meter started", "file", f.QuotaFile, "tenants", len(qc.Tenants), "partitions", k)
 	}
 	// 4. workers
 	var agentNames []string
@@ -328,12 +340,15 @@ func runServe(parent context.Context, cmd *cobra.Command, f *serveFlags, logger 
 		for n := range agents {
 			agentNames = append(agentNames, n)
 		}
-		pool, err := worker.New(cl, cn.NC, worker.Config{Agents: agents, Consumer: f.Consumer, Concurrency: f.Workers, AckWait: f.AckWait,
-			Logger: logger.With("component", "worker"), OnTurn: m.onTurn})
-		if err != nil {
-			return err
+		// a pool per partition, the concurrency shared between them
+		for part, pc := range cl.Partitions() {
+			pool, err := worker.New(pc, cn.NC, worker.Config{Agents: agents, Consumer: f.Consumer, Concurrency: (f.Workers + k - 1) / k, AckWait: f.AckWait,
+				Logger: logger.With("component", "worker", "partition", part), OnTurn: m.onTurn})
+			if err != nil {
+				return err
+			}
+			start(fmt.Sprintf("workers of partition %d", part), pool.Run)
 		}
-		start("workers", pool.Run)
 		logger.Info("agent workers started", "concurrency", f.Workers, "agents", agentNames)
 	} else {
 		agentNames, _ = agentNamesFor(f)

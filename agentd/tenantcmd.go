@@ -144,6 +144,9 @@ NKey, from 'agentd tenant create' or 'agentd tenant list').`,
 
 // registry returns the tenant registry of the deployment.
 func (e *cliEnv) registry(ctx context.Context) (*tenancy.Registry, error) {
+	if k := len(e.c.Partitions()); k > 1 {
+		return nil, fmt.Errorf("the deployment has %d partitions: tenant-scoped NATS users cover one partition and are not supported on it yet (use the HTTP API's keys)", k)
+	}
 	b := e.c.Config().Resources.WithDefaults().TenantBucket
 	kv, err := e.c.JetStream().KeyValue(ctx, b)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/internal/directget"
 )
 
@@ -139,6 +140,12 @@ type Report struct {
 	Problems     []Problem   `json:"problems,omitempty"`
 	ProblemCount int         `json:"problem_count"`
 	Took         float64     `json:"took_seconds"`
+	// Partitions are the reports of each partition of a deployment of
+	// several (VerifyPartitions over more than one): the counts above
+	// are their sums and OK their conjunction; FirstBadSeq and
+	// LastCheckpoint are positions in one partition's stream, so they
+	// are only in these.
+	Partitions []*Report `json:"partitions,omitempty"`
 }
 
 // add records p, keeping at most about 2*max problems until finish.
@@ -631,4 +638,57 @@ func (v *verifier) resolveMissing(ctx context.Context, js jetstream.JetStream, s
 		}
 	}
 	return nil
+}
+
+// Partition names one partition of a deployment (docs/partitions-design.md):
+// its stream, thread subject prefix and heads bucket. Each partition's
+// stream has its own checkpoints, chain and checkpointer.
+type Partition struct {
+	Stream, SubjectPrefix, HeadsBucket string
+}
+
+// VerifyPartitions is [Verify] over a deployment of len(parts) partitions:
+// a scope of one thread verifies that thread's partition
+// (events.Partition); a wider scope verifies each partition and returns
+// their merged report (Report.Partitions). opts' Stream, SubjectPrefix and
+// HeadsBucket are replaced by each partition's. An anchor is a position in
+// one partition's stream: with several partitions it is refused unless
+// scope names a thread. Errors are Verify's.
+func VerifyPartitions(ctx context.Context, js jetstream.JetStream, scope Scope, opts VerifyOptions, parts []Partition) (*Report, error) {
+	if len(parts) == 0 {
+		return nil, errors.New("audit: VerifyPartitions needs at least one partition")
+	}
+	one := func(p Partition) (*Report, error) {
+		opts.Stream, opts.SubjectPrefix, opts.HeadsBucket = p.Stream, p.SubjectPrefix, p.HeadsBucket
+		return Verify(ctx, js, scope, opts)
+	}
+	if len(parts) == 1 {
+		return one(parts[0])
+	}
+	if scope.Thread != "" {
+		return one(parts[events.Partition(scope.Tenant, scope.Thread, len(parts))])
+	}
+	if opts.Anchor != nil {
+		return nil, fmt.Errorf("audit: an anchor is a position in one partition's stream, and the deployment has %d partitions: verify one thread with it, or verify without one", len(parts))
+	}
+	start := time.Now()
+	all := &Report{Scope: scope, OK: true}
+	for _, p := range parts {
+		r, err := one(p)
+		if err != nil {
+			return nil, fmt.Errorf("audit: partition %s: %w", p.Stream, err)
+		}
+		all.OK = all.OK && r.OK
+		all.Checkpoints += r.Checkpoints
+		all.Verified += r.Verified
+		all.Unsigned += r.Unsigned
+		all.Threads += r.Threads
+		all.Erased = append(all.Erased, r.Erased...)
+		all.Redacted = append(all.Redacted, r.Redacted...)
+		all.Problems = append(all.Problems, r.Problems...)
+		all.ProblemCount += r.ProblemCount
+		all.Partitions = append(all.Partitions, r)
+	}
+	all.Took = time.Since(start).Seconds()
+	return all, nil
 }

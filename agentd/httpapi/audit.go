@@ -5,6 +5,8 @@ import (
 	"net/http"
 
 	"github.com/convlog/convlog/audit"
+	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/internal/provision"
 )
 
 // DefaultMaxAudits is Config.MaxAudits's default.
@@ -64,8 +66,7 @@ func (s *Server) verify(w http.ResponseWriter, r *http.Request, scope audit.Scop
 			return badRequest("bad-query", "unknown query parameter "+name+" (use anchor_seq and anchor_hash)").field(name)
 		}
 	}
-	opts := audit.VerifyOptions{Trusted: []ed25519.PublicKey{s.cfg.AuditKey}, Stream: s.c.Config().Resources.Stream,
-		SubjectPrefix: s.c.Subjects().Prefix}
+	opts := audit.VerifyOptions{Trusted: []ed25519.PublicKey{s.cfg.AuditKey}}
 	seq, p := querySeq(q, "anchor_seq")
 	if p != nil {
 		return p
@@ -79,7 +80,7 @@ func (s *Server) verify(w http.ResponseWriter, r *http.Request, scope audit.Scop
 		}
 		opts.Anchor = &audit.Anchor{MsgSeq: seq, Hash: q.Get("anchor_hash")}
 	}
-	rep, err := audit.Verify(r.Context(), s.c.JetStream(), scope, opts)
+	rep, err := audit.VerifyPartitions(r.Context(), s.c.JetStream(), scope, opts, AuditPartitions(s.c))
 	if err != nil {
 		return err
 	}
@@ -87,4 +88,19 @@ func (s *Server) verify(w http.ResponseWriter, r *http.Request, scope audit.Scop
 		return notFound(scope.Thread)
 	}
 	return writeJSON(w, http.StatusOK, rep)
+}
+
+// AuditPartitions names the stream, subject prefix and audit heads bucket
+// of each partition of c's deployment, in partition order: the heads
+// bucket keeps a checkpointer's position, so partition p's is
+// audit.DefaultHeadsBucket with provision.PartitionSuffix(p). agentd
+// serve's checkpointers and every verification use these.
+func AuditPartitions(c *client.Client) []audit.Partition {
+	var out []audit.Partition
+	for _, pc := range c.Partitions() {
+		rc := pc.Config().Resources
+		p, _ := rc.PartitionIndex()
+		out = append(out, audit.Partition{Stream: rc.Stream, SubjectPrefix: rc.SubjectPrefix, HeadsBucket: audit.DefaultHeadsBucket + provision.PartitionSuffix(p)})
+	}
+	return out
 }

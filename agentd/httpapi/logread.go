@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/internal/directget"
 )
 
@@ -30,8 +31,10 @@ const headerSlack = 4 << 10
 // stream's share of StreamBufferBytes and taken from the server's
 // StreamTotalBytes budget before it is read. Used by one goroutine.
 type logReader struct {
-	s       *Server
-	js      jetstream.JetStream
+	s  *Server
+	js jetstream.JetStream
+	// pc is the client of the thread's partition.
+	pc      *client.Client
 	stream  string
 	subject string
 	hold    holding
@@ -40,12 +43,13 @@ type logReader struct {
 }
 
 func (s *Server) newLogReader(tenant, id string) (*logReader, error) {
-	subject, err := s.c.Subjects().Thread(tenant, id)
+	pc := s.c.For(tenant, id) // the thread's partition
+	subject, err := pc.Subjects().Thread(tenant, id)
 	if err != nil {
 		return nil, err
 	}
 	js := s.c.JetStream()
-	return &logReader{s: s, js: js, stream: s.c.Config().Resources.Stream, subject: subject,
+	return &logReader{s: s, pc: pc, js: js, stream: pc.Config().Resources.Stream, subject: subject,
 		hold: holding{b: s.streams}, maxMsg: js.Conn().MaxPayload()}, nil
 }
 
@@ -107,7 +111,7 @@ func (lr *logReader) page(ctx, wctx context.Context, from uint64, n int) ([]*jet
 // the reader retries or resumes).
 func (lr *logReader) open(ctx context.Context, msgs []*jetstream.RawStreamMsg) error {
 	for _, m := range msgs {
-		data, err := lr.s.c.Keys().OpenStored(ctx, m.Data)
+		data, err := lr.pc.Keys().OpenStored(ctx, m.Data)
 		if err != nil {
 			return err
 		}
@@ -226,7 +230,7 @@ const deltaQueue = 64
 // nats.go may hold for it, so a slow stream can never make the shared
 // connection a slow consumer.
 func (s *Server) subscribeDeltas(tenant, id string) (*nats.Subscription, <-chan *nats.Msg, error) {
-	subj, err := s.c.Subjects().Delta(tenant, id)
+	subj, err := s.c.For(tenant, id).Subjects().Delta(tenant, id)
 	if err != nil {
 		return nil, nil, err
 	}

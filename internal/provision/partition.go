@@ -36,13 +36,22 @@ func (c Config) Partition(p int) Config {
 	if p == 0 {
 		return c
 	}
-	sfx := "_p" + strconv.Itoa(p)
+	sfx := PartitionSuffix(p)
 	c.Stream += "_P" + strconv.Itoa(p)
 	c.SubjectPrefix += sfx
 	c.SnapshotBucket += sfx
 	c.IndexBucket += sfx
 	c.KeyBucket += sfx
 	return c
+}
+
+// PartitionSuffix is what partition p's bucket names add to partition
+// 0's: "" for p = 0, "_p<p>" otherwise (Config.Partition).
+func PartitionSuffix(p int) string {
+	if p == 0 {
+		return ""
+	}
+	return "_p" + strconv.Itoa(p)
 }
 
 // PartitionIndex returns p and true when c is the Config of partition p

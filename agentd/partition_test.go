@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/convlog/convlog/audit"
+	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/events"
+)
+
+// agentd serve --partitions 3 on a new data directory: the demo agent
+// answers threads of every partition (a worker pool per partition), the
+// HTTP API lists them across partitions and streams one's log, the
+// projectors and audit checkpointers of every partition run (`agentd audit
+// verify` verifies all of them), and a restart without --partitions keeps
+// the recorded 3 while --partitions 2 is refused with a clear error.
+func TestServeWithPartitions(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startServe(t, dir, "--partitions", "3")
+	c := connectServe(t, p)
+	require.Len(t, c.Partitions(), 3)
+	ctx := context.Background()
+
+	const n = 9
+	threads := make([]string, n)
+	seen := map[int]bool{}
+	for i := range threads {
+		_, threads[i], _, _ = c.CreateThread(ctx, client.CreateOptions{ThreadCreated: events.ThreadCreated{Agent: "demo"}})
+		require.NotEmpty(t, threads[i])
+		p.ok(t, http.MethodPost, "/v1/threads/"+threads[i]+"/events", `{"events":[{"type":"message.user","payload":{"content":"what is 6*7?"}}]}`)
+		seen[events.Partition(events.DefaultTenant, threads[i], 3)] = true
+	}
+	for _, th := range threads {
+		got := waitAnswered(t, c, th, 1)
+		require.Contains(t, got.Messages[len(got.Messages)-1].Content.String(), "42")
+	}
+	// With 9 random thread ids, all three partitions are used almost
+	// always; the test needs at least two.
+	require.GreaterOrEqual(t, len(seen), 2, "threads in partitions %v", seen)
+
+	// The listing merges the partitions' index buckets.
+	require.Eventually(t, func() bool {
+		code, b := p.call(t, http.MethodGet, "/v1/threads?limit=100", "")
+		var page client.ListPage
+		return code == 200 && json.Unmarshal(b, &page) == nil && len(page.Threads) == n
+	}, 30*time.Second, 100*time.Millisecond, "the HTTP listing does not show the %d threads", n)
+	// The log of a thread of the last partition over HTTP (the SSE route's
+	// reader, events as JSON).
+	code, b := p.call(t, http.MethodGet, "/v1/threads/"+threads[n-1]+"/events", "")
+	require.Equal(t, 200, code, "%s", b)
+	require.Contains(t, string(b), "what is 6*7?")
+
+	// Every partition is checkpointed and verifies.
+	var rep audit.Report
+	require.Eventually(t, func() bool {
+		out, _, err := runCLIFull(t, "audit", "verify", "--data-dir", dir, "--json")
+		rep = audit.Report{}
+		return err == nil && json.Unmarshal([]byte(out), &rep) == nil && rep.OK && rep.Unsigned == 0 && rep.Threads == n
+	}, 30*time.Second, 200*time.Millisecond, "a clean verification of every partition: %+v", rep)
+	require.Len(t, rep.Partitions, 3)
+	out, _, err := runCLIFull(t, "audit", "verify", "--data-dir", dir, "--json", "--tenant", events.DefaultTenant, "--thread", threads[0])
+	require.NoError(t, err, out)
+	require.Contains(t, out, `"ok": true`)
+
+	// K is the deployment's.
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-p.done:
+		require.NoError(t, err, "agentd exit after SIGTERM\n%s", p.log())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("agentd did not stop after SIGTERM\n%s", p.log())
+	}
+	_, stderr, err := runCLIFull(t, "serve", "--data-dir", dir, "--http-addr", "127.0.0.1:0", "--partitions", "2")
+	require.Error(t, err)
+	require.Contains(t, stderr, "the deployment has 3 partitions (KV convlog_config, key partitions) but 2 were asked for")
+	p2 := startServe(t, dir)
+	c2 := connectServe(t, p2)
+	require.Len(t, c2.Partitions(), 3)
+	for _, th := range threads {
+		got, err := c2.Get(ctx, events.DefaultTenant, th, client.Consistent())
+		require.NoError(t, err)
+		require.Equal(t, th, got.Thread)
+	}
+	_, stderr, err = runCLIFull(t, "tenant", "create", "acme", "--data-dir", dir, "--out", filepath.Join(t.TempDir(), "seed"))
+	require.Error(t, err)
+	require.True(t, strings.Contains(stderr, "partitions"), fmt.Sprintf("tenant create on a partitioned deployment: %s", stderr))
+}
