@@ -67,7 +67,7 @@ func startAudit(f *serveFlags, cl *client.Client, logger *slog.Logger, m *metric
 		logger.Info("audit signing key created", "path", path)
 	}
 	var cps []*audit.Checkpointer
-	for part, pa := range httpapi.AuditPartitions(cl) {
+	for part, pa := range httpapi.AuditPartitions(cl, audit.Scope{}) {
 		cp, err := audit.NewCheckpointer(cl.JetStream(), audit.Config{Key: key, Stream: pa.Stream, SubjectPrefix: pa.SubjectPrefix, HeadsBucket: pa.HeadsBucket,
 			Logger: logger.With("component", "audit", "partition", part), OnCheckpoint: m.onCheckpoint, OnRestart: func(error) { m.auditRestarts.Inc() }})
 		if err != nil {
@@ -157,7 +157,7 @@ second) are counted as unsigned.`,
 			var rep *audit.Report
 			err = f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
 				var err error
-				if rep, err = audit.VerifyPartitions(ctx, e.c.JetStream(), scope, opts, httpapi.AuditPartitions(e.c)); err != nil {
+				if rep, err = audit.VerifyPartitions(ctx, e.c.JetStream(), scope, opts, httpapi.AuditPartitions(e.c, scope)); err != nil {
 					return err
 				}
 				if e.json {

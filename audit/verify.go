@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/internal/directget"
 )
 
@@ -647,13 +646,14 @@ type Partition struct {
 	Stream, SubjectPrefix, HeadsBucket string
 }
 
-// VerifyPartitions is [Verify] over a deployment of len(parts) partitions:
-// a scope of one thread verifies that thread's partition
-// (events.Partition); a wider scope verifies each partition and returns
-// their merged report (Report.Partitions). opts' Stream, SubjectPrefix and
-// HeadsBucket are replaced by each partition's. An anchor is a position in
-// one partition's stream: with several partitions it is refused unless
-// scope names a thread. Errors are Verify's.
+// VerifyPartitions is [Verify] over parts, the partitions of a deployment
+// (or, for a scope of one thread, only that thread's partition: a thread
+// lives in one, events.Partition): with one partition it is Verify of it;
+// with several it verifies each and returns their merged report
+// (Report.Partitions). opts' Stream, SubjectPrefix and HeadsBucket are
+// replaced by each partition's. An anchor is a position in one
+// partition's stream: with several partitions it is refused. Errors are
+// Verify's, naming the partition's stream.
 func VerifyPartitions(ctx context.Context, js jetstream.JetStream, scope Scope, opts VerifyOptions, parts []Partition) (*Report, error) {
 	if len(parts) == 0 {
 		return nil, errors.New("audit: VerifyPartitions needs at least one partition")
@@ -664,9 +664,6 @@ func VerifyPartitions(ctx context.Context, js jetstream.JetStream, scope Scope, 
 	}
 	if len(parts) == 1 {
 		return one(parts[0])
-	}
-	if scope.Thread != "" {
-		return one(parts[events.Partition(scope.Tenant, scope.Thread, len(parts))])
 	}
 	if opts.Anchor != nil {
 		return nil, fmt.Errorf("audit: an anchor is a position in one partition's stream, and the deployment has %d partitions: verify one thread with it, or verify without one", len(parts))

@@ -167,7 +167,22 @@ func TestClusterSectionTiny(t *testing.T) {
 	require.Len(t, c.Pauses, 1)
 	assert.Positive(t, c.Acked)
 	assert.Zero(t, c.Lost, "acknowledged appends missing after the leader was killed")
+	// The partitioned run: K streams whose leaders are on K different
+	// nodes at start, the same appends, a kill of partition 0's leader.
+	pr := c.Partitioned
+	require.NotNil(t, pr)
+	require.Len(t, pr.Leaders, p.Cluster.Partitions)
+	seen := map[string]bool{}
+	for _, l := range pr.Leaders {
+		assert.False(t, seen[l], "two partitions led by %s: %v", l, pr.Leaders)
+		seen[l] = true
+	}
+	assert.Positive(t, pr.Append.ConcRate[sysConvlog])
+	require.Len(t, pr.Pauses, 1)
+	assert.Positive(t, pr.Acked)
+	assert.Zero(t, pr.Lost, "acknowledged appends missing after a partition leader was killed")
 	md := Markdown(res, "", "")
+	assert.Contains(t, md, "### K=3 partitions")
 	assert.Contains(t, md, "## 7. A 3-node cluster (replicas 3)")
 	assert.Contains(t, md, "### Capacity model")
 }

@@ -28,6 +28,10 @@ type ClusterParams struct {
 	Kills int
 	// KillLoad is how long the writers run around each kill.
 	KillLoad time.Duration
+	// Partitions is K of the partitioned run that follows the K=1 run
+	// (the same appends and kills on a deployment of K partitions, R3);
+	// 0 or 1 skips it.
+	Partitions int
 }
 
 // ClusterResults are the cluster section's figures.
@@ -43,6 +47,22 @@ type ClusterResults struct {
 	// Acked is how many appends were acknowledged during the kills, and
 	// Failed how many failed after the client's retries.
 	Acked, Failed int
+	// Partitioned is the same on a deployment of Params.Partitions
+	// partitions (nil when not run); there a kill stops one partition's
+	// leader: Pauses are the longest gaps of its threads, OtherPauses
+	// those of the other partitions' threads.
+	Partitioned *PartitionedResults
+}
+
+// PartitionedResults are the cluster figures of a partitioned deployment.
+type PartitionedResults struct {
+	K      int
+	Append *AppendResults
+	// Leaders are the partitions' stream leaders at start (server names,
+	// in partition order).
+	Leaders             []string
+	Pauses, OtherPauses []time.Duration
+	Acked, Failed, Lost int
 }
 
 // clusterNode is one nats-server process of the cluster.
@@ -239,7 +259,61 @@ func RunCluster(ctx context.Context, bin, dir string, p ClusterParams, log func(
 		res.Failed += k.failed
 		res.Lost += k.lost
 	}
+	if p.Partitions > 1 {
+		if res.Partitioned, err = runPartitioned(ctx, c, e, js, p, log); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
+}
+
+// partitionedResources are the partitioned run's deployment: names of its
+// own (and its own config bucket, where K is recorded).
+var partitionedResources = provision.Config{Stream: "CONVLOG_PARTS", SubjectPrefix: "cparts", SnapshotBucket: "cparts_snapshots",
+	IndexBucket: "cparts_threads", KeyBucket: "cparts_keys", ConfigBucket: "cparts_config", Replicas: 3}
+
+// runPartitioned runs the appends and the leader kills on a deployment of
+// p.Partitions partitions; the kills stop partition 0's stream leader.
+func runPartitioned(ctx context.Context, c *benchCluster, e *Env, js jetstream.JetStream, p ClusterParams, log func(string, ...any)) (*PartitionedResults, error) {
+	rc := partitionedResources
+	rc.Partitions = p.Partitions
+	cl, err := client.New(ctx, e.NC, client.Config{Provision: true, Resources: rc, NoQuotas: true})
+	if err != nil {
+		return nil, err
+	}
+	out := &PartitionedResults{K: p.Partitions}
+	for _, pc := range cl.Partitions() {
+		st, err := js.Stream(ctx, pc.Config().Resources.Stream)
+		if err != nil {
+			return nil, err
+		}
+		info, err := st.Info(ctx)
+		if err != nil || info.Cluster == nil {
+			return nil, fmt.Errorf("partition stream %s: no cluster info (%v)", pc.Config().Resources.Stream, err)
+		}
+		out.Leaders = append(out.Leaders, info.Cluster.Leader)
+	}
+	log("cluster: appends, %d partitions, replicas 3 (leaders %v)", p.Partitions, out.Leaders)
+	k1 := e.AppendClient
+	e.AppendClient = cl
+	defer func() { e.AppendClient = k1 }()
+	if out.Append, err = RunAppend(ctx, e, &Baselines{}, p.Append, log); err != nil {
+		return nil, err
+	}
+	stream := cl.Partitions()[0].Config().Resources.Stream
+	for k := range p.Kills {
+		log("cluster: kill %d of partition 0's stream leader", k+1)
+		k, err := killLeaderUnderLoad(ctx, c, cl, js, stream, p.KillLoad)
+		if err != nil {
+			return nil, err
+		}
+		out.Pauses = append(out.Pauses, k.pause)
+		out.OtherPauses = append(out.OtherPauses, k.otherPause)
+		out.Acked += k.acked
+		out.Failed += k.failed
+		out.Lost += k.lost
+	}
+	return out, nil
 }
 
 // killed is what one kill of the stream leader under load showed.
@@ -249,10 +323,16 @@ type killed struct {
 	// appends not in the log afterwards.
 	pause               time.Duration
 	acked, failed, lost int
+	// otherPause is pause for the threads of other streams (partitions)
+	// than the killed leader's (0 when every thread is in its stream).
+	otherPause time.Duration
 }
 
-// killLeaderUnderLoad runs 8 writers (one thread each) for d, kills the
-// stream leader's process at d/3 and restarts it at 2d/3.
+// killLeaderUnderLoad runs 8 writers (one thread each; with partitions,
+// spread over them) for d, kills the leader of stream's process at d/3 and
+// restarts it at 2d/3. A pause is a thread's longest time without an
+// acknowledged append from the kill on, the longest over the threads of
+// stream (pause) and of other streams (otherPause).
 func killLeaderUnderLoad(ctx context.Context, c *benchCluster, cl *client.Client, js jetstream.JetStream, stream string, d time.Duration) (killed, error) {
 	const writers = 8
 	type ack struct {
@@ -322,15 +402,28 @@ func killLeaderUnderLoad(ctx context.Context, c *benchCluster, cl *client.Client
 		return killed{}, err
 	}
 	wg.Wait()
-	// The longest gap between acknowledgements from the kill on.
-	var pause time.Duration
-	last := killedAt
+	// Each thread's longest gap between acknowledgements from the kill on
+	// (until the writers stopped).
+	var pause, otherPause time.Duration
+	last := map[string]time.Time{}
+	gap := map[string]time.Duration{}
 	for _, a := range acks {
 		if a.at.Before(killedAt) {
 			continue
 		}
-		pause = max(pause, a.at.Sub(last))
-		last = a.at
+		l, ok := last[a.thread]
+		if !ok {
+			l = killedAt
+		}
+		gap[a.thread] = max(gap[a.thread], a.at.Sub(l))
+		last[a.thread] = a.at
+	}
+	for th, g := range gap {
+		if cl.For(tenant, th).Config().Resources.Stream == stream {
+			pause = max(pause, g)
+		} else {
+			otherPause = max(otherPause, g)
+		}
 	}
 	// Every acknowledged append is in its thread (read after the restart).
 	lost := 0
@@ -352,5 +445,5 @@ func killLeaderUnderLoad(ctx context.Context, c *benchCluster, cl *client.Client
 			lost++
 		}
 	}
-	return killed{pause: pause, acked: len(acks), failed: failed, lost: lost}, nil
+	return killed{pause: pause, otherPause: otherPause, acked: len(acks), failed: failed, lost: lost}, nil
 }

@@ -46,7 +46,47 @@ func clusterSection(m *md, res *Results) {
 		m.p("appends missing** from the log afterwards.")
 		m.p("")
 	}
+	partitionedSection(m, res)
 	capacityModel(m, res)
+}
+
+// partitionedSection reports the run on a deployment of K partitions.
+func partitionedSection(m *md, res *Results) {
+	pr := res.Cluster.Partitioned
+	if pr == nil {
+		return
+	}
+	a, k1 := pr.Append, res.Cluster.Append
+	p := res.Params.Cluster.Append
+	m.p("### K=%d partitions", pr.K)
+	m.p("")
+	m.p("The same appends on a deployment of %d partitions (`--partitions %d`: a stream and buckets per partition,", pr.K, pr.K)
+	m.p("threads placed by `events.Partition`), R3, on the same three processes; provisioning spread the")
+	m.p("partitions' stream leaders over %s. Raw JetStream (one stream) measured again in the same rounds:", joinCells(pr.Leaders))
+	m.p("")
+	m.header("figure", "convlog K="+fmt.Sprint(pr.K), "convlog K=1 (above)", labels[sysRaw], "K / raw JetStream", "K / K=1")
+	m.row("sequential p50", fmtDur(a.Seq[sysConvlog].P50), fmtDur(k1.Seq[sysConvlog].P50), fmtDur(a.Seq[sysRaw].P50),
+		durRatio(a.Seq[sysConvlog].P50, a.Seq[sysRaw].P50), durRatio(a.Seq[sysConvlog].P50, k1.Seq[sysConvlog].P50))
+	m.row("sequential p99", fmtDur(a.Seq[sysConvlog].P99), fmtDur(k1.Seq[sysConvlog].P99), fmtDur(a.Seq[sysRaw].P99),
+		durRatio(a.Seq[sysConvlog].P99, a.Seq[sysRaw].P99), durRatio(a.Seq[sysConvlog].P99, k1.Seq[sysConvlog].P99))
+	m.row(fmt.Sprintf("%d writers: appends/s (ratio > 1: faster)", p.Writers), fmtRate(a.ConcRate[sysConvlog]), fmtRate(k1.ConcRate[sysConvlog]),
+		fmtRate(a.ConcRate[sysRaw]), ratio(a.ConcRate[sysConvlog], a.ConcRate[sysRaw]), ratio(a.ConcRate[sysConvlog], k1.ConcRate[sysConvlog]))
+	m.p("")
+	m.p("Per partition leader that is %s events/s (r_leader of the model below, with every node leading one", fmtRate(a.ConcRate[sysConvlog]/float64(pr.K)))
+	m.p("partition and following the others); the total against K=1's one leader is the ratio in the last column.")
+	m.p("")
+	if len(pr.Pauses) > 0 {
+		var cells, others []string
+		for i := range pr.Pauses {
+			cells = append(cells, fmtDur(pr.Pauses[i]))
+			others = append(others, fmtDur(pr.OtherPauses[i]))
+		}
+		m.p("**Killing partition 0's stream leader** under 8 writers spread over the partitions, then restarting it:")
+		m.p("the longest pause of a thread of partition 0 was %s per kill; of a thread of another partition %s", joinCells(cells), joinCells(others))
+		m.p("(their leaders were elsewhere, though the killed node held their replicas); %s appends acknowledged,", fmtInt(pr.Acked))
+		m.p("%d failed after the client's retries, **%d acknowledged appends missing** afterwards.", pr.Failed, pr.Lost)
+		m.p("")
+	}
 }
 
 func joinCells(cells []string) string {
@@ -108,8 +148,8 @@ func capacityModel(m *md, res *Results) {
 		m.row(fmt.Sprint(row.n), fmt.Sprint(row.c), fmt.Sprint(row.k), fmtRate(min(byLeaders, byCPU)), limit)
 	}
 	m.p("")
-	m.p("With K=1 (today's layout) a cluster never takes more than one leader's rate however many nodes it has;")
-	m.p("partitions (issue 21, item 4; not built yet) remove that bound, and K=3 on this machine is not measured:")
-	m.p("on 2 shared cores it could not be 3 times faster.")
+	m.p("With K=1 a cluster never takes more than one leader's rate however many nodes it has; partitions")
+	m.p("remove that bound. On this machine K=3 cannot be 3 times faster: the three nodes and the writers share")
+	m.p("%d cores, so the run is bound by the second term (CPU), not by one leader.", int(cores))
 	m.p("")
 }

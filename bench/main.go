@@ -39,7 +39,7 @@ func fullParams() Params {
 		Turn:       TurnParams{Samples: 100, PerThread: 10},
 		Mem:        MemParams{Threads: 100_000, Messages: 20, Content: 256, WorkerTurns: 5_000},
 		Cluster: ClusterParams{Append: AppendParams{Rounds: 3, SeqOps: 300, Warmup: 50, Writers: 32, Threads: 1000, ConcFor: 3 * time.Second},
-			Kills: 3, KillLoad: 15 * time.Second},
+			Kills: 3, KillLoad: 15 * time.Second, Partitions: 3},
 	}
 }
 
@@ -54,7 +54,7 @@ func quickParams() Params {
 		Turn:       TurnParams{Samples: 20, PerThread: 10},
 		Mem:        MemParams{Threads: 10_000, Messages: 20, Content: 256, WorkerTurns: 500},
 		Cluster: ClusterParams{Append: AppendParams{Rounds: 2, SeqOps: 100, Warmup: 20, Writers: 32, Threads: 200, ConcFor: time.Second},
-			Kills: 1, KillLoad: 12 * time.Second},
+			Kills: 1, KillLoad: 12 * time.Second, Partitions: 3},
 	}
 }
 
@@ -69,7 +69,7 @@ func tinyParams() Params {
 		Turn:       TurnParams{Samples: 2, PerThread: 2},
 		Mem:        MemParams{Threads: 20, Messages: 4, Content: 64, WorkerTurns: 5},
 		Cluster: ClusterParams{Append: AppendParams{Rounds: 1, SeqOps: 10, Warmup: 2, Writers: 4, Threads: 8, ConcFor: 200 * time.Millisecond},
-			Kills: 1, KillLoad: 9 * time.Second},
+			Kills: 1, KillLoad: 9 * time.Second, Partitions: 3},
 	}
 }
 

@@ -80,7 +80,7 @@ func (s *Server) verify(w http.ResponseWriter, r *http.Request, scope audit.Scop
 		}
 		opts.Anchor = &audit.Anchor{MsgSeq: seq, Hash: q.Get("anchor_hash")}
 	}
-	rep, err := audit.VerifyPartitions(r.Context(), s.c.JetStream(), scope, opts, AuditPartitions(s.c))
+	rep, err := audit.VerifyPartitions(r.Context(), s.c.JetStream(), scope, opts, AuditPartitions(s.c, scope))
 	if err != nil {
 		return err
 	}
@@ -91,13 +91,18 @@ func (s *Server) verify(w http.ResponseWriter, r *http.Request, scope audit.Scop
 }
 
 // AuditPartitions names the stream, subject prefix and audit heads bucket
-// of each partition of c's deployment, in partition order: the heads
-// bucket keeps a checkpointer's position, so partition p's is
+// of each partition of c's deployment that scope covers, in partition
+// order: every partition, or the thread's own for a scope of one thread.
+// The heads bucket keeps a checkpointer's position, so partition p's is
 // audit.DefaultHeadsBucket with provision.PartitionSuffix(p). agentd
-// serve's checkpointers and every verification use these.
-func AuditPartitions(c *client.Client) []audit.Partition {
+// serve's checkpointers (Scope{}) and every verification use these.
+func AuditPartitions(c *client.Client, scope audit.Scope) []audit.Partition {
+	parts := c.Partitions()
+	if scope.Thread != "" {
+		parts = []*client.Client{c.For(scope.Tenant, scope.Thread)}
+	}
 	var out []audit.Partition
-	for _, pc := range c.Partitions() {
+	for _, pc := range parts {
 		rc := pc.Config().Resources
 		p, _ := rc.PartitionIndex()
 		out = append(out, audit.Partition{Stream: rc.Stream, SubjectPrefix: rc.SubjectPrefix, HeadsBucket: audit.DefaultHeadsBucket + provision.PartitionSuffix(p)})

@@ -42,24 +42,28 @@ type checked struct {
 //     projector's snapshot once it reached the thread's last sequence.
 func verify(t *testing.T, nc *nats.Conn, js jetstream.JetStream, c *client.Client, cl *natsCluster, loads ...*load) checked {
 	t.Helper()
-	rc := c.Config().Resources
-	cl.waitStreamCurrent(t, js, rc.Stream, 60*time.Second)
-	waitConsumerDone(t, js, rc.Stream, "convlog-agents")
-
-	// agentd serve runs the projector (compose: --projector is not off).
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, err := js.Consumer(ctx, rc.Stream, projector.DefaultConfig().Durable)
-	require.NoError(t, err, "the projector's consumer")
-	kv, err := js.KeyValue(ctx, rc.SnapshotBucket)
-	require.NoError(t, err)
-	snaps := snapstore.NewWith(kv, snapstore.Options{Sealer: c.Keys()})
+	// Every partition: its stream's replicas current, the workers' and
+	// the projector's consumers on it (agentd serve runs one projector per
+	// partition; compose: --projector is not off).
+	snaps := map[*client.Client]*snapstore.Store{}
+	for _, pc := range c.Partitions() {
+		rc := pc.Config().Resources
+		cl.waitStreamCurrent(t, js, rc.Stream, 60*time.Second)
+		waitConsumerDone(t, js, rc.Stream, "convlog-agents")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := js.Consumer(ctx, rc.Stream, projector.DefaultConfig().Durable)
+		require.NoError(t, err, "the projector's consumer on %s", rc.Stream)
+		kv, err := js.KeyValue(ctx, rc.SnapshotBucket)
+		cancel()
+		require.NoError(t, err)
+		snaps[pc] = snapstore.NewWith(kv, snapstore.Options{Sealer: pc.Keys()})
+	}
 
 	var out checked
 	for _, l := range loads {
 		for _, lt := range append(slices.Clone(l.threads), l.probes...) {
 			out.threads++
-			n, users, stale := verifyThread(t, nc, c, snaps, lt)
+			n, users, stale := verifyThread(t, nc, c, snaps[c.For(loadTenant, lt.id)], lt)
 			out.events += n
 			out.userMessages += users
 			out.staleReads += stale
@@ -72,10 +76,10 @@ func verify(t *testing.T, nc *nats.Conn, js jetstream.JetStream, c *client.Clien
 
 func verifyThread(t *testing.T, nc *nats.Conn, c *client.Client, snaps *snapstore.Store, lt *loadThread) (n, users, stale int) {
 	t.Helper()
-	rc := c.Config().Resources
-	subject, err := c.Subjects().Thread(loadTenant, lt.id)
+	pc := c.For(loadTenant, lt.id) // the thread's partition
+	subject, err := pc.Subjects().Thread(loadTenant, lt.id)
 	require.NoError(t, err)
-	last, err := leaderLastSeq(nc, rc.Stream, subject)
+	last, err := leaderLastSeq(nc, pc.Config().Resources.Stream, subject)
 	require.NoError(t, err, "thread %s", lt.id)
 	require.NotZero(t, last, "thread %s has no events", lt.id)
 

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/convlog/convlog/agentd/httpapi"
 	"github.com/convlog/convlog/audit"
 	"github.com/convlog/convlog/client"
 )
@@ -132,9 +133,26 @@ func startTopology(t *testing.T) *topology {
 	top.c, err = client.New(ctx, nc, client.Config{Producer: "clustertest", Logger: slog.New(top.logs)})
 	require.NoError(t, err)
 	t.Cleanup(top.c.Close)
-	info, err := streamInfo(top.js, top.c.Config().Resources.Stream)
-	require.NoError(t, err)
-	require.Equal(t, len(natsNodes), info.Config.Replicas, "agentd --replicas=3 provisioned an R3 stream")
+	// agentd --partitions=3 --replicas=3: three R3 partition streams whose
+	// leaders are on three different nodes at start (provision spreads
+	// them), as are their snapshot buckets'.
+	require.Len(t, top.c.Partitions(), len(natsNodes), "agentd --partitions=3")
+	for _, kind := range []string{"stream", "snapshot bucket"} {
+		leaders := map[string]string{}
+		for _, pc := range top.c.Partitions() {
+			name := pc.Config().Resources.Stream
+			if kind == "snapshot bucket" {
+				name = "KV_" + pc.Config().Resources.SnapshotBucket
+			}
+			info, err := streamInfo(top.js, name)
+			require.NoError(t, err)
+			require.Equal(t, len(natsNodes), info.Config.Replicas, "agentd --replicas=3 provisioned an R3 %s", name)
+			require.NotEmpty(t, info.Cluster.Leader, "%s has a leader", name)
+			require.NotContains(t, leaders, info.Cluster.Leader, "the %s leaders of two partitions are both on %s", kind, info.Cluster.Leader)
+			leaders[info.Cluster.Leader] = name
+		}
+		t.Logf("partition %s leaders at start: %v", kind, leaders)
+	}
 	return top
 }
 
@@ -352,13 +370,13 @@ func (top *topology) auditVerify(t *testing.T) *audit.Report {
 	require.NotEmpty(t, top.auditKey, "the compose file gives agentd serve --audit-key")
 	key, err := audit.LoadKey(top.auditKey)
 	require.NoError(t, err)
-	opts := audit.VerifyOptions{Trusted: []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}, Stream: top.c.Config().Resources.Stream}
+	opts := audit.VerifyOptions{Trusted: []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}}
 	var rep *audit.Report
 	require.NoError(t, poll(60*time.Second, 200*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		var err error
-		if rep, err = audit.Verify(ctx, top.js, audit.Scope{}, opts); err != nil {
+		if rep, err = audit.VerifyPartitions(ctx, top.js, audit.Scope{}, opts, httpapi.AuditPartitions(top.c, audit.Scope{})); err != nil {
 			return err
 		}
 		if !rep.OK {

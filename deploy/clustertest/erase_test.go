@@ -51,7 +51,7 @@ func (top *topology) eraseLeavesNothing(t *testing.T, logf func(*testing.T, stri
 		}
 		return nil
 	}), "the projector wrote the thread's snapshot")
-	keys, err := top.js.KeyValue(ctx, top.c.Config().Resources.WithDefaults().KeyBucket)
+	keys, err := top.js.KeyValue(ctx, top.c.For("erase", thread).Config().Resources.KeyBucket)
 	require.NoError(t, err)
 	rec, err := keys.Get(ctx, threadkey.Key("erase", thread))
 	require.NoError(t, err)
