@@ -216,33 +216,48 @@ func localURL(u string) string {
 }
 
 // tenantUsersFile keeps, in the data directory, the tenant-scoped users
-// serve last gave its embedded server (from the registry in JetStream):
-// the next start listens with them at once, so that the registry's first
-// application changes nothing (embedded.Server.SetUsers reloads only on
-// a change) and a tenant's service can reconnect as soon as NATS is up.
+// serve last gave its embedded server (from the registry in JetStream) and
+// the deployment's partition count their permissions cover: the next start
+// listens with them at once, so that the registry's first application
+// changes nothing (embedded.Server.SetUsers reloads only on a change) and a
+// tenant's service can reconnect as soon as NATS is up. Format:
+// {"partitions": K, "users": [...]} (a bare list of users, as written
+// before partitions existed, means K = 1).
 const tenantUsersFile = "credentials/tenant-users.json"
 
+// savedTenantUsers is tenantUsersFile's content.
+type savedTenantUsers struct {
+	Partitions int            `json:"partitions"`
+	Users      []tenancy.User `json:"users"`
+}
+
 // loadTenantUsers reads tenantUsersFile (none: no users) into server
-// users with their tenants' permissions.
+// users with their tenants' permissions on res's names and the saved
+// partition count.
 func loadTenantUsers(dir string, res provision.Config) ([]embedded.User, error) {
-	b, err := os.ReadFile(filepath.Join(dir, tenantUsersFile))
+	path := filepath.Join(dir, tenantUsersFile)
+	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("tenant users: %w", err)
 	}
-	var users []tenancy.User
-	if err := json.Unmarshal(b, &users); err != nil {
-		return nil, fmt.Errorf("tenant users %s: %w (delete it: serve writes it again from the registry)", filepath.Join(dir, tenantUsersFile), err)
+	saved := savedTenantUsers{Partitions: 1}
+	if err = json.Unmarshal(b, &saved); err != nil {
+		err = json.Unmarshal(b, &saved.Users)
 	}
-	return serverUsers(users, res, nil)
+	if err != nil || saved.Partitions < 1 || saved.Partitions > provision.MaxPartitions {
+		return nil, fmt.Errorf("tenant users %s: not {\"partitions\": K, \"users\": [...]} (%v): delete it, serve writes it again from the registry", path, err)
+	}
+	res.Partitions = saved.Partitions
+	return serverUsers(saved.Users, res, nil)
 }
 
-// saveTenantUsers writes users to tenantUsersFile (mode 0600, replaced
-// atomically).
-func saveTenantUsers(dir string, users []tenancy.User) error {
-	b, err := json.Marshal(users)
+// saveTenantUsers writes users and the deployment's partition count k to
+// tenantUsersFile (mode 0600, replaced atomically).
+func saveTenantUsers(dir string, k int, users []tenancy.User) error {
+	b, err := json.Marshal(savedTenantUsers{Partitions: k, Users: users})
 	if err != nil {
 		return err
 	}

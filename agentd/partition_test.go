@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/audit"
@@ -23,7 +23,9 @@ import (
 // HTTP API lists them across partitions and streams one's log, the
 // projectors and audit checkpointers of every partition run (`agentd audit
 // verify` verifies all of them), and a restart without --partitions keeps
-// the recorded 3 while --partitions 2 is refused with a clear error.
+// the recorded 3 while --partitions 2 is refused with a clear error; a
+// tenant-scoped NATS user (agentd tenant create) appends to and reads
+// threads of each partition and lists them.
 func TestServeWithPartitions(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	p := startServe(t, dir, "--partitions", "3")
@@ -91,7 +93,42 @@ func TestServeWithPartitions(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, th, got.Thread)
 	}
-	_, stderr, err = runCLIFull(t, "tenant", "create", "acme", "--data-dir", dir, "--out", filepath.Join(t.TempDir(), "seed"))
-	require.Error(t, err)
-	require.True(t, strings.Contains(stderr, "partitions"), fmt.Sprintf("tenant create on a partitioned deployment: %s", stderr))
+	// A tenant-scoped user works on every partition of its tenant.
+	seed := filepath.Join(t.TempDir(), "acme.nk")
+	_, stderr, err = runCLIFull(t, "tenant", "create", "acme", "--data-dir", dir, "--out", seed)
+	require.NoError(t, err, stderr)
+	auth, err := nats.NkeyOptionFromSeed(seed)
+	require.NoError(t, err)
+	var nc *nats.Conn
+	require.Eventually(t, func() bool {
+		nc, err = nats.Connect(p2.natsURL, auth, nats.CustomInboxPrefix(client.TenantInboxPrefix("acme")), nats.MaxReconnects(0))
+		return err == nil
+	}, 10*time.Second, 50*time.Millisecond, "connect as the new user: %v", err)
+	defer nc.Close()
+	ac, err := client.New(ctx, nc, client.Config{Tenant: "acme"})
+	require.NoError(t, err)
+	require.Len(t, ac.Partitions(), 3)
+	used := map[int]bool{}
+	for i := 0; len(used) < 3; i++ {
+		th := fmt.Sprintf("mine-%d", i)
+		part := events.Partition("acme", th, 3)
+		if used[part] {
+			continue
+		}
+		used[part] = true
+		_, _, v, err := ac.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: th, ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
+		require.NoError(t, err, "partition %d", part)
+		r, err := ac.Append(ctx, "acme", th, []events.Event{{Payload: events.UserMessage{Content: events.Text("hello " + th)}}}, client.ExpectVersion(v))
+		require.NoError(t, err)
+		got, err := ac.Get(ctx, "acme", th, client.Consistent())
+		require.NoError(t, err, "partition %d", part)
+		require.Equal(t, r.Version, got.Version)
+		require.Equal(t, "hello "+th, got.Messages[0].Content.Text)
+	}
+	require.Eventually(t, func() bool {
+		page, err := ac.List(ctx, "acme", client.ListOptions{})
+		return err == nil && len(page.Threads) == 3
+	}, 30*time.Second, 50*time.Millisecond, "the scoped listing over the partitions")
+	_, err = ac.Get(ctx, events.DefaultTenant, threads[0])
+	require.ErrorIs(t, err, events.ErrOtherTenant)
 }

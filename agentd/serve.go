@@ -301,16 +301,12 @@ func runServe(parent context.Context, cmd *cobra.Command, f *serveFlags, logger 
 		logger.Info("retention enforcer started", "file", f.RetentionFile, "tenants", len(rc.Tenants))
 	}
 	// 3d. tenants: the tenant service, and the embedded server's
-	// tenant-scoped users from the registry (one partition only)
-	tn := &tenants{over: map[string]bool{}}
-	if k == 1 {
-		if tn, err = startTenancy(ctx, cl, cn, f.conn.DataDir, f.conn.resources(), logger, start); err != nil {
-			return err
-		}
-		defer func() { _ = tn.svc.Stop() }()
-	} else {
-		logger.Warn("tenant-scoped NATS users and the tenant service are off: the deployment has partitions, which they do not cover yet", "partitions", k)
+	// tenant-scoped users from the registry
+	tn, err := startTenancy(ctx, cl, cn, f.conn.DataDir, cl.Config().Resources, logger, start)
+	if err != nil {
+		return err
 	}
+	defer func() { _ = tn.svc.Stop() }()
 	// 3e. quotas: a meter per partition
 	if f.QuotaFile != "" {
 		qc, err := quota.LoadFile(f.QuotaFile)
@@ -499,7 +495,7 @@ func startTenancy(ctx context.Context, cl *client.Client, cn *conn, dataDir stri
 			err = cn.Server.SetUsers(list)
 		}
 		if err == nil {
-			err = saveTenantUsers(dataDir, users)
+			err = saveTenantUsers(dataDir, max(res.Partitions, 1), users)
 		}
 		if err != nil {
 			log.Error("tenant users not applied", "err", err)

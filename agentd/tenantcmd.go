@@ -114,13 +114,14 @@ nats.CustomInboxPrefix("_INBOX_<tenant>"), and uses client.Config{Tenant: "<tena
 		Long: `permissions prints the allow lists of a tenant-scoped user of TENANT for the configured
 stream, buckets and subject prefix: as JSON (default), or with --format conf as one entry of a
 nats-server configuration's authorization { users: [...] } list for the user --nkey (its public
-NKey, from 'agentd tenant create' or 'agentd tenant list').`,
+NKey, from 'agentd tenant create' or 'agentd tenant list'). For a deployment of K partitions give
+--partitions K (the lists name every partition's stream, subjects and buckets).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.conn.validate(); err != nil {
 				return usageError{err}
 			}
-			p, err := tenancy.For(f.conn.resources(), args[0])
+			p, err := tenancy.For(f.conn.resources(), args[0]) // --partitions: the deployment's K
 			if err != nil {
 				return usageError{err}
 			}
@@ -144,9 +145,6 @@ NKey, from 'agentd tenant create' or 'agentd tenant list').`,
 
 // registry returns the tenant registry of the deployment.
 func (e *cliEnv) registry(ctx context.Context) (*tenancy.Registry, error) {
-	if k := len(e.c.Partitions()); k > 1 {
-		return nil, fmt.Errorf("the deployment has %d partitions: tenant-scoped NATS users cover one partition and are not supported on it yet (use the HTTP API's keys)", k)
-	}
 	b := e.c.Config().Resources.WithDefaults().TenantBucket
 	kv, err := e.c.JetStream().KeyValue(ctx, b)
 	if err != nil {
@@ -168,7 +166,7 @@ func (e *cliEnv) syncTenantUsers(ctx context.Context, reg *tenancy.Registry, dat
 	if err != nil {
 		return err
 	}
-	return saveTenantUsers(dataDir, users)
+	return saveTenantUsers(dataDir, len(e.c.Partitions()), users)
 }
 
 // writeSeed writes seed to a new file path with mode 0600.

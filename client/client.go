@@ -81,9 +81,6 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Client, error) {
 		c.quotas = quota.NewChecker(js, cfg.Resources.UsageBucket)
 	}
 	if cfg.Tenant != "" {
-		if cfg.Resources.Partitions > 1 {
-			return nil, fmt.Errorf("client: a tenant-scoped client (Config.Tenant %q) on a deployment of %d partitions: not supported yet (its tenant service and permissions cover one partition)", cfg.Tenant, cfg.Resources.Partitions)
-		}
 		return c.scoped(ctx)
 	}
 	if _, ok := cfg.Resources.PartitionIndex(); ok {
@@ -181,22 +178,55 @@ func (c *Client) Partitions() []*Client {
 }
 
 // scoped finishes New for a tenant-scoped client (Config.Tenant): no
-// lookups (its NATS user may not read stream information), KV through
-// tenancy.KV, logs through the tenant service, no consumers.
+// lookups (its NATS user may not read stream information) but the
+// deployment's partition count (a direct get of its record, unless
+// Config.Resources.Partitions gives it), KV through tenancy.KV, logs
+// through the tenant service, no consumers.
 func (c *Client) scoped(ctx context.Context) (*Client, error) {
-	res := c.cfg.Resources
-	c.subjects.Only = c.cfg.Tenant
-	c.caller = tenancy.NewCaller(c.nc, res, c.cfg.Tenant)
-	c.log = serviceLog{caller: c.caller, subjects: c.subjects}
-	c.consumerMin = -1
-	c.snapshots = tenancy.NewKV(c.js, c.caller, res.SnapshotBucket, tenancy.RoleRead)
-	c.index = tenancy.NewKV(c.js, c.caller, res.IndexBucket, tenancy.RoleIndex)
-	var err error
-	if c.keys, err = threadkey.New(ctx, c.js, tenancy.NewKV(c.js, c.caller, res.KeyBucket, tenancy.RoleKeys), c.cfg.KeyCacheThreads); err != nil {
+	k := c.cfg.Resources.Partitions
+	if k == 0 {
+		var err error
+		if k, err = tenancy.Partitions(ctx, c.js, c.cfg.Resources); err != nil {
+			return nil, fmt.Errorf("client: %w", err)
+		}
+	}
+	c.cfg.Resources.Partitions = k
+	c.caller = tenancy.NewCaller(c.nc, c.cfg.Resources, c.cfg.Tenant)
+	if err := c.bindScoped(ctx, 0); err != nil {
 		return nil, err
 	}
-	c.snaps = c.newSnapshots()
+	if k > 1 {
+		for p := range k {
+			pc := &Client{cfg: c.cfg, nc: c.nc, js: c.js, quotas: c.quotas, caller: c.caller, pageSize: pageSize,
+				createConsumer: c.js.CreateConsumer, cache: newStateCache(c.cfg.CacheThreads)}
+			pc.cfg.Resources = c.cfg.Resources.Partition(p)
+			if err := pc.bindScoped(ctx, p); err != nil {
+				return nil, err
+			}
+			c.parts = append(c.parts, pc)
+		}
+		for _, pc := range c.parts {
+			pc.parts = c.parts
+		}
+	}
 	return c, nil
+}
+
+// bindScoped sets a tenant-scoped client's fields for partition p, whose
+// names c.cfg.Resources holds.
+func (c *Client) bindScoped(ctx context.Context, p int) error {
+	res := c.cfg.Resources
+	c.stream, c.subjects = res.Stream, events.Subjects{Prefix: res.SubjectPrefix, Only: c.cfg.Tenant}
+	c.log = serviceLog{caller: c.caller, subjects: c.subjects}
+	c.consumerMin = -1
+	c.snapshots = tenancy.NewKV(c.js, c.caller, res.SnapshotBucket, tenancy.RoleRead, p)
+	c.index = tenancy.NewKV(c.js, c.caller, res.IndexBucket, tenancy.RoleIndex, p)
+	var err error
+	if c.keys, err = threadkey.New(ctx, c.js, tenancy.NewKV(c.js, c.caller, res.KeyBucket, tenancy.RoleKeys, p), c.cfg.KeyCacheThreads); err != nil {
+		return err
+	}
+	c.snaps = c.newSnapshots()
+	return nil
 }
 
 // TenantInboxPrefix is the inbox prefix a tenant-scoped client's

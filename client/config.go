@@ -32,7 +32,8 @@ type Config struct {
 	// nats.CustomInboxPrefix([TenantInboxPrefix](Tenant)). It appends and
 	// reads snapshots as any client does; it reads logs, lists threads and
 	// creates thread keys through the tenant service of a running agentd
-	// (nats.ErrNoResponders without one); it looks nothing up in New;
+	// (nats.ErrNoResponders without one); New looks up nothing but the
+	// deployment's partition count (a direct get of its record);
 	// Watch polls through the service, woken by the thread's live
 	// messages. A call about another tenant returns an error wrapping
 	// events.ErrOtherTenant; erasure, redaction, blobs and durable

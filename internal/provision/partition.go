@@ -12,8 +12,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// partitionsKey is the key of the partitions record in ConfigBucket.
-const partitionsKey = "partitions"
+// PartitionsKey is the key of the partitions record in ConfigBucket:
+// {"partitions": K}.
+const PartitionsKey = "partitions"
 
 // partitionsRecord is the value of the partitions record:
 // {"partitions": K}.
@@ -78,18 +79,29 @@ func ReadPartitions(ctx context.Context, js jetstream.JetStream, c Config) (int,
 
 // readRecord returns the recorded K (1 and false when there is none).
 func readRecord(ctx context.Context, kv jetstream.KeyValue, c Config) (int, bool, error) {
-	e, err := kv.Get(ctx, partitionsKey)
+	e, err := kv.Get(ctx, PartitionsKey)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 1, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("provision: %s record in KV %s: %w", partitionsKey, c.ConfigBucket, err)
+		return 0, false, fmt.Errorf("provision: %s record in KV %s: %w", PartitionsKey, c.ConfigBucket, err)
 	}
+	k, err := ParsePartitions(e.Value())
+	if err != nil {
+		return 0, false, fmt.Errorf("provision: %s record in KV %s: %w", PartitionsKey, c.ConfigBucket, err)
+	}
+	return k, true, nil
+}
+
+// ParsePartitions parses the value of the partitions record,
+// {"partitions": K}; the error quotes a value that is not that with K in
+// 1..MaxPartitions.
+func ParsePartitions(v []byte) (int, error) {
 	var rec partitionsRecord
-	if err := json.Unmarshal(e.Value(), &rec); err != nil || rec.Partitions < 1 || rec.Partitions > MaxPartitions {
-		return 0, false, fmt.Errorf("provision: %s record in KV %s is not {\"partitions\": 1..%d}: %q", partitionsKey, c.ConfigBucket, MaxPartitions, e.Value())
+	if err := json.Unmarshal(v, &rec); err != nil || rec.Partitions < 1 || rec.Partitions > MaxPartitions {
+		return 0, fmt.Errorf("not {\"partitions\": 1..%d}: %q", MaxPartitions, v)
 	}
-	return rec.Partitions, true, nil
+	return rec.Partitions, nil
 }
 
 // ensureRecord creates the config bucket and returns the deployment's K,
@@ -111,7 +123,7 @@ func ensureRecord(ctx context.Context, js jetstream.JetStream, c Config) (int, e
 		if ok {
 			if c.Partitions != 0 && c.Partitions != k {
 				return 0, fmt.Errorf("provision: the deployment has %d partitions (KV %s, key %s) but %d were asked for: a different K moves threads between streams (migrate by export and import, docs/partitions-design.md)",
-					k, c.ConfigBucket, partitionsKey, c.Partitions)
+					k, c.ConfigBucket, PartitionsKey, c.Partitions)
 			}
 			return k, nil
 		}
@@ -125,14 +137,14 @@ func ensureRecord(ctx context.Context, js jetstream.JetStream, c Config) (int, e
 			}
 		}
 		v, _ := json.Marshal(partitionsRecord{Partitions: want})
-		if _, err := kv.Create(ctx, partitionsKey, v); err == nil {
+		if _, err := kv.Create(ctx, PartitionsKey, v); err == nil {
 			return want, nil
 		} else if !errors.Is(err, jetstream.ErrKeyExists) {
-			return 0, fmt.Errorf("provision: record %s in KV %s: %w", partitionsKey, c.ConfigBucket, err)
+			return 0, fmt.Errorf("provision: record %s in KV %s: %w", PartitionsKey, c.ConfigBucket, err)
 		}
 		// another process recorded K meanwhile: read it
 	}
-	return 0, fmt.Errorf("provision: record %s in KV %s: could not be read or created", partitionsKey, c.ConfigBucket)
+	return 0, fmt.Errorf("provision: record %s in KV %s: could not be read or created", PartitionsKey, c.ConfigBucket)
 }
 
 // spreadLeaders moves the leaders of the partitions' streams (and of

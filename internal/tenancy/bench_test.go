@@ -20,7 +20,7 @@ import (
 //
 //	go test ./internal/tenancy -run '^$' -bench BenchmarkScopedRead -benchtime 2s
 func BenchmarkScopedRead(b *testing.B) {
-	d := newDeployment(b)
+	d := newDeployment(b, 1)
 	d.addUser(b, "acme")
 	ctx := context.Background()
 	scoped := d.tenantClient(b, d.connect(b, "acme"), "acme")

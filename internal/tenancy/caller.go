@@ -13,6 +13,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/directget"
 	"github.com/convlog/convlog/internal/provision"
 )
 
@@ -34,17 +35,27 @@ func (e *ServiceError) Error() string {
 // *ServiceError for an error answer, nats.ErrNoResponders when no agentd
 // runs the service, and the context's error at its deadline.
 type Caller struct {
-	nc       *nats.Conn
-	tenant   string
-	root     string
-	subjects events.Subjects
+	nc     *nats.Conn
+	tenant string
+	root   string
+	// res names the deployment; res.Partitions is its K.
+	res provision.Config
 }
 
 // NewCaller returns the caller of tenant on nc (connected as one of the
-// tenant's users, with nats.CustomInboxPrefix(InboxPrefix(tenant))).
+// tenant's users, with nats.CustomInboxPrefix(InboxPrefix(tenant))) for
+// the deployment res (res.Partitions its K, 0 counting as 1: the subjects
+// of the events the service returns are those of each thread's
+// partition).
 func NewCaller(nc *nats.Conn, res provision.Config, tenant string) *Caller {
 	res = res.WithDefaults()
-	return &Caller{nc: nc, tenant: tenant, root: res.TenantAPI, subjects: events.Subjects{Prefix: res.SubjectPrefix}}
+	return &Caller{nc: nc, tenant: tenant, root: res.TenantAPI, res: res}
+}
+
+// subject is the subject of the tenant's thread, in its partition.
+func (c *Caller) subject(thread string) (string, error) {
+	p := events.Partition(c.tenant, thread, c.res.Partitions)
+	return events.Subjects{Prefix: c.res.Partition(p).SubjectPrefix}.Thread(c.tenant, thread)
 }
 
 // call sends req (JSON) to op and returns the answer's body.
@@ -68,7 +79,7 @@ func (c *Caller) call(ctx context.Context, op string, req any) ([]byte, error) {
 // and how many more of the thread's events the stream held after them:
 // directget.Batch, through the service.
 func (c *Caller) LogGet(ctx context.Context, thread string, from uint64, batch, maxBytes int) ([]*jetstream.RawStreamMsg, uint64, error) {
-	subject, err := c.subjects.Thread(c.tenant, thread)
+	subject, err := c.subject(thread)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -128,11 +139,12 @@ type IndexEntry struct {
 	Value    []byte
 }
 
-// IndexList returns the tenant's index entries of threads after after
+// IndexList returns the tenant's index entries in partition's index
+// bucket (0 in a deployment of one partition) of threads after after
 // (byte order), about maxBytes of them at most (0: one answer's worth),
 // and whether more follow.
-func (c *Caller) IndexList(ctx context.Context, after string, maxBytes int) ([]IndexEntry, bool, error) {
-	b, err := c.call(ctx, OpIndexList, IndexListRequest{After: after, MaxBytes: maxBytes})
+func (c *Caller) IndexList(ctx context.Context, partition int, after string, maxBytes int) ([]IndexEntry, bool, error) {
+	b, err := c.call(ctx, OpIndexList, IndexListRequest{After: after, MaxBytes: maxBytes, Partition: partition})
 	if err != nil {
 		return nil, false, err
 	}
@@ -145,4 +157,25 @@ func (c *Caller) IndexList(ctx context.Context, after string, maxBytes int) ([]I
 		out[i] = IndexEntry{Thread: e.Thread, Revision: e.Revision, Created: time.Unix(0, e.Created), Value: e.Value}
 	}
 	return out, p.More, nil
+}
+
+// Partitions returns the deployment's partition count K from its record
+// (provision.PartitionsKey in res.ConfigBucket) with a subject-appended
+// direct get, which a tenant-scoped user may make ([For]); 1 when the
+// bucket has no record. Errors: NATS errors (no responders when the
+// bucket does not exist: agentd serve creates it), an unreadable record.
+func Partitions(ctx context.Context, js jetstream.JetStream, res provision.Config) (int, error) {
+	res = res.WithDefaults()
+	m, err := directget.Last(ctx, js, "KV_"+res.ConfigBucket, "$KV."+res.ConfigBucket+"."+provision.PartitionsKey)
+	if err != nil {
+		return 0, fmt.Errorf("tenancy: the deployment's partition count: %w", err)
+	}
+	if m == nil {
+		return 1, nil
+	}
+	k, err := provision.ParsePartitions(m.Data)
+	if err != nil {
+		return 0, fmt.Errorf("tenancy: the deployment's partition count (KV %s, key %s): %w", res.ConfigBucket, provision.PartitionsKey, err)
+	}
+	return k, nil
 }

@@ -38,15 +38,18 @@ const (
 // (see [Role]); every other method returns [ErrNotPermitted]. Keys must
 // start with "<tenant>.". Safe for concurrent use.
 type KV struct {
-	js     jetstream.JetStream
-	caller *Caller
-	bucket string
-	role   Role
+	js        jetstream.JetStream
+	caller    *Caller
+	bucket    string
+	role      Role
+	partition int
 }
 
-// NewKV returns the tenant-scoped KV of bucket for caller's tenant.
-func NewKV(js jetstream.JetStream, caller *Caller, bucket string, role Role) *KV {
-	return &KV{js: js, caller: caller, bucket: bucket, role: role}
+// NewKV returns the tenant-scoped KV of bucket for caller's tenant;
+// bucket is of partition (0..K-1; 0 in a deployment of one partition),
+// which the service's listing of an index bucket needs.
+func NewKV(js jetstream.JetStream, caller *Caller, bucket string, role Role, partition int) *KV {
+	return &KV{js: js, caller: caller, bucket: bucket, role: role, partition: partition}
 }
 
 // own returns key without its tenant prefix, or ErrNotPermitted.
@@ -106,7 +109,7 @@ func (k *KV) WatchFiltered(ctx context.Context, keys []string, _ ...jetstream.Wa
 	var all []IndexEntry
 	after := ""
 	for {
-		page, more, err := k.caller.IndexList(ctx, after, 0)
+		page, more, err := k.caller.IndexList(ctx, k.partition, after, 0)
 		if err != nil {
 			return nil, err
 		}

@@ -27,9 +27,14 @@
 //	publish  $JS.API.DIRECT.GET.KV_<index>.$KV.<index>.T.*  index entries
 //	publish  $JS.API.DIRECT.GET.KV_<keys>.$KV.<keys>.T.*    thread data keys
 //	publish  $JS.API.DIRECT.GET.KV_<usage>.$KV.<usage>.T    the tenant's usage and limits (package quota)
+//	publish  $JS.API.DIRECT.GET.KV_<config>.$KV.<config>.partitions  the deployment's partition count
 //	publish  <TenantAPI>.T.>                               the tenant service
 //	subscribe <prefix>.T.>                                 live events and deltas
 //	subscribe _INBOX_T.>                                   replies (connect with nats.CustomInboxPrefix(InboxPrefix(T)))
+//
+// In a deployment of K partitions (provision.Config.Partitions), the
+// lines with a stream, a thread subject prefix or a snapshot, index or key
+// bucket are given for each partition's (provision.Config.Partition).
 //
 // Nothing else: no stream or account information, no consumer, no KV
 // write (a KV publish may carry "Nats-Rollup: all", which would purge
@@ -63,7 +68,8 @@ type Permissions struct {
 func InboxPrefix(tenant string) string { return "_INBOX_" + tenant }
 
 // For returns the permissions of tenant's users on the resources res
-// (defaults filled in; the layout is in the package doc). It returns an
+// (defaults filled in; res.Partitions is the deployment's K, 0 counting as
+// 1; the layout is in the package doc). It returns an
 // *events.IDError for a bad tenant id. The JetStream API prefix is the
 // default "$JS.API" (no domain).
 func For(res provision.Config, tenant string) (Permissions, error) {
@@ -82,33 +88,35 @@ func forTenant(res provision.Config, tenant string, appends bool) (Permissions, 
 		return Permissions{}, err
 	}
 	res = res.WithDefaults()
-	p, t := res.SubjectPrefix, tenant
+	t := tenant
 	direct := func(stream, subjects string) string {
 		return fmt.Sprintf("$JS.API.DIRECT.GET.%s.%s", stream, subjects)
 	}
 	kv := func(bucket, rest string) string {
 		return direct("KV_"+bucket, "$KV."+bucket+"."+t+rest)
 	}
-	var pub []string
-	if appends {
-		pub = append(pub, p+"."+t+".*")
+	var pub, sub []string
+	for part := range max(res.Partitions, 1) {
+		rp := res.Partition(part)
+		p := rp.SubjectPrefix
+		if appends {
+			pub = append(pub, p+"."+t+".*")
+		}
+		pub = append(pub,
+			p+"."+t+".*.delta",
+			direct(rp.Stream, p+"."+t+".*"),
+			kv(rp.SnapshotBucket, ".>"),
+			kv(rp.IndexBucket, ".*"),
+			kv(rp.KeyBucket, ".*"),
+		)
+		sub = append(sub, p+"."+t+".>")
 	}
 	pub = append(pub,
-		p+"."+t+".*.delta",
-		direct(res.Stream, p+"."+t+".*"),
-		kv(res.SnapshotBucket, ".>"),
-		kv(res.IndexBucket, ".*"),
-		kv(res.KeyBucket, ".*"),
 		kv(res.UsageBucket, ""),
+		direct("KV_"+res.ConfigBucket, "$KV."+res.ConfigBucket+"."+provision.PartitionsKey),
 		res.TenantAPI+"."+t+".>",
 	)
-	return Permissions{
-		Publish: pub,
-		Subscribe: []string{
-			p + "." + t + ".>",
-			InboxPrefix(t) + ".>",
-		},
-	}, nil
+	return Permissions{Publish: pub, Subscribe: append(sub, InboxPrefix(t)+".>")}, nil
 }
 
 // ServerConf returns p as one entry of a nats-server configuration's

@@ -23,7 +23,9 @@ import (
 
 // ServiceConfig configures [StartService].
 type ServiceConfig struct {
-	// Resources names the stream and buckets (defaults filled in).
+	// Resources names the stream and buckets (defaults filled in);
+	// Resources.Partitions is the deployment's K (0: read from its
+	// record, provision.ReadPartitions).
 	Resources provision.Config
 	// Logger receives one line per failed request (nil: discard).
 	Logger *slog.Logger
@@ -59,15 +61,26 @@ func StartService(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cf
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	index, err := js.KeyValue(ctx, cfg.Resources.IndexBucket)
-	if err != nil {
-		return nil, fmt.Errorf("tenancy: KV bucket %s: %w", cfg.Resources.IndexBucket, err)
+	k := cfg.Resources.Partitions
+	if k == 0 {
+		var err error
+		if k, err = provision.ReadPartitions(ctx, js, cfg.Resources); err != nil {
+			return nil, fmt.Errorf("tenancy: %w", err)
+		}
 	}
-	keys, err := js.KeyValue(ctx, cfg.Resources.KeyBucket)
-	if err != nil {
-		return nil, fmt.Errorf("tenancy: KV bucket %s: %w", cfg.Resources.KeyBucket, err)
+	h := &handlers{cfg: cfg, js: js}
+	for p := range k {
+		rp := cfg.Resources.Partition(p)
+		index, err := js.KeyValue(ctx, rp.IndexBucket)
+		if err != nil {
+			return nil, fmt.Errorf("tenancy: KV bucket %s: %w", rp.IndexBucket, err)
+		}
+		keys, err := js.KeyValue(ctx, rp.KeyBucket)
+		if err != nil {
+			return nil, fmt.Errorf("tenancy: KV bucket %s: %w", rp.KeyBucket, err)
+		}
+		h.parts = append(h.parts, partition{stream: rp.Stream, index: index, keys: keys, subjects: events.Subjects{Prefix: rp.SubjectPrefix}})
 	}
-	h := &handlers{cfg: cfg, js: js, index: index, keys: keys, subjects: events.Subjects{Prefix: cfg.Resources.SubjectPrefix}}
 	svc, err := micro.AddService(nc, micro.Config{Name: "convlog-tenants", Version: "1.0.0", QueueGroup: "convlog",
 		Description: "convlog's reads for tenant-scoped NATS users (package tenancy)"})
 	if err != nil {
@@ -117,11 +130,17 @@ func (s *Service) handle(cfg ServiceConfig, fn func(context.Context, string, mic
 // handlers are the operations, each given the tenant of its subject. A
 // bad request is answered with its 4xx error and returns nil.
 type handlers struct {
-	cfg      ServiceConfig
-	js       jetstream.JetStream
+	cfg   ServiceConfig
+	js    jetstream.JetStream
+	parts []partition
+}
+
+// partition is one partition's stream, subjects, index and key buckets.
+type partition struct {
+	stream   string
+	subjects events.Subjects
 	index    jetstream.KeyValue
 	keys     jetstream.KeyValue
-	subjects events.Subjects
 }
 
 // decode reads req's JSON body into v. It answers 400 and returns false
@@ -134,14 +153,16 @@ func (h *handlers) decode(req micro.Request, v any) bool {
 	return true
 }
 
-// thread returns the subject of tenant/thread, or answers 400.
-func (h *handlers) thread(req micro.Request, tenant, thread string) (string, bool) {
-	subject, err := h.subjects.Thread(tenant, thread)
+// thread returns the partition and subject of tenant/thread
+// (events.Partition), or answers 400.
+func (h *handlers) thread(req micro.Request, tenant, thread string) (partition, string, bool) {
+	part := h.parts[events.Partition(tenant, thread, len(h.parts))]
+	subject, err := part.subjects.Thread(tenant, thread)
 	if err != nil {
 		_ = req.Error(codeBadRequest, err.Error(), nil)
-		return "", false
+		return part, "", false
 	}
-	return subject, true
+	return part, subject, true
 }
 
 // budget is the most data bytes one answer may carry.
@@ -158,7 +179,7 @@ func (h *handlers) logGet(ctx context.Context, tenant string, req micro.Request)
 	if !h.decode(req, &r) {
 		return nil
 	}
-	subject, ok := h.thread(req, tenant, r.Thread)
+	part, subject, ok := h.thread(req, tenant, r.Thread)
 	if !ok {
 		return nil
 	}
@@ -167,7 +188,7 @@ func (h *handlers) logGet(ctx context.Context, tenant string, req micro.Request)
 		return nil
 	}
 	budget := h.budget(r.MaxBytes)
-	msgs, pending, err := directget.Batch(ctx, h.js, h.cfg.Resources.Stream, subject, max(r.From, 1), r.Batch, budget)
+	msgs, pending, err := directget.Batch(ctx, h.js, part.stream, subject, max(r.From, 1), r.Batch, budget)
 	if err != nil {
 		return err
 	}
@@ -201,11 +222,11 @@ func (h *handlers) logLast(ctx context.Context, tenant string, req micro.Request
 	if !h.decode(req, &r) {
 		return nil
 	}
-	subject, ok := h.thread(req, tenant, r.Thread)
+	part, subject, ok := h.thread(req, tenant, r.Thread)
 	if !ok {
 		return nil
 	}
-	seq, err := directget.LeaderLastSeq(ctx, h.js, h.cfg.Resources.Stream, subject)
+	seq, err := directget.LeaderLastSeq(ctx, h.js, part.stream, subject)
 	if err != nil {
 		return err
 	}
@@ -217,14 +238,15 @@ func (h *handlers) keyCreate(ctx context.Context, tenant string, req micro.Reque
 	if !h.decode(req, &r) {
 		return nil
 	}
-	if _, ok := h.thread(req, tenant, r.Thread); !ok {
+	part, _, ok := h.thread(req, tenant, r.Thread)
+	if !ok {
 		return nil
 	}
 	if err := threadkey.CheckNewRecord(r.Record); err != nil {
 		_ = req.Error(codeBadRequest, err.Error(), nil)
 		return nil
 	}
-	rev, err := h.keys.Create(ctx, threadkey.Key(tenant, r.Thread), r.Record)
+	rev, err := part.keys.Create(ctx, threadkey.Key(tenant, r.Thread), r.Record)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		_ = req.Error(codeExists, fmt.Sprintf("thread %s/%s has a data key (or had one: an erased thread never gets another)", tenant, r.Thread), nil)
 		return nil
@@ -240,10 +262,14 @@ func (h *handlers) indexList(ctx context.Context, tenant string, req micro.Reque
 	if !h.decode(req, &r) {
 		return nil
 	}
-	// One listing of the tenant's entries (a KV watch on "<tenant>.*",
-	// which the tenant may not make itself), sorted by thread id, from
-	// After on.
-	w, err := h.index.WatchFiltered(ctx, []string{tenant + ".*"}, jetstream.IgnoreDeletes())
+	if r.Partition < 0 || r.Partition >= len(h.parts) {
+		_ = req.Error(codeBadRequest, fmt.Sprintf("partition must be 0..%d, got %d", len(h.parts)-1, r.Partition), nil)
+		return nil
+	}
+	// One listing of the tenant's entries in the partition's index (a KV
+	// watch on "<tenant>.*", which the tenant may not make itself), sorted
+	// by thread id, from After on.
+	w, err := h.parts[r.Partition].index.WatchFiltered(ctx, []string{tenant + ".*"}, jetstream.IgnoreDeletes())
 	if err != nil {
 		return err
 	}

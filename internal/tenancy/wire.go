@@ -74,12 +74,14 @@ type KeyCreateResponse struct {
 	Revision uint64 `json:"revision"`
 }
 
-// IndexListRequest asks for the tenant's index entries whose thread id is
+// IndexListRequest asks for the tenant's index entries in the index bucket
+// of Partition (0..K-1; provision.Config.Partition) whose thread id is
 // after After (byte order; "" = from the first), about MaxBytes bytes of
 // values at most (0 = as many as one answer carries).
 type IndexListRequest struct {
-	After    string `json:"after,omitempty"`
-	MaxBytes int    `json:"max_bytes,omitempty"`
+	After     string `json:"after,omitempty"`
+	MaxBytes  int    `json:"max_bytes,omitempty"`
+	Partition int    `json:"partition,omitempty"`
 }
 
 // logPage is OpLogGet's answer: the events and how many more of the
