@@ -481,7 +481,12 @@ func readOrdered(ctx context.Context, js jetstream.JetStream, stream, filter str
 	if cons.CachedInfo().NumPending == 0 {
 		return nil
 	}
-	it, err := cons.Messages()
+	// A short pull expiry: a pull request lost with a restarted node
+	// (its route gone) is made again within seconds, not after the
+	// default 30 s (the cluster test's verification once timed out
+	// reading a partition's checkpoints after node restarts: suspected
+	// cause, not proven).
+	it, err := cons.Messages(jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(2*time.Second))
 	if err != nil {
 		return fmt.Errorf("audit: read %s: %w", filter, err)
 	}

@@ -55,7 +55,9 @@ type load struct {
 
 	mu        sync.Mutex
 	acks      []time.Time // when each append to a load thread was acknowledged
-	probeAcks []time.Time // when each append to a probe thread was acknowledged
+	// probeAcks are when each append to each probe thread was
+	// acknowledged.
+	probeAcks map[string][]time.Time
 	fails     []error
 	// slowest is the longest time from a user message's ack to its answer.
 	slowest time.Duration
@@ -97,19 +99,27 @@ func (lt *loadThread) roundsDone() int {
 	return lt.rounds
 }
 
-// startLoad starts n threads named <name>-<i> and probeThreads probes named
-// <name>-probe-<i>.
+// startLoad starts n threads named <name>-<i> and probe threads named
+// <name>-probe-<i>: probeThreads of them, spread evenly over the
+// deployment's partitions (at least one in each).
 func startLoad(c *client.Client, name string, n int) *load {
-	l := &load{c: c, name: name, stop: make(chan struct{})}
+	l := &load{c: c, name: name, stop: make(chan struct{}), probeAcks: map[string][]time.Time{}}
 	for i := range n {
 		lt := &loadThread{id: fmt.Sprintf("%s-%03d", name, i)}
 		l.threads = append(l.threads, lt)
 		l.wg.Go(func() { l.run(lt) })
 	}
-	for i := range probeThreads {
-		lt := &loadThread{id: fmt.Sprintf("%s-probe-%d", name, i), probe: true}
-		l.probes = append(l.probes, lt)
-		l.wg.Go(func() { l.runProbe(lt) })
+	k := len(c.Partitions())
+	per := max(probeThreads/k, 1)
+	count := make([]int, k)
+	for i := 0; len(l.probes) < per*k; i++ {
+		id := fmt.Sprintf("%s-probe-%d", name, i)
+		if part := events.Partition(loadTenant, id, k); count[part] < per {
+			count[part]++
+			lt := &loadThread{id: id, probe: true}
+			l.probes = append(l.probes, lt)
+			l.wg.Go(func() { l.runProbe(lt) })
+		}
 	}
 	return l
 }
@@ -195,7 +205,7 @@ func (l *load) append(lt *loadThread, ev events.Event, expect uint64) (client.Ap
 			l.mu.Lock()
 			// Under the lock, so that both series stay sorted.
 			if lt.probe {
-				l.probeAcks = append(l.probeAcks, time.Now())
+				l.probeAcks[lt.id] = append(l.probeAcks[lt.id], time.Now())
 			} else {
 				l.acks = append(l.acks, time.Now())
 			}
@@ -350,7 +360,13 @@ type pauses struct{ write, answered time.Duration }
 func (l *load) pauses(from, to time.Time) pauses {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return pauses{write: maxGap(l.probeAcks, from, to), answered: maxGap(l.acks, from, to)}
+	// A write pause is a probe thread's: with partitions, a lost leader
+	// pauses its own partition's threads only.
+	var write time.Duration
+	for _, acks := range l.probeAcks {
+		write = max(write, maxGap(acks, from, to))
+	}
+	return pauses{write: write, answered: maxGap(l.acks, from, to)}
 }
 
 // maxGap is the longest time between two consecutive times of acks (sorted)
