@@ -25,6 +25,11 @@ func newProjector(cl *client.Client, cn *conn, f *serveFlags, logger *slog.Logge
 	rc := cl.Config().Resources
 	cfg := projector.Config{Stream: rc.Stream, SubjectPrefix: rc.SubjectPrefix, SnapshotBucket: rc.SnapshotBucket,
 		IndexBucket: rc.IndexBucket, KeyBucket: rc.KeyBucket, Partition: partition, Logger: logger.With("component", "projector", "partition", partition)}
+	if len(cl.Partitions()) > 1 {
+		// one instance per partition at a time: several agentd spread the
+		// partitions between them (docs/partitions-design.md)
+		cfg.PinnedTTL = 10 * time.Second
+	}
 	if m != nil {
 		cfg.OnApply = func(a projector.Applied) {
 			m.projected.Inc()

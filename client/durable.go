@@ -54,6 +54,15 @@ type DurableConfig struct {
 	// (half of it) is how soon a lost consumer leader (a NATS node gone)
 	// is noticed. Default 5 s.
 	PullExpiry time.Duration
+	// PinnedTTL, when > 0, gives the consumer the priority policy
+	// pinned_client in the priority group [PinnedGroup] (nats-server 2.11+,
+	// ADR-42): the server delivers to one process at a time (the pinned
+	// one, whose pull requests carry its pin id), and pins another when
+	// the pinned one has made no pull request for PinnedTTL (it stopped,
+	// crashed or lost its connection). Must exceed PullExpiry. Default 0:
+	// every process that consumes the durable receives messages. Setting
+	// or clearing it updates an existing consumer's priority policy.
+	PinnedTTL time.Duration
 	// Logger receives a warning for each missed heartbeat; nil discards.
 	Logger *slog.Logger
 }
@@ -68,6 +77,10 @@ type Durable struct {
 	it     jetstream.MessagesContext
 	log    *slog.Logger
 }
+
+// PinnedGroup is the priority group of a durable consumer with
+// DurableConfig.PinnedTTL.
+const PinnedGroup = "convlog"
 
 // ConsumeDurable creates the durable consumer cfg describes on stream (or
 // updates it to cfg when it exists) and starts pulling its messages.
@@ -104,11 +117,14 @@ func ConsumeDurable(ctx context.Context, js jetstream.JetStream, stream string, 
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.PinnedTTL > 0 && cfg.PinnedTTL <= cfg.PullExpiry {
+		return nil, fmt.Errorf("client: durable consume %s: PinnedTTL %s must exceed PullExpiry %s (the pinned process renews its pull requests that often)", cfg.Name, cfg.PinnedTTL, cfg.PullExpiry)
+	}
 	deliver := jetstream.DeliverAllPolicy
 	if cfg.DeliverNew {
 		deliver = jetstream.DeliverNewPolicy
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
+	ccfg := jetstream.ConsumerConfig{
 		Durable:       cfg.Name,
 		Description:   cfg.Description,
 		FilterSubject: filter,
@@ -117,11 +133,17 @@ func ConsumeDurable(ctx context.Context, js jetstream.JetStream, stream string, 
 		AckWait:       cfg.AckWait,
 		MaxDeliver:    -1,
 		MaxAckPending: cfg.MaxAckPending,
-	})
+	}
+	opts := []jetstream.PullMessagesOpt{jetstream.PullMaxMessages(cfg.PullMaxMessages), jetstream.PullExpiry(cfg.PullExpiry)}
+	if cfg.PinnedTTL > 0 {
+		ccfg.PriorityPolicy, ccfg.PriorityGroups, ccfg.PinnedTTL = jetstream.PriorityPolicyPinned, []string{PinnedGroup}, cfg.PinnedTTL
+		opts = append(opts, jetstream.PullPriorityGroup(PinnedGroup))
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, stream, ccfg)
 	if err != nil {
 		return nil, fmt.Errorf("client: durable consumer %s on %s: %w", cfg.Name, stream, err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(cfg.PullMaxMessages), jetstream.PullExpiry(cfg.PullExpiry))
+	it, err := cons.Messages(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("client: consume %s/%s: %w", stream, cfg.Name, err)
 	}

@@ -39,6 +39,16 @@ type Config struct {
 	// wrongly) is not projected: it is reported as FailureMisplaced.
 	// Default 0; Run fails when the deployment has no such partition.
 	Partition int
+	// PinnedTTL, when > 0, makes the durable consumer pinned_client
+	// (client.DurableConfig.PinnedTTL, nats-server 2.11+): exactly one
+	// instance projects the partition at a time, and another takes over
+	// when it has made no pull request for PinnedTTL (more than 5 s, the
+	// pull expiry). Default 0: every instance shares the partition's
+	// threads (each thread is still projected in order: per-thread
+	// dispatch and compare-and-swap on its head). agentd serve pins the
+	// projectors of a partitioned deployment (10 s) so that its instances
+	// spread partitions instead of sharing each.
+	PinnedTTL time.Duration
 	// Durable is the name of the durable pull consumer that every instance
 	// shares. Default "convlog-projector".
 	Durable string
@@ -242,6 +252,9 @@ func (c Config) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("projector: "+format, args...)) }
 	if err := (events.Subjects{Prefix: c.SubjectPrefix}).Validate(); err != nil {
 		bad("subject prefix: %v", err)
+	}
+	if c.PinnedTTL < 0 || (c.PinnedTTL > 0 && c.PinnedTTL <= 5*time.Second) {
+		bad("pinned TTL must be 0 or more than 5s (the pull expiry), got %s", c.PinnedTTL)
 	}
 	if c.Partition < 0 || c.Partition >= provision.MaxPartitions {
 		bad("partition must be 0..%d, got %d", provision.MaxPartitions-1, c.Partition)

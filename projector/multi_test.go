@@ -86,3 +86,39 @@ func TestTwoInstancesMatchOneInstance(t *testing.T) {
 	require.NotZero(t, steps[0].Load())
 	require.NotZero(t, steps[1].Load())
 }
+
+// With PinnedTTL, two instances of a partition's projector never project
+// at once: the server delivers to the pinned one only, the other takes
+// over when the pinned one stops (a crash or shutdown: no pull request
+// for PinnedTTL), and every snapshot ends equal to a fresh fold.
+func TestPinnedInstancesTakeOver(t *testing.T) {
+	e := newEnv(t)
+	var steps [2]atomic.Int64
+	cfg := func(i int) projector.Config {
+		return projector.Config{PinnedTTL: 6 * time.Second, ChunkBytes: 8 << 10, TailBytes: 2 << 10, Logger: testLogger(t),
+			OnStep: func(projector.Step) { steps[i].Add(1) }}
+	}
+	stops := [2]func(){e.start(t, cfg(0)), e.start(t, cfg(1))}
+	tr := newTraffic(5, "pinned", 50)
+	for tr.events() < 2_000 {
+		tr.round(t, e.js, 50)
+	}
+	tr.verify(t, e, e.snaps, e.res.Snapshots, e.res.Index, false)
+	first, second := steps[0].Load(), steps[1].Load()
+	t.Logf("before the stop: steps per instance %d/%d", first, second)
+	require.True(t, (first == 0) != (second == 0), "exactly one instance projects: steps %d/%d", first, second)
+	pinned, other := 0, 1
+	if first == 0 {
+		pinned, other = 1, 0
+	}
+	before := steps[pinned].Load()
+	stops[pinned]()
+	start := time.Now()
+	for tr.events() < 4_000 {
+		tr.round(t, e.js, 50)
+	}
+	tr.verify(t, e, e.snaps, e.res.Snapshots, e.res.Index, true)
+	t.Logf("after stopping the pinned instance: steps %d/%d; caught up %s after the stop", steps[0].Load(), steps[1].Load(), time.Since(start).Round(time.Millisecond))
+	require.Equal(t, before, steps[pinned].Load(), "the stopped instance projected nothing more")
+	require.Positive(t, steps[other].Load(), "the other instance took over")
+}

@@ -260,6 +260,7 @@ func (p *Projector) bind(ctx context.Context) (*client.Durable, error) {
 		MaxAckPending:   c.MaxAckPending,
 		PullMaxMessages: min(512, c.MaxAckPending),
 		PullExpiry:      5 * time.Second,
+		PinnedTTL:       c.PinnedTTL,
 		Logger:          p.log,
 	})
 }
