@@ -321,12 +321,12 @@ func TestClusterSurvivesNodeLoss(t *testing.T) {
 		}
 		t0 := time.Now()
 		top.nats.kill9(t, victim)
-		logf(t, "killed %s (kill -9), not the stream leader (%s)", victim.name, leader.name)
+		logf(t, "killed %s (kill -9), not partition 0's stream leader (%s); with partitions it leads another partition", victim.name, leader.name)
 		l.waitProgress(t, t0, progressAcks, 3*time.Second, 60*time.Second)
 		top.nats.restart(t, victim)
 		logf(t, "restarted %s: healthy %s after the kill", victim.name, time.Since(t0).Round(time.Millisecond))
 		l.waitProgress(t, time.Now(), progressAcks, time.Second, 60*time.Second)
-		ps["kill -9 of a follower ("+victim.name+")"] = l.pauses(t0, time.Now())
+		ps["kill -9 of a node that does not lead partition 0 ("+victim.name+")"] = l.pauses(t0, time.Now())
 
 		leader = top.nats.streamLeader(t, top.js, stream)
 		t1 := time.Now()
@@ -337,7 +337,7 @@ func TestClusterSurvivesNodeLoss(t *testing.T) {
 		top.nats.restart(t, leader)
 		logf(t, "restarted %s: healthy %s after the kill", leader.name, time.Since(t1).Round(time.Millisecond))
 		l.waitProgress(t, time.Now(), progressAcks, time.Second, 60*time.Second)
-		ps["kill -9 of the stream leader ("+leader.name+")"] = l.pauses(t1, time.Now())
+		ps["kill -9 of partition 0's stream leader ("+leader.name+")"] = l.pauses(t1, time.Now())
 
 		settle(t, l, ps)
 	})
