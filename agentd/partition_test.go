@@ -93,6 +93,21 @@ func TestServeWithPartitions(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, th, got.Thread)
 	}
+	// agentd stream info shows every partition.
+	out, stderr, err = runCLIFull(t, "stream", "info", "--json", "--data-dir", dir)
+	require.NoError(t, err, stderr)
+	var info struct {
+		Partitions []struct {
+			Stream struct {
+				Name     string `json:"name"`
+				Messages uint64 `json:"messages"`
+			} `json:"stream"`
+		} `json:"partitions"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &info), out)
+	require.Len(t, info.Partitions, 3)
+	require.Equal(t, "CONVLOG_P2", info.Partitions[2].Stream.Name)
+
 	// A tenant-scoped user works on every partition of its tenant.
 	seed := filepath.Join(t.TempDir(), "acme.nk")
 	_, stderr, err = runCLIFull(t, "tenant", "create", "acme", "--data-dir", dir, "--out", seed)

@@ -302,6 +302,14 @@ func runPartitioned(ctx context.Context, c *benchCluster, e *Env, js jetstream.J
 	}
 	stream := cl.Partitions()[0].Config().Resources.Stream
 	for k := range p.Kills {
+		if k > 0 {
+			// A restarted node leads nothing: provisioning again moves the
+			// leaders back to one node each (provision spreads them), so
+			// that every kill stops exactly one partition's leader.
+			if _, err := provision.Ensure(ctx, js, rc); err != nil {
+				return nil, err
+			}
+		}
 		log("cluster: kill %d of partition 0's stream leader", k+1)
 		k, err := killLeaderUnderLoad(ctx, c, cl, js, stream, p.KillLoad)
 		if err != nil {

@@ -72,7 +72,7 @@ func partitionedSection(m *md, res *Results) {
 	m.row(fmt.Sprintf("%d writers: appends/s (ratio > 1: faster)", p.Writers), fmtRate(a.ConcRate[sysConvlog]), fmtRate(k1.ConcRate[sysConvlog]),
 		fmtRate(a.ConcRate[sysRaw]), ratio(a.ConcRate[sysConvlog], a.ConcRate[sysRaw]), ratio(a.ConcRate[sysConvlog], k1.ConcRate[sysConvlog]))
 	m.p("")
-	m.p("Per partition leader that is %s events/s (r_leader of the model below, with every node leading one", fmtRate(a.ConcRate[sysConvlog]/float64(pr.K)))
+	m.p("Per partition leader that is %s (r_leader of the model below, with every node leading one", fmtRate(a.ConcRate[sysConvlog]/float64(pr.K)))
 	m.p("partition and following the others); the total against K=1's one leader is the ratio in the last column.")
 	m.p("")
 	if len(pr.Pauses) > 0 {
@@ -81,7 +81,8 @@ func partitionedSection(m *md, res *Results) {
 			cells = append(cells, fmtDur(pr.Pauses[i]))
 			others = append(others, fmtDur(pr.OtherPauses[i]))
 		}
-		m.p("**Killing partition 0's stream leader** under 8 writers spread over the partitions, then restarting it:")
+		m.p("**Killing partition 0's stream leader** under 8 writers spread over the partitions, then restarting it")
+		m.p("(and provisioning again before the next kill, which moves the leaders back to one node each):")
 		m.p("the longest pause of a thread of partition 0 was %s per kill; of a thread of another partition %s", joinCells(cells), joinCells(others))
 		m.p("(their leaders were elsewhere, though the killed node held their replicas); %s appends acknowledged,", fmtInt(pr.Acked))
 		m.p("%d failed after the client's retries, **%d acknowledged appends missing** afterwards.", pr.Failed, pr.Lost)

@@ -163,12 +163,17 @@ func Run(ctx context.Context, c *client.Client, nc *nats.Conn, convs []events.Co
 			return rep, ctx.Err()
 		}
 	}
-	tr := &toolRunner{c: c, recs: recs, tenant: cfg.Tenant, logger: cfg.Logger}
-	trReady := make(chan error, 1)
-	svc.Add(1)
-	go func() { defer svc.Done(); tr.run(runCtx, "replay-tools-"+sanitize(cfg.RunID), trReady) }()
-	if err := <-trReady; err != nil {
-		return rep, err
+	// a tool runner per partition (each consumes its partition's stream)
+	var trs []*toolRunner
+	for _, pc := range c.Partitions() {
+		tr := &toolRunner{c: pc, recs: recs, tenant: cfg.Tenant, logger: cfg.Logger}
+		trs = append(trs, tr)
+		trReady := make(chan error, 1)
+		svc.Add(1)
+		go func() { defer svc.Done(); tr.run(runCtx, "replay-tools-"+sanitize(cfg.RunID), trReady) }()
+		if err := <-trReady; err != nil {
+			return rep, err
+		}
 	}
 
 	var driverConflicts atomic.Int64
@@ -211,7 +216,9 @@ func Run(ctx context.Context, c *client.Client, nc *nats.Conn, convs []events.Co
 	drivers.Wait()
 	rep.WorkerConflicts = workerConflicts.Load()
 	rep.DriverConflicts = driverConflicts.Load()
-	rep.ToolConflicts = tr.conflicts.Load()
+	for _, tr := range trs {
+		rep.ToolConflicts += tr.conflicts.Load()
+	}
 	rep.Seconds = time.Since(start).Seconds()
 	if rep.Seconds > 0 {
 		rep.EventsPS = float64(rep.Events) / rep.Seconds
