@@ -46,8 +46,11 @@ type serveFlags struct {
 	AllowOpen   bool
 	TokenDelay  time.Duration
 	AckWait     time.Duration
-	HTTPLimits  httpLimitFlags
-	Audit       auditFlags
+	// Rebalance is how often serve moves partition leaders back to one
+	// node each (provision.SpreadLeaders); 0: never.
+	Rebalance  time.Duration
+	HTTPLimits httpLimitFlags
+	Audit      auditFlags
 	// RetentionFile is the retention policy file (agentd/retention); ""
 	// runs no enforcer.
 	RetentionFile string
@@ -107,6 +110,7 @@ CONVLOG_OPENAI_API_KEY, CONVLOG_LOG_FORMAT, CONVLOG_LOG_LEVEL.`,
 	fs.StringVar(&f.HTTPTLSKey, "http-tls-key", envOr("CONVLOG_HTTP_TLS_KEY", ""), "key file of --http-tls-cert (PEM; env CONVLOG_HTTP_TLS_KEY)")
 	fs.DurationVar(&f.TokenDelay, "token-delay", 0, "offline model: pause between streamed tokens (demo pacing)")
 	fs.DurationVar(&f.AckWait, "worker-ack-wait", 30*time.Second, "time before work held by a crashed worker is redelivered")
+	fs.DurationVar(&f.Rebalance, "rebalance-interval", time.Minute, "with partitions on a cluster: how often the partitions' leaders are moved back to one node each after a node failure moved them (a leader step-down per move); 0 = never")
 	f.HTTPLimits.register(fs)
 	f.Audit.register(fs)
 	fs.StringVar(&f.QuotaFile, "quota-file", envOr("CONVLOG_QUOTA_FILE", ""), `per-tenant limits (JSON {"default":{"storage_bytes":1073741824},"tenants":{"acme":{"storage_bytes":10485760,"events_per_second":200}}}; env CONVLOG_QUOTA_FILE): meters every tenant's stored bytes and events per second and refuses appends over a limit (HTTP 429)`)
@@ -307,6 +311,12 @@ func runServe(parent context.Context, cmd *cobra.Command, f *serveFlags, logger 
 		return err
 	}
 	defer func() { _ = tn.svc.Stop() }()
+	// 3d'. partition leaders back on one node each after a failure
+	if k > 1 && f.Rebalance > 0 && f.conn.Replicas > 1 {
+		start("rebalance", func(ctx context.Context) error {
+			return rebalance(ctx, cl, f.conn.resources(), f.Rebalance, logger.With("component", "rebalance"))
+		})
+	}
 	// 3e. quotas: a meter per partition
 	if f.QuotaFile != "" {
 		qc, err := quota.LoadFile(f.QuotaFile)
@@ -512,4 +522,25 @@ func startTenancy(ctx context.Context, cl *client.Client, cn *conn, dataDir stri
 		})
 	})
 	return tn, nil
+}
+
+// rebalance calls provision.SpreadLeaders every interval until ctx ends,
+// logging the leaders it moved and the moves that failed (it never fails:
+// the partitions work wherever their leaders are).
+func rebalance(ctx context.Context, cl *client.Client, res provision.Config, interval time.Duration, log *slog.Logger) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		moved, err := provision.SpreadLeaders(mctx, cl.JetStream(), res)
+		cancel()
+		if moved > 0 || err != nil {
+			log.Info("partition leaders moved back to one node each", "moved", moved, "err", err)
+		}
+	}
 }

@@ -137,6 +137,15 @@ func startTopology(t *testing.T) *topology {
 	// leaders are on three different nodes at start (provision spreads
 	// them), as are their snapshot buckets'.
 	require.Len(t, top.c.Partitions(), len(natsNodes), "agentd --partitions=3")
+	require.NoError(t, top.leadersSpread(t))
+	return top
+}
+
+// leadersSpread checks that the partitions' stream leaders are on
+// different nodes, and so are their snapshot buckets' (every partition R3),
+// and logs them; it returns an error naming two partitions led by one node.
+func (top *topology) leadersSpread(t *testing.T) error {
+	t.Helper()
 	for _, kind := range []string{"stream", "snapshot bucket"} {
 		leaders := map[string]string{}
 		for _, pc := range top.c.Partitions() {
@@ -145,15 +154,21 @@ func startTopology(t *testing.T) *topology {
 				name = "KV_" + pc.Config().Resources.SnapshotBucket
 			}
 			info, err := streamInfo(top.js, name)
-			require.NoError(t, err)
+			if err != nil {
+				return err
+			}
 			require.Equal(t, len(natsNodes), info.Config.Replicas, "agentd --replicas=3 provisioned an R3 %s", name)
-			require.NotEmpty(t, info.Cluster.Leader, "%s has a leader", name)
-			require.NotContains(t, leaders, info.Cluster.Leader, "the %s leaders of two partitions are both on %s", kind, info.Cluster.Leader)
+			if info.Cluster == nil || info.Cluster.Leader == "" {
+				return fmt.Errorf("%s has no leader", name)
+			}
+			if other, ok := leaders[info.Cluster.Leader]; ok {
+				return fmt.Errorf("the %s leaders of %s and %s are both on %s", kind, other, name, info.Cluster.Leader)
+			}
 			leaders[info.Cluster.Leader] = name
 		}
-		t.Logf("partition %s leaders at start: %v", kind, leaders)
+		t.Logf("partition %s leaders: %v", kind, leaders)
 	}
-	return top
+	return nil
 }
 
 // testAPIKey is the API key of tenant "default" given to agentd serve.
@@ -340,6 +355,11 @@ func TestClusterSurvivesNodeLoss(t *testing.T) {
 		ps["kill -9 of partition 0's stream leader ("+leader.name+")"] = l.pauses(t1, time.Now())
 
 		settle(t, l, ps)
+		// agentd serve moves the leaders back to one node each
+		// (--rebalance-interval, 1 minute by default).
+		t2 := time.Now()
+		require.NoError(t, poll(150*time.Second, time.Second, func() error { return top.leadersSpread(t) }), "leaders spread again")
+		logf(t, "partition leaders on three different nodes again %s after the checks", time.Since(t2).Round(time.Second))
 	})
 
 	t.Run("a rolling restart of all three nodes under load", func(t *testing.T) {

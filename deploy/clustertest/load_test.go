@@ -53,8 +53,8 @@ type load struct {
 
 	probes []*loadThread
 
-	mu        sync.Mutex
-	acks      []time.Time // when each append to a load thread was acknowledged
+	mu   sync.Mutex
+	acks []time.Time // when each append to a load thread was acknowledged
 	// probeAcks are when each append to each probe thread was
 	// acknowledged.
 	probeAcks map[string][]time.Time

@@ -147,6 +147,24 @@ func ensureRecord(ctx context.Context, js jetstream.JetStream, c Config) (int, e
 	return 0, fmt.Errorf("provision: record %s in KV %s: could not be read or created", PartitionsKey, c.ConfigBucket)
 }
 
+// SpreadLeaders moves the leaders of the deployment c's partitions back to
+// one server each when they are not (after a node failure its partitions'
+// leaders moved to the other nodes, and NATS does not move them back):
+// what Ensure does after provisioning, for a deployment of K > 1 (read
+// from its record) with replicas. A leader already in place is left alone,
+// so calling it often costs one stream info per partition; a move is a
+// leader step-down, a pause of that partition's writes of well under a
+// second. It returns the moves that failed (a preferred server that is
+// down answers an error) and how many leaders it moved.
+func SpreadLeaders(ctx context.Context, js jetstream.JetStream, c Config) (int, error) {
+	c = c.WithDefaults()
+	k, err := ReadPartitions(ctx, js, c)
+	if err != nil || k < 2 {
+		return 0, err
+	}
+	return spreadLeaders(ctx, js, c, k)
+}
+
 // spreadLeaders moves the leaders of the partitions' streams (and of
 // each partition's snapshot bucket) so that partition p is led by the
 // p-th of the replicas' servers in name order, modulo their number: at
@@ -157,29 +175,35 @@ func ensureRecord(ctx context.Context, js jetstream.JetStream, c Config) (int, e
 // {"placement":{"preferred":...}}, nats-server 2.11+; a stream config may
 // not name one). A failed move is returned; the partitions work wherever
 // their leaders are.
-func spreadLeaders(ctx context.Context, js jetstream.JetStream, c Config, k int) error {
+func spreadLeaders(ctx context.Context, js jetstream.JetStream, c Config, k int) (int, error) {
 	var errs []error
+	moved := 0
 	for p := range k {
 		pc := c.Partition(p)
 		for _, stream := range []string{pc.Stream, "KV_" + pc.SnapshotBucket} {
-			if err := moveLeader(ctx, js, stream, p); err != nil {
+			m, err := moveLeader(ctx, js, stream, p)
+			if err != nil {
 				errs = append(errs, err)
+			}
+			if m {
+				moved++
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return moved, errors.Join(errs...)
 }
 
 // moveLeader moves stream's leader to the p-th of its servers (name
-// order), waiting up to 10 s for the new leader.
-func moveLeader(ctx context.Context, js jetstream.JetStream, stream string, p int) error {
+// order), waiting up to 10 s for the new leader; it reports whether it
+// asked for a move.
+func moveLeader(ctx context.Context, js jetstream.JetStream, stream string, p int) (bool, error) {
 	st, err := js.Stream(ctx, stream)
 	if err != nil {
-		return fmt.Errorf("provision: place leader of %s: %w", stream, err)
+		return false, fmt.Errorf("provision: place leader of %s: %w", stream, err)
 	}
 	info, err := st.Info(ctx)
 	if err != nil || info.Cluster == nil || len(info.Cluster.Replicas) == 0 {
-		return err
+		return false, err
 	}
 	servers := []string{info.Cluster.Leader}
 	for _, r := range info.Cluster.Replicas {
@@ -188,12 +212,17 @@ func moveLeader(ctx context.Context, js jetstream.JetStream, stream string, p in
 	slices.Sort(servers)
 	want := servers[p%len(servers)]
 	if info.Cluster.Leader == want {
-		return nil
+		return false, nil
+	}
+	for _, r := range info.Cluster.Replicas {
+		if r.Name == want && (r.Offline || !r.Current) {
+			return false, nil // not a leader to be now; a later call moves it
+		}
 	}
 	req, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": want}})
 	resp, err := js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+stream, req)
 	if err != nil {
-		return fmt.Errorf("provision: place leader of %s on %s: %w", stream, want, err)
+		return true, fmt.Errorf("provision: place leader of %s on %s: %w", stream, want, err)
 	}
 	var r struct {
 		Error *struct {
@@ -201,18 +230,18 @@ func moveLeader(ctx context.Context, js jetstream.JetStream, stream string, p in
 		} `json:"error"`
 	}
 	if json.Unmarshal(resp.Data, &r) == nil && r.Error != nil {
-		return fmt.Errorf("provision: place leader of %s on %s: %s", stream, want, r.Error.Description)
+		return true, fmt.Errorf("provision: place leader of %s on %s: %s", stream, want, r.Error.Description)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if info, err := st.Info(ctx); err == nil && info.Cluster != nil && info.Cluster.Leader == want {
-			return nil
+			return true, nil
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return true, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("provision: place leader of %s on %s: not leader after 10 s", stream, want)
+	return true, fmt.Errorf("provision: place leader of %s on %s: not leader after 10 s", stream, want)
 }

@@ -266,7 +266,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (Resources, e
 		return r, fmt.Errorf("provision: object store %s: %w", c.BlobBucket, err)
 	}
 	if k > 1 && c.Replicas > 1 {
-		_ = spreadLeaders(ctx, js, c, k)
+		_, _ = spreadLeaders(ctx, js, c, k)
 	}
 	return r, nil
 }
