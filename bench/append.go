@@ -20,6 +20,7 @@ const (
 	sysConvlog     = "convlog"
 	sysConvlogCons = "convlog_consistent"
 	sysConvlogWarm = "convlog_warm" // snapshot Get with the chunk cache warm
+	sysConvlogView = "convlog_view" // snapshot GetView (no copy of the history) with the chunk cache warm
 	sysRaw         = "jetstream"
 	sysRawEnc      = "jetstream_encoding"
 	sysRawKV       = "jetstream_kv"

@@ -82,9 +82,10 @@ type loadedThread struct {
 // systems interleaved in a shuffled order (see getOrder). convlog's snapshot Get is
 // measured twice: with the chunk cache off (sysConvlog, every byte read
 // from KV: the figure the targets use) and with the default cache warm
-// (sysConvlogWarm: the warm-up round fills it).
+// (sysConvlogWarm: the warm-up round fills it), and as a GetView with the
+// cache warm (sysConvlogView: no copy of the history).
 func RunGet(ctx context.Context, e *Env, b *Baselines, p GetParams, log func(string, ...any)) (*GetResults, error) {
-	res := &GetResults{Systems: []string{sysConvlog, sysConvlogWarm, sysConvlogCons, sysRawKV}, CollectFrom: p.CollectFrom}
+	res := &GetResults{Systems: []string{sysConvlog, sysConvlogWarm, sysConvlogView, sysConvlogCons, sysRawKV}, CollectFrom: p.CollectFrom}
 	if b.PG != nil {
 		res.Systems = append(res.Systems, sysPG)
 	}
@@ -193,6 +194,15 @@ func getOnce(ctx context.Context, e *Env, b *Baselines, sys string, row *GetRow)
 			return 0, errors.New("not served from the snapshot")
 		}
 		return th.MessageCount(), nil
+	case sysConvlogView:
+		v, err := e.Client.GetView(ctx, tenant, row.thread)
+		if err != nil {
+			return 0, err
+		}
+		if !v.FromSnapshot {
+			return 0, errors.New("not served from the snapshot")
+		}
+		return v.Len(), nil
 	case sysConvlogCons:
 		th, err := e.UncachedClient.Get(ctx, tenant, row.thread, client.Consistent())
 		if err != nil {
@@ -298,7 +308,7 @@ func loadBaselines(ctx context.Context, e *Env, b *Baselines, lt *loadedThread, 
 		all = append(all, m.Data...)
 	}
 	row.EventBytes = len(all)
-	row.Want[sysConvlog], row.Want[sysConvlogWarm], row.Want[sysConvlogCons] = n, n, n
+	row.Want[sysConvlog], row.Want[sysConvlogWarm], row.Want[sysConvlogView], row.Want[sysConvlogCons] = n, n, n, n
 	row.Want[sysRawKV], row.Want[sysPG], row.Want[sysRedis] = len(lt.msgs), len(lt.msgs), len(lt.msgs)
 	// A KV value must fit in one NATS message (max_payload, 1 MiB by
 	// default) with its headers.

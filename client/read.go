@@ -193,16 +193,26 @@ func (c *Client) Get(ctx context.Context, tenant, thread string, opts ...GetOpti
 	evs, fromSnapshot := t.Events, t.FromSnapshot
 	t = *ThreadOf(state)
 	t.Events, t.FromSnapshot = evs, fromSnapshot
-	if t.Erased {
-		return nil, &NotFoundError{Tenant: tenant, Thread: thread, Reason: "erased", Cause: ErrThreadErased}
-	}
-	if t.Version == 0 || !t.Exists && t.Events == nil && t.RejectedCount == 0 {
-		return nil, &NotFoundError{Tenant: tenant, Thread: thread}
-	}
-	if t.Deleted && !o.withDeleted {
-		return nil, &NotFoundError{Tenant: tenant, Thread: thread, Reason: "deleted; pass IncludeDeleted to read it", Cause: ErrThreadDeleted}
+	if err := threadReadable(&t, tenant, thread, o.withDeleted); err != nil {
+		return nil, err
 	}
 	return &t, nil
+}
+
+// threadReadable returns the *NotFoundError of a thread Get does not
+// return: erased, never created (no events), or soft-deleted unless
+// includeDeleted.
+func threadReadable(t *Thread, tenant, thread string, includeDeleted bool) error {
+	if t.Erased {
+		return &NotFoundError{Tenant: tenant, Thread: thread, Reason: "erased", Cause: ErrThreadErased}
+	}
+	if t.Version == 0 || !t.Exists && t.Events == nil && t.RejectedCount == 0 {
+		return &NotFoundError{Tenant: tenant, Thread: thread}
+	}
+	if t.Deleted && !includeDeleted {
+		return &NotFoundError{Tenant: tenant, Thread: thread, Reason: "deleted; pass IncludeDeleted to read it", Cause: ErrThreadDeleted}
+	}
+	return nil
 }
 
 // Events yields the stored events of tenant/thread with from <= seq <= to

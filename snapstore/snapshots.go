@@ -97,6 +97,11 @@ type Snapshot struct {
 	// from the chunk cache instead of KV (0 from LoadHead): Bytes +
 	// CachedBytes is the size of the whole snapshot.
 	CachedBytes int
+	// Segments is set by [Store.LoadView] only: the chunked history, one
+	// slice per chunk in history order (together the State's first Base
+	// messages), each the chunk cache's own decoded slice, shared with
+	// every other reader: read-only (see LoadView).
+	Segments [][]events.Message
 }
 
 // LoadHead reads a thread's head: everything but the chunked messages.
@@ -138,7 +143,7 @@ func (s *Store) readHead(ctx context.Context, tenant, thread string) (h *head, r
 // whatever chunks the head names that are neither cached nor on their way.
 // Every chunk is decoded by its fetch as soon as it arrives, whether or not
 // the head is there yet.
-func (s *Store) load(ctx context.Context, f *chunkFetcher, tenant, thread string) (*Snapshot, error) {
+func (s *Store) load(ctx context.Context, f *chunkFetcher, tenant, thread string, view bool) (*Snapshot, error) {
 	key := HeadKey(tenant, thread)
 	if hint, ok := s.hints.get(key); ok && f.pre == nil {
 		var cached []*chunkEntry
@@ -169,11 +174,11 @@ func (s *Store) load(ctx context.Context, f *chunkFetcher, tenant, thread string
 	if err != nil {
 		return nil, err
 	}
-	read, cached, err := s.fillChunks(ctx, f, tenant, thread, h)
+	read, cached, segs, err := s.fillChunks(ctx, f, tenant, thread, h, view)
 	if err != nil {
 		return nil, err
 	}
-	return &Snapshot{State: h.State, Revision: rev, Gen: h.Gen, Chunks: h.Chunks, Bytes: n + read, CachedBytes: cached}, nil
+	return &Snapshot{State: h.State, Revision: rev, Gen: h.Gen, Chunks: h.Chunks, Bytes: n + read, CachedBytes: cached, Segments: segs}, nil
 }
 
 // hintSlack is how many messages more than the hinted tail the slice a
@@ -349,6 +354,36 @@ func (c *chunkHints) put(key string, gen uint64, chunks []ChunkRef, tail int) {
 // Errors: as [Store.LoadHead], plus [ErrSnapshotChanged] (wrapped,
 // retryable) when the history kept being replaced while it read.
 func (s *Store) Load(ctx context.Context, tenant, thread string) (*Snapshot, error) {
+	return s.loadWith(ctx, tenant, thread, false)
+}
+
+// LoadView is [Store.Load] without building one slice of the whole
+// history: the returned State keeps the head's window (Base chunked
+// messages, the newest in Messages) and Segments holds the chunked
+// messages as the chunk cache's decoded slices, so a reader whose chunks
+// are cached pays the head read and no copy of the history (a 1,000-message
+// thread: no 270 KB slice per call). Ownership: the segments and the
+// messages in them are shared with the cache and with every other
+// LoadView and Load of the thread, and are never modified by the store
+// (chunks are immutable); the caller must not modify them either, and may
+// keep them as long as it likes. Without a chunk cache (Options) it is
+// Load, with the history as one segment. Errors: as Load.
+func (s *Store) LoadView(ctx context.Context, tenant, thread string) (*Snapshot, error) {
+	if s.cache == nil {
+		snap, err := s.Load(ctx, tenant, thread)
+		if err != nil {
+			return nil, err
+		}
+		st := *snap.State
+		snap.Segments = [][]events.Message{st.Messages[:st.Base:st.Base]}
+		st.Messages = st.Messages[st.Base:]
+		snap.State = &st
+		return snap, nil
+	}
+	return s.loadWith(ctx, tenant, thread, true)
+}
+
+func (s *Store) loadWith(ctx context.Context, tenant, thread string, view bool) (*Snapshot, error) {
 	if err := validIDs(tenant, thread); err != nil {
 		return nil, err
 	}
@@ -359,7 +394,7 @@ func (s *Store) Load(ctx context.Context, tenant, thread string) (*Snapshot, err
 		f.wg.Wait()
 	}()
 	for attempt := 0; attempt < loadAttempts; attempt++ {
-		snap, err := s.load(ctx, f, tenant, thread)
+		snap, err := s.load(ctx, f, tenant, thread, view)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			// A newer head extended or replaced a chunk of the one read:
 			// read the head again; the chunks fetched already (they never
@@ -415,16 +450,36 @@ func getHead(ctx context.Context, kv jetstream.KeyValue, seal sealing, tenant, t
 // values (appendMessage, closePending), builds new slices (checkHistory,
 // compact) or replaces the slice (replaceHistory). State.Clone relies on
 // the same rule.
-func (s *Store) fillChunks(ctx context.Context, f *chunkFetcher, tenant, thread string, h *head) (read, cached int, err error) {
+// With view (a chunk cache is required), the State keeps its window and
+// the chunks' cached slices are returned as segments instead.
+func (s *Store) fillChunks(ctx context.Context, f *chunkFetcher, tenant, thread string, h *head, view bool) (read, cached int, segs [][]events.Message, err error) {
 	st := h.State
 	if len(h.Chunks) == 0 {
-		return 0, 0, nil
+		if view {
+			segs = [][]events.Message{}
+		}
+		return 0, 0, segs, nil
 	}
 	hkey := HeadKey(tenant, thread)
 	for _, c := range h.Chunks {
 		if c.First < 0 || c.Count < 1 || c.First+c.Count > st.Base {
-			return 0, 0, fmt.Errorf("%w: chunk %s lies outside the head's %d chunked messages", ErrCorrupt,
+			return 0, 0, nil, fmt.Errorf("%w: chunk %s lies outside the head's %d chunked messages", ErrCorrupt,
 				ChunkKey(tenant, thread, h.Gen, c.First, c.Count), st.Base)
+		}
+	}
+	if view {
+		// Segments stand for the first Base messages: the chunks must
+		// cover them in order, without a gap.
+		next := 0
+		for _, c := range h.Chunks {
+			if c.First != next {
+				return 0, 0, nil, fmt.Errorf("%w: chunk %s does not follow the one before (which ends at %d)", ErrCorrupt,
+					ChunkKey(tenant, thread, h.Gen, c.First, c.Count), next)
+			}
+			next += c.Count
+		}
+		if next != st.Base {
+			return 0, 0, nil, fmt.Errorf("%w: the chunks hold %d messages, the head counts %d", ErrCorrupt, next, st.Base)
 		}
 	}
 	size := st.Base + len(st.Messages)
@@ -447,20 +502,30 @@ func (s *Store) fillChunks(ctx context.Context, f *chunkFetcher, tenant, thread 
 		<-r.done
 	}
 	var all []events.Message
-	if pre := f.pre; s.cache == nil && len(pre) >= st.Base && cap(pre) >= size {
-		all = pre[:size] // the hinted chunks still named are in place
-	} else {
+	switch {
+	case view:
+		segs = make([][]events.Message, len(h.Chunks))
+	case s.cache == nil && len(f.pre) >= st.Base && cap(f.pre) >= size:
+		all = f.pre[:size] // the hinted chunks still named are in place
+	default:
 		all = make([]events.Message, size)
 	}
-	copy(all[st.Base:], st.Messages)
+	if !view {
+		copy(all[st.Base:], st.Messages)
+	}
 	type miss struct {
+		i int
 		c ChunkRef
 		r *fetch
 	}
 	var misses []miss
 	for i, c := range h.Chunks {
 		if hits != nil && hits[i] != nil {
-			copy(all[c.First:c.First+c.Count], hits[i].msgs)
+			if view {
+				segs[i] = hits[i].msgs
+			} else {
+				copy(all[c.First:c.First+c.Count], hits[i].msgs)
+			}
 			cached += int(hits[i].bytes)
 			continue
 		}
@@ -469,23 +534,24 @@ func (s *Store) fillChunks(ctx context.Context, f *chunkFetcher, tenant, thread 
 			into = all[c.First : c.First+c.Count]
 		}
 		key := ChunkKey(tenant, thread, h.Gen, c.First, c.Count)
-		misses = append(misses, miss{c: c, r: f.start(ctx, key, c.Count, into)})
+		misses = append(misses, miss{i: i, c: c, r: f.start(ctx, key, c.Count, into)})
 	}
 	for _, m := range misses {
 		select {
 		case <-m.r.done:
 		case <-ctx.Done():
-			return 0, 0, ctx.Err()
+			return 0, 0, nil, ctx.Err()
 		}
 		if m.r.err != nil {
-			return 0, 0, m.r.err
+			return 0, 0, nil, m.r.err
 		}
 		if m.r.decErr != nil {
-			return 0, 0, m.r.decErr
+			return 0, 0, nil, m.r.decErr
 		}
 		read += len(m.r.data)
-		dst := all[m.c.First : m.c.First+m.c.Count]
-		if &m.r.msgs[0] != &dst[0] {
+		if view {
+			segs[m.i] = m.r.msgs
+		} else if dst := all[m.c.First : m.c.First+m.c.Count]; &m.r.msgs[0] != &dst[0] {
 			copy(dst, m.r.msgs)
 		}
 		if s.cache != nil {
@@ -495,8 +561,10 @@ func (s *Store) fillChunks(ctx context.Context, f *chunkFetcher, tenant, thread 
 			s.cache.put(chunkID{thread: hkey, gen: h.Gen, first: m.c.First, count: m.c.Count}, m.r.msgs, len(m.r.data))
 		}
 	}
-	st.Messages, st.Base = all, 0
-	return read, cached, nil
+	if !view {
+		st.Messages, st.Base = all, 0
+	}
+	return read, cached, segs, nil
 }
 
 // forEach calls fn(ctx, i) for i in [0, n) on up to conc goroutines, and

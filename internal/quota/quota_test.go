@@ -3,6 +3,7 @@ package quota_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,23 +28,30 @@ type env struct {
 	usage map[string]quota.Usage
 }
 
-func newEnv(t *testing.T, limits quota.Config) *env {
+func newEnv(t *testing.T, limits quota.Config) *env { return newEnvK(t, limits, 1) }
+
+// newEnvK is newEnv on a deployment of k partitions, with a meter per
+// partition (as agentd serve runs them).
+func newEnvK(t *testing.T, limits quota.Config, k int) *env {
 	t.Helper()
-	s, _ := natstest.Provisioned(t, provision.Config{})
+	s, _ := natstest.Provisioned(t, provision.Config{Partitions: k})
 	ctx := context.Background()
 	c, err := client.New(ctx, s.NC, client.Config{})
 	require.NoError(t, err)
+	require.Len(t, c.Partitions(), k)
 	e := &env{c: c, usage: map[string]quota.Usage{}}
-	m, err := quota.NewMeter(ctx, s.JS, quota.MeterConfig{Limits: limits, OnUsage: func(tenant string, u quota.Usage) {
-		e.mu.Lock()
-		e.usage[tenant] = u
-		e.mu.Unlock()
-	}})
-	require.NoError(t, err)
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = m.Run(mctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	for _, pc := range c.Partitions() {
+		m, err := quota.NewMeter(ctx, s.JS, quota.MeterConfig{Resources: pc.Config().Resources, Limits: limits, OnUsage: func(tenant string, u quota.Usage) {
+			e.mu.Lock()
+			e.usage[tenant] = u
+			e.mu.Unlock()
+		}})
+		require.NoError(t, err)
+		mctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = m.Run(mctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+	}
 	return e
 }
 
@@ -117,6 +125,45 @@ func TestStorageQuota(t *testing.T) {
 	time.Sleep(quota.CheckTTL)
 	e.thread(t, "acme", "small")
 	require.NoError(t, e.say("acme", "small", "hello"))
+}
+
+// On a deployment of 3 partitions the meters of the partitions add up one
+// tenant's usage: a tenant writing to threads of every partition reaches
+// its storage quota with what all of them stored, and every event is
+// counted once.
+func TestStorageQuotaAcrossPartitions(t *testing.T) {
+	const limit = 30_000
+	e := newEnvK(t, quota.Config{Tenants: map[string]quota.Limits{"acme": {StorageBytes: limit}}}, 3)
+	var threads []string
+	used := map[int]bool{}
+	for i := 0; len(used) < 3; i++ {
+		th := fmt.Sprintf("t%d", i)
+		if p := events.Partition("acme", th, 3); !used[p] {
+			used[p] = true
+			threads = append(threads, th)
+			e.thread(t, "acme", th)
+		}
+	}
+	text := strings.Repeat("x", 1000)
+	var qe *quota.Error
+	stored := 0
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && qe == nil; stored++ {
+		err := e.say("acme", threads[stored%len(threads)], text)
+		if errors.As(err, &qe) {
+			break
+		}
+		require.NoError(t, err)
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.NotNil(t, qe, "no quota error after %d appends of 1 KB over 3 partitions", stored)
+	// Each event of every partition is counted once (creations and
+	// messages), and all their bytes: the usage is the three partitions'
+	// sum, not one partition's.
+	require.Eventually(t, func() bool {
+		u := e.get("acme")
+		return u.Events == int64(len(threads)+stored) && u.Bytes >= int64(stored*1000)
+	}, 10*time.Second, 20*time.Millisecond, "usage %+v after %d creations and %d messages of 1 KB", e.get("acme"), len(threads), stored)
+	t.Logf("%d appends of 1 KB over 3 partitions stored under a limit of %d bytes; usage %+v", stored, limit, e.get("acme"))
 }
 
 // A tenant that stores more events in a second than its rate limit gets
