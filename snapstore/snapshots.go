@@ -456,6 +456,9 @@ func (s *Store) fillChunks(ctx context.Context, f *chunkFetcher, tenant, thread 
 	st := h.State
 	if len(h.Chunks) == 0 {
 		if view {
+			if st.Base != 0 {
+				return 0, 0, nil, fmt.Errorf("%w: the head counts %d chunked messages and names no chunk", ErrCorrupt, st.Base)
+			}
 			segs = [][]events.Message{}
 		}
 		return 0, 0, segs, nil
