@@ -53,6 +53,14 @@ authorization {
 	require.NoError(t, err, "nats-server -t: %s", out)
 	ns := newProc(t, dir, "nats", natsBin, []string{"-c", conf}, nil)
 	ns.start(t)
+	// agentd exits when no server answers its first connect: start it once
+	// the server listens.
+	require.NoError(t, poll(30*time.Second, 20*time.Millisecond, func() error {
+		if !ns.logContains("Server is ready") {
+			return errNotYet
+		}
+		return nil
+	}), "nats-server did not start: %s", tail(ns.log, 20))
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
 	agent := newProc(t, dir, "agentd", agentdBin, []string{"serve", "--nats-url", url, "--nkey", adminFile, "--workers", "0", "--http-addr", ""}, nil)
 	agent.start(t)
