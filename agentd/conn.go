@@ -231,11 +231,26 @@ func (f *connFlags) open(logger *slog.Logger, name string, role dataDirRole) (*c
 		opts = append(opts, nats.RootCAs(f.TLSCA))
 	}
 	nc, err := nats.Connect(f.NATSURL, opts...)
+	if role == roleServe {
+		// A server that does not answer yet (a cluster starting beside
+		// us): wait for it rather than exit; any other error (TLS,
+		// authentication) is final.
+		for wait, deadline := 250*time.Millisecond, time.Now().Add(serveConnectWait); errors.Is(err, nats.ErrNoServers) && time.Now().Before(deadline); wait = min(2*wait, 2*time.Second) {
+			logger.Warn("no NATS server answers yet; retrying", "url", f.NATSURL, "retry_in", wait)
+			time.Sleep(wait)
+			nc, err = nats.Connect(f.NATSURL, opts...)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", f.NATSURL, err)
 	}
 	return &conn{NC: nc, URL: f.NATSURL}, nil
 }
+
+// serveConnectWait is how long agentd serve waits for a --nats-url server
+// that refuses connections at start (no server listening yet) before it
+// exits.
+const serveConnectWait = time.Minute
 
 // client opens a convlog client on c, provisioning resources if asked.
 func (f *connFlags) client(ctx context.Context, c *conn, provisionRes bool, producer string, logger *slog.Logger) (*client.Client, error) {

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +19,8 @@ import (
 	"github.com/convlog/convlog/audit"
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/embedded"
+	"github.com/convlog/convlog/internal/natstest"
 )
 
 // agentd serve --partitions 3 on a new data directory: the demo agent
@@ -146,4 +151,34 @@ func TestServeWithPartitions(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond, "the scoped listing over the partitions")
 	_, err = ac.Get(ctx, events.DefaultTenant, threads[0])
 	require.ErrorIs(t, err, events.ErrOtherTenant)
+}
+
+// agentd serve --nats-url started before its NATS server listens waits for
+// it (no server answering is retried for a minute) instead of exiting.
+func TestServeWaitsForItsNATSServer(t *testing.T) {
+	port := natstest.FreePort(t)
+	bin, err := buildOnce()
+	require.NoError(t, err)
+	cmd := exec.Command(bin, "serve", "--nats-url", fmt.Sprintf("nats://127.0.0.1:%d", port), "--http-addr", "", "--workers", "0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var out strings.Builder
+	var mu sync.Mutex
+	cmd.Stderr = writerFunc(func(b []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return out.Write(b) })
+	cmd.Stdout = cmd.Stderr
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	})
+	logged := func(s string) bool { mu.Lock(); defer mu.Unlock(); return strings.Contains(out.String(), s) }
+	require.Eventually(t, func() bool { return logged("no NATS server answers yet") }, 10*time.Second, 20*time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("agentd exited while its server was not up: %v\n%s", err, out.String())
+	default:
+	}
+	natstest.RunConfig(t, embedded.Config{Host: "127.0.0.1", Port: port})
+	require.Eventually(t, func() bool { return logged("agentd ready") }, 30*time.Second, 50*time.Millisecond, "serve did not start once NATS listened")
 }
