@@ -90,7 +90,10 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Client, error) {
 				return nil, err
 			}
 		}
-		return c, c.bind(ctx)
+		if err := c.bind(ctx); err != nil {
+			return nil, err
+		}
+		return c, nil
 	}
 	k := 1
 	if cfg.Provision {
@@ -103,24 +106,35 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("client: %w", err)
 	}
 	c.cfg.Resources.Partitions = k
-	if err := c.bind(ctx); err != nil {
-		return nil, err
-	}
-	if k > 1 {
-		for p := range k {
-			pc := &Client{cfg: c.cfg, nc: nc, js: js, quotas: c.quotas, pageSize: pageSize, consumerMin: cfg.ConsumerReadThreshold,
-				createConsumer: js.CreateConsumer, cache: newStateCache(cfg.CacheThreads)}
-			pc.cfg.Resources = c.cfg.Resources.Partition(p)
-			if err := pc.bind(ctx); err != nil {
-				return nil, err
-			}
-			c.parts = append(c.parts, pc)
+	if k == 1 {
+		if err := c.bind(ctx); err != nil {
+			return nil, err
 		}
-		for _, pc := range c.parts {
-			pc.parts = c.parts
-		}
+		return c, nil
 	}
+	for p := range k {
+		pc := &Client{cfg: c.cfg, nc: nc, js: js, quotas: c.quotas, pageSize: pageSize, consumerMin: cfg.ConsumerReadThreshold,
+			createConsumer: js.CreateConsumer, cache: newStateCache(cfg.CacheThreads)}
+		pc.cfg.Resources = c.cfg.Resources.Partition(p)
+		if err := pc.bind(ctx); err != nil {
+			return nil, err
+		}
+		c.parts = append(c.parts, pc)
+	}
+	for _, pc := range c.parts {
+		pc.parts = c.parts
+	}
+	c.shareFirst()
 	return c, nil
+}
+
+// shareFirst gives the root client of several partitions partition 0's
+// stream, subjects, buckets, keys and snapshot store (what its Keys and
+// Subjects return), bound once by c.parts[0].
+func (c *Client) shareFirst() {
+	p0 := c.parts[0]
+	c.stream, c.subjects, c.st, c.log = p0.stream, p0.subjects, p0.st, p0.log
+	c.snapshots, c.index, c.keys, c.snaps = p0.snapshots, p0.index, p0.keys, p0.snaps
 }
 
 // bind looks up the stream and buckets of c.cfg.Resources (one partition)
@@ -192,23 +206,26 @@ func (c *Client) scoped(ctx context.Context) (*Client, error) {
 	}
 	c.cfg.Resources.Partitions = k
 	c.caller = tenancy.NewCaller(c.nc, c.cfg.Resources, c.cfg.Tenant)
-	if err := c.bindScoped(ctx, 0); err != nil {
-		return nil, err
-	}
-	if k > 1 {
-		for p := range k {
-			pc := &Client{cfg: c.cfg, nc: c.nc, js: c.js, quotas: c.quotas, caller: c.caller, pageSize: pageSize,
-				createConsumer: c.js.CreateConsumer, cache: newStateCache(c.cfg.CacheThreads)}
-			pc.cfg.Resources = c.cfg.Resources.Partition(p)
-			if err := pc.bindScoped(ctx, p); err != nil {
-				return nil, err
-			}
-			c.parts = append(c.parts, pc)
+	if k == 1 {
+		if err := c.bindScoped(ctx, 0); err != nil {
+			return nil, err
 		}
-		for _, pc := range c.parts {
-			pc.parts = c.parts
-		}
+		return c, nil
 	}
+	for p := range k {
+		pc := &Client{cfg: c.cfg, nc: c.nc, js: c.js, quotas: c.quotas, caller: c.caller, pageSize: pageSize,
+			createConsumer: c.js.CreateConsumer, cache: newStateCache(c.cfg.CacheThreads)}
+		pc.cfg.Resources = c.cfg.Resources.Partition(p)
+		if err := pc.bindScoped(ctx, p); err != nil {
+			return nil, err
+		}
+		c.parts = append(c.parts, pc)
+	}
+	for _, pc := range c.parts {
+		pc.parts = c.parts
+	}
+	c.shareFirst()
+	c.consumerMin = -1
 	return c, nil
 }
 

@@ -1,7 +1,5 @@
 package events
 
-import "hash/fnv"
-
 // Partition returns the partition, 0..k-1, of tenant/thread in a
 // deployment of k partitions (k < 1 counts as 1): FNV-1a 32 of the bytes
 // of tenant followed by those of thread, modulo k. It is what
@@ -13,8 +11,15 @@ func Partition(tenant, thread string, k int) int {
 	if k <= 1 {
 		return 0
 	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(tenant))
-	_, _ = h.Write([]byte(thread))
-	return int(h.Sum32() % uint32(k))
+	// FNV-1a 32 (offset basis and prime of the FNV specification, as
+	// hash/fnv.New32a), inline: every routed client call computes it, and
+	// hash/fnv would allocate the hash and the byte slices.
+	h := uint32(2166136261)
+	for i := 0; i < len(tenant); i++ {
+		h = (h ^ uint32(tenant[i])) * 16777619
+	}
+	for i := 0; i < len(thread); i++ {
+		h = (h ^ uint32(thread[i])) * 16777619
+	}
+	return int(h % uint32(k))
 }

@@ -367,20 +367,11 @@ func (s *Store) Load(ctx context.Context, tenant, thread string) (*Snapshot, err
 // LoadView and Load of the thread, and are never modified by the store
 // (chunks are immutable); the caller must not modify them either, and may
 // keep them as long as it likes. Without a chunk cache (Options) it is
-// Load, with the history as one segment. Errors: as Load.
+// Load (no segments; the State holds the whole history, Base 0). Errors:
+// as Load.
 func (s *Store) LoadView(ctx context.Context, tenant, thread string) (*Snapshot, error) {
-	if s.cache == nil {
-		snap, err := s.Load(ctx, tenant, thread)
-		if err != nil {
-			return nil, err
-		}
-		st := *snap.State
-		snap.Segments = [][]events.Message{st.Messages[:st.Base:st.Base]}
-		st.Messages = st.Messages[st.Base:]
-		snap.State = &st
-		return snap, nil
-	}
-	return s.loadWith(ctx, tenant, thread, true)
+	// Load's State holds the whole history (Base 0): no segments.
+	return s.loadWith(ctx, tenant, thread, s.cache != nil)
 }
 
 func (s *Store) loadWith(ctx context.Context, tenant, thread string, view bool) (*Snapshot, error) {

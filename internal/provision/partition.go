@@ -110,10 +110,9 @@ func ParsePartitions(v []byte) (int, error) {
 // whose stream already holds events without a record (its threads were
 // placed by K=1; moving them is a migration, docs/partitions-design.md).
 func ensureRecord(ctx context.Context, js jetstream.JetStream, c Config) (int, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: c.ConfigBucket,
-		Description: "convlog deployment settings (partitions)", History: 1, Storage: jetstream.FileStorage, Replicas: c.Replicas})
+	kv, err := ensureKV(ctx, js, c, c.ConfigBucket, "convlog deployment settings (partitions)")
 	if err != nil {
-		return 0, fmt.Errorf("provision: KV bucket %s: %w", c.ConfigBucket, err)
+		return 0, err
 	}
 	for range 3 {
 		k, ok, err := readRecord(ctx, kv, c)

@@ -244,23 +244,13 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (Resources, e
 		r.Parts = append(r.Parts, pr)
 	}
 	r.Stream, r.Snapshots, r.Index, r.Keys = r.Parts[0].Stream, r.Parts[0].Snapshots, r.Parts[0].Index, r.Parts[0].Keys
-	for _, b := range []struct {
-		name, desc string
-		kv         *jetstream.KeyValue
-	}{
-		{c.TenantBucket, "convlog tenant-scoped NATS users", &r.Tenants},
-		{c.UsageBucket, "convlog usage per tenant and thread (quotas)", &r.Usage},
-	} {
-		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: b.name, Description: b.desc, History: 1, Storage: jetstream.FileStorage,
-			Replicas: c.Replicas,
-		})
-		if err != nil {
-			return r, fmt.Errorf("provision: KV bucket %s: %w", b.name, err)
-		}
-		*b.kv = kv
-	}
 	var err error
+	if r.Tenants, err = ensureKV(ctx, js, c, c.TenantBucket, "convlog tenant-scoped NATS users"); err != nil {
+		return r, err
+	}
+	if r.Usage, err = ensureKV(ctx, js, c, c.UsageBucket, "convlog usage per tenant and thread (quotas)"); err != nil {
+		return r, err
+	}
 	r.Blobs, err = js.CreateOrUpdateObjectStore(ctx, BlobStoreConfig(c))
 	if err != nil {
 		return r, fmt.Errorf("provision: object store %s: %w", c.BlobBucket, err)
@@ -280,21 +270,11 @@ func ensurePartition(ctx context.Context, js jetstream.JetStream, c Config) (Res
 	if err != nil {
 		return r, fmt.Errorf("provision: stream %s: %w", c.Stream, err)
 	}
-	for _, b := range []struct {
-		name, desc string
-		kv         *jetstream.KeyValue
-	}{
-		{c.SnapshotBucket, "convlog thread snapshots (heads and immutable chunks)", &r.Snapshots},
-		{c.IndexBucket, "convlog thread summaries for listing", &r.Index},
-	} {
-		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: b.name, Description: b.desc, History: 1, Storage: jetstream.FileStorage,
-			Replicas: c.Replicas,
-		})
-		if err != nil {
-			return r, fmt.Errorf("provision: KV bucket %s: %w", b.name, err)
-		}
-		*b.kv = kv
+	if r.Snapshots, err = ensureKV(ctx, js, c, c.SnapshotBucket, "convlog thread snapshots (heads and immutable chunks)"); err != nil {
+		return r, err
+	}
+	if r.Index, err = ensureKV(ctx, js, c, c.IndexBucket, "convlog thread summaries for listing"); err != nil {
+		return r, err
 	}
 	if _, err := js.CreateOrUpdateStream(ctx, KeyStreamConfig(c)); err != nil {
 		return r, fmt.Errorf("provision: KV bucket %s: %w", c.KeyBucket, err)
@@ -303,6 +283,17 @@ func ensurePartition(ctx context.Context, js jetstream.JetStream, c Config) (Res
 		return r, fmt.Errorf("provision: KV bucket %s: %w", c.KeyBucket, err)
 	}
 	return r, nil
+}
+
+// ensureKV creates or updates the KV bucket name (history 1, file
+// storage, c's replicas); the error names the bucket.
+func ensureKV(ctx context.Context, js jetstream.JetStream, c Config, name, desc string) (jetstream.KeyValue, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, Description: desc, History: 1,
+		Storage: jetstream.FileStorage, Replicas: c.Replicas})
+	if err != nil {
+		return nil, fmt.Errorf("provision: KV bucket %s: %w", name, err)
+	}
+	return kv, nil
 }
 
 // KeyStreamConfig is the stream of the thread key bucket: the stream
