@@ -33,7 +33,7 @@ func TestRunTiny(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	p := tinyParams()
-	res, err := Run(ctx, RunConfig{Params: p, Dir: t.TempDir(), Log: t.Logf})
+	res, err := Run(ctx, RunConfig{Params: p, Dir: t.TempDir(), Log: t.Logf, Sections: allSections})
 	require.NoError(t, err)
 
 	t.Run("appends were measured for convlog and raw JetStream only", func(t *testing.T) {
@@ -117,6 +117,33 @@ func TestRunTiny(t *testing.T) {
 		}
 		assert.Equal(t, roleServer, m.ServerAfter.Role)
 		assert.Equal(t, roleWorker, m.WorkerAfter.Role)
+		assert.Equal(t, roleReader, m.ReaderAfter.Role)
+		assert.Equal(t, int64(p.Mem.Reads), m.ReaderAfter.Turns, "threads the client read")
+		assert.Positive(t, m.ReaderAfter.HeapAlloc)
+	})
+
+	t.Run("the scale section loaded its threads and read them from a client process", func(t *testing.T) {
+		m := res.Scale
+		require.NotNil(t, m)
+		assert.Equal(t, p.Scale.Threads*(p.Scale.Messages+1), m.Events)
+		assert.Equal(t, int64(p.Scale.Reads), m.ReaderAfter.Turns)
+		assert.Positive(t, m.ServerLoaded.HeapAlloc)
+	})
+
+	t.Run("the soak sampled every process while publishing at its rate", func(t *testing.T) {
+		s := res.Soak
+		require.NotNil(t, s)
+		// one sample before, one per Every, one at the end
+		require.GreaterOrEqual(t, len(s.Samples), int(p.Soak.For/p.Soak.Every)+1)
+		end := s.Samples[len(s.Samples)-1]
+		assert.Equal(t, int64(p.Soak.Rate)*int64(p.Soak.For/time.Second), end.Published, "events published at the rate")
+		assert.Positive(t, end.Read, "threads the client read")
+		for _, c := range []ChildMem{end.Server, end.Projector, end.Reader} {
+			assert.Positive(t, c.HeapAlloc, c.Role)
+			assert.Positive(t, c.RSS, c.Role)
+		}
+		assert.Positive(t, s.Base)
+		assert.Zero(t, s.Errors)
 	})
 
 	t.Run("the report and the chart are written", func(t *testing.T) {
@@ -132,7 +159,7 @@ func TestRunTiny(t *testing.T) {
 
 		md := Markdown(res, filepath.Join(dir, "BENCHMARKS.md"), "")
 		for _, want := range []string{"## Machine", "## Targets", "## 1. Append", "## 2. Get", "## 3. Projection lag",
-			"## 4. Replay", "## 5. Agent turn", "## 6. Memory", "](get.png)", "PostgreSQL not run",
+			"## 4. Replay", "## 5. Agent turn", "## 6. Memory", "6a. Memory at a million threads", "6b. Soak", "client (10 Gets)", "](get.png)", "PostgreSQL not run",
 			"From 1,000 messages on, every Get of every system starts after a forced garbage collection"} {
 			assert.Contains(t, md, want)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,6 +35,9 @@ const (
 	childEnv    = "CONVLOG_BENCH_CHILD"
 	childURLEnv = "CONVLOG_BENCH_URL"
 	childDirEnv = "CONVLOG_BENCH_DIR"
+	// childIDsEnv names a file of thread ids (one per line, tenant
+	// tenant) that a reader child reads.
+	childIDsEnv = "CONVLOG_BENCH_IDS"
 	// profileEnv, when set to a directory, makes each child write a CPU
 	// profile there (<role>.cpu.pprof); -profile sets it.
 	profileEnv = "CONVLOG_BENCH_PROFILE"
@@ -41,6 +45,10 @@ const (
 	roleServer    = "server"
 	roleProjector = "projector"
 	roleWorker    = "worker"
+	// roleReader is a client (client.New) that answers "read N" by
+	// getting the next N threads of its ids file (round robin, 8 at a
+	// time), as a reading service would.
+	roleReader = "reader"
 )
 
 // ChildMem is what a child reports of its memory: the Go runtime's view
@@ -54,7 +62,7 @@ type ChildMem struct {
 	RSS        uint64 `json:"rss"`        // VmRSS
 	HWM        uint64 `json:"hwm"`        // VmHWM: peak RSS
 	Goroutines int    `json:"goroutines"`
-	Turns      int64  `json:"turns"` // worker: turns answered
+	Turns      int64  `json:"turns"` // worker: turns answered; reader: threads read
 	Err        string `json:"err,omitempty"`
 }
 
@@ -92,7 +100,7 @@ func childMain() int {
 			return fail(err)
 		}
 		url, stop = srv.ClientURL(), srv.Shutdown
-	case roleProjector, roleWorker:
+	case roleProjector, roleWorker, roleReader:
 		nc, err := nats.Connect(url, nats.Name("convlog-bench-"+role))
 		if err != nil {
 			return fail(err)
@@ -132,6 +140,18 @@ func childMain() int {
 			_ = out.Encode(m)
 		case "turns":
 			_ = out.Encode(ChildMem{Role: role, Turns: turns.Load()})
+		default:
+			if n, ok := strings.CutPrefix(in.Text(), "read "); ok && readThreads != nil {
+				k, err := strconv.Atoi(n)
+				if err == nil {
+					err = readThreads(ctx, k, &turns)
+				}
+				m := ChildMem{Role: role, Turns: turns.Load()}
+				if err != nil {
+					m.Err = err.Error()
+				}
+				_ = out.Encode(m)
+			}
 		case "quit":
 			return 0
 		}
@@ -156,6 +176,9 @@ func startCPUProfile(path string) (func(), error) {
 	}, nil
 }
 
+// readThreads is the reader child's "read N" (set by childPart).
+var readThreads func(ctx context.Context, n int, done *atomic.Int64) error
+
 // childPart builds the projector or the worker pool of a child.
 func childPart(ctx context.Context, role string, nc *nats.Conn, turns *atomic.Int64) (<-chan struct{}, func(context.Context) error, error) {
 	if role == roleProjector {
@@ -172,6 +195,45 @@ func childPart(ctx context.Context, role string, nc *nats.Conn, turns *atomic.In
 	c, err := client.New(ctx, nc, client.Config{})
 	if err != nil {
 		return nil, nil, err
+	}
+	if role == roleReader {
+		b, err := os.ReadFile(os.Getenv(childIDsEnv))
+		if err != nil {
+			return nil, nil, err
+		}
+		ids := strings.Fields(string(b))
+		if len(ids) == 0 {
+			return nil, nil, errors.New("reader: no thread ids")
+		}
+		next := 0
+		readThreads = func(ctx context.Context, n int, done *atomic.Int64) error {
+			var (
+				wg    sync.WaitGroup
+				slots = make(chan struct{}, 8)
+				mu    sync.Mutex
+				first error
+			)
+			for range n {
+				id := ids[next%len(ids)]
+				next++
+				slots <- struct{}{}
+				wg.Go(func() {
+					defer func() { <-slots }()
+					if _, err := c.Get(ctx, tenant, id); err != nil {
+						mu.Lock()
+						first = cmp.Or(first, fmt.Errorf("get %s: %w", id, err))
+						mu.Unlock()
+						return
+					}
+					done.Add(1)
+				})
+			}
+			wg.Wait()
+			return first
+		}
+		ready := make(chan struct{})
+		close(ready)
+		return ready, func(ctx context.Context) error { <-ctx.Done(); return nil }, nil
 	}
 	agents, err := demoAgents()
 	if err != nil {
@@ -222,6 +284,7 @@ func procStatus() (rss, hwm uint64) {
 
 // child is a running child process, seen from the parent.
 type child struct {
+	mu   sync.Mutex // one command at a time (ask)
 	role string
 	cmd  *exec.Cmd
 	in   io.WriteCloser
@@ -230,13 +293,14 @@ type child struct {
 }
 
 // startChild re-executes this binary as role and waits for its first line.
-func startChild(role, url, dir string) (*child, error) {
+func startChild(role, url, dir string, env ...string) (*child, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), childEnv+"="+role, childURLEnv+"="+url, childDirEnv+"="+dir)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -271,20 +335,27 @@ func (c *child) read() (ChildMem, error) {
 }
 
 // mem asks the child for its memory figures.
-func (c *child) mem() (ChildMem, error) {
-	if _, err := io.WriteString(c.in, "mem\n"); err != nil {
+func (c *child) mem() (ChildMem, error) { return c.ask("mem\n") }
+
+// ask sends one command line and reads its answer; safe for concurrent
+// use (one command at a time).
+func (c *child) ask(line string) (ChildMem, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := io.WriteString(c.in, line); err != nil {
 		return ChildMem{}, err
 	}
 	return c.read()
 }
 
-// turns asks the child how many turns it answered (no GC).
-func (c *child) turns() (ChildMem, error) {
-	if _, err := io.WriteString(c.in, "turns\n"); err != nil {
-		return ChildMem{}, err
-	}
-	return c.read()
+// readThreads asks a reader child to get the next n threads of its ids file; it
+// returns the threads read so far (Turns).
+func (c *child) readThreads(n int) (ChildMem, error) {
+	return c.ask(fmt.Sprintf("read %d\n", n))
 }
+
+// turns asks the child how many turns it answered (no GC).
+func (c *child) turns() (ChildMem, error) { return c.ask("turns\n") }
 
 // stop asks the child to quit and waits for it; after 30 s it is killed.
 func (c *child) stop() {

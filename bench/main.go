@@ -25,7 +25,11 @@ type Params struct {
 	ReplayReps int
 	Turn       TurnParams
 	Mem        MemParams
-	Cluster    ClusterParams
+	// Scale is the memory section at a million threads, Soak the long
+	// steady run (issue 22, target 5); neither is in the default sections.
+	Scale   MemParams
+	Soak    SoakParams
+	Cluster ClusterParams
 }
 
 func fullParams() Params {
@@ -38,6 +42,8 @@ func fullParams() Params {
 		ReplayReps: 3,
 		Turn:       TurnParams{Samples: 100, PerThread: 10},
 		Mem:        MemParams{Threads: 100_000, Messages: 20, Content: 256, WorkerTurns: 5_000},
+		Scale:      MemParams{Threads: 1_000_000, Messages: 20, Content: 64, WorkerTurns: 5_000, Reads: 100_000},
+		Soak:       SoakParams{For: 30 * time.Minute, Rate: 1_000, Threads: 1_000, Content: 256, Every: time.Minute, ReadsPerSec: 50},
 		Cluster: ClusterParams{Append: AppendParams{Rounds: 3, SeqOps: 300, Warmup: 50, Writers: 32, Threads: 1000, ConcFor: 3 * time.Second},
 			Kills: 3, KillLoad: 15 * time.Second, Partitions: 3},
 	}
@@ -53,6 +59,8 @@ func quickParams() Params {
 		ReplayReps: 3,
 		Turn:       TurnParams{Samples: 20, PerThread: 10},
 		Mem:        MemParams{Threads: 10_000, Messages: 20, Content: 256, WorkerTurns: 500},
+		Scale:      MemParams{Threads: 100_000, Messages: 20, Content: 64, WorkerTurns: 500, Reads: 10_000},
+		Soak:       SoakParams{For: time.Minute, Rate: 1_000, Threads: 1_000, Content: 256, Every: 10 * time.Second, ReadsPerSec: 50},
 		Cluster: ClusterParams{Append: AppendParams{Rounds: 2, SeqOps: 100, Warmup: 20, Writers: 32, Threads: 200, ConcFor: time.Second},
 			Kills: 1, KillLoad: 12 * time.Second, Partitions: 3},
 	}
@@ -67,14 +75,21 @@ func tinyParams() Params {
 		Lag:        LagParams{Rates: []int{200}, For: 500 * time.Millisecond, Warmup: 100 * time.Millisecond, Threads: 20, Content: 64, Backlog: 200},
 		ReplayReps: 1,
 		Turn:       TurnParams{Samples: 2, PerThread: 2},
-		Mem:        MemParams{Threads: 20, Messages: 4, Content: 64, WorkerTurns: 5},
+		Mem:        MemParams{Threads: 20, Messages: 4, Content: 64, WorkerTurns: 5, Reads: 10},
+		Scale:      MemParams{Threads: 30, Messages: 4, Content: 64, WorkerTurns: 5, Reads: 10},
+		Soak:       SoakParams{For: 3 * time.Second, Rate: 200, Threads: 10, Content: 64, Every: time.Second, ReadsPerSec: 20},
 		Cluster: ClusterParams{Append: AppendParams{Rounds: 1, SeqOps: 10, Warmup: 2, Writers: 4, Threads: 8, ConcFor: 200 * time.Millisecond},
 			Kills: 1, KillLoad: 9 * time.Second, Partitions: 3},
 	}
 }
 
-// Sections, in run order.
-var allSections = []string{"append", "get", "replay", "lag", "turn", "memory", "cluster"}
+// Sections, in run order. defaultSections leaves out the long ones (scale:
+// a million threads, about 20 minutes; soak: 30 minutes), which are run on
+// their own and merged into the report (-merge).
+var (
+	allSections     = []string{"append", "get", "replay", "lag", "turn", "memory", "scale", "soak", "cluster"}
+	defaultSections = []string{"append", "get", "replay", "lag", "turn", "memory", "cluster"}
+)
 
 // RunConfig is one run.
 type RunConfig struct {
@@ -104,7 +119,12 @@ type Results struct {
 	Replay     *ReplayResults
 	Turn       *TurnResults
 	Memory     *MemResults
+	Scale      *MemResults
+	Soak       *SoakResults
 	Cluster    *ClusterResults
+	// Merged says where the sections taken from another run's JSON
+	// (-merge) come from: their command and date.
+	Merged string `json:",omitempty"`
 	Baseline   struct{ PG, Redis bool }
 	RedisFsync string
 
@@ -121,7 +141,9 @@ func Run(ctx context.Context, cfg RunConfig) (*Results, error) {
 	if log == nil {
 		log = func(string, ...any) {}
 	}
-	want := func(s string) bool { return len(cfg.Sections) == 0 || slices.Contains(cfg.Sections, s) }
+	want := func(s string) bool {
+		return len(cfg.Sections) == 0 && slices.Contains(defaultSections, s) || slices.Contains(cfg.Sections, s)
+	}
 	res := &Results{Mode: cfg.Mode, Machine: describeMachine(), Params: cfg.Params}
 	mark := func(section string) { res.Load = append(res.Load, [2]string{section, loadAvg()}) }
 	dir, err := os.MkdirTemp(cfg.Dir, "convlog-bench-")
@@ -198,6 +220,18 @@ func Run(ctx context.Context, cfg RunConfig) (*Results, error) {
 			return nil, fmt.Errorf("memory: %w", err)
 		}
 	}
+	if want("scale") {
+		mark("scale")
+		if res.Scale, err = RunMemory(ctx, dir, cfg.Scale, log); err != nil {
+			return nil, fmt.Errorf("scale: %w", err)
+		}
+	}
+	if want("soak") {
+		mark("soak")
+		if res.Soak, err = RunSoak(ctx, dir, cfg.Soak, log); err != nil {
+			return nil, fmt.Errorf("soak: %w", err)
+		}
+	}
 	if want("cluster") && cfg.NATSServer != "" {
 		mark("cluster")
 		if res.Cluster, err = RunCluster(ctx, cfg.NATSServer, filepath.Join(dir, "cluster"), cfg.Cluster, log); err != nil {
@@ -240,7 +274,8 @@ func benchMain() int {
 		pg       = flag.String("pg", "", "Postgres DSN of the baseline (empty: no Postgres)")
 		rds      = flag.String("redis", "", "Redis host:port of the baseline (empty: no Redis)")
 		dir      = flag.String("dir", "", "directory for the servers' data (default: the system temp dir)")
-		sections = flag.String("sections", strings.Join(allSections, ","), "sections to run")
+		sections = flag.String("sections", strings.Join(defaultSections, ","), "sections to run, of "+strings.Join(allSections, ","))
+		merge    = flag.String("merge", "", "a -json file of an earlier run whose sections this run did not measure are added to the report (the scale and soak sections, run on their own)")
 		command  = flag.String("cmd", "", "the command line to print as the way to reproduce (run.sh sets it)")
 		profile  = flag.String("profile", "", "directory to write CPU profiles to (bench.cpu.pprof, and one per memory-section child)")
 		jsonOut  = flag.String("json", "", "also write the raw results as JSON to this file")
@@ -313,6 +348,12 @@ func benchMain() int {
 			res.Command = "go run -C bench . " + strings.Join(os.Args[1:], " ")
 		}
 	}
+	if *merge != "" {
+		if err := mergeFrom(res, *merge); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: -merge: %v\n", err)
+			return 1
+		}
+	}
 	if *jsonOut != "" {
 		b, err := json.MarshalIndent(res, "", "  ")
 		if err == nil {
@@ -343,4 +384,37 @@ func benchMain() int {
 		return 130
 	}
 	return 0
+}
+
+// mergeFrom fills the sections res did not measure from the results in the
+// -json file path, and records where they came from in res.Merged.
+func mergeFrom(res *Results, path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var old Results
+	if err := json.Unmarshal(b, &old); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	var took []string
+	take := func(name string, have bool, set func()) {
+		if !have {
+			set()
+			took = append(took, name)
+		}
+	}
+	take("append", res.Append != nil || old.Append == nil, func() { res.Append = old.Append })
+	take("get", res.Get != nil || old.Get == nil, func() { res.Get = old.Get })
+	take("lag", res.Lag != nil || old.Lag == nil, func() { res.Lag = old.Lag })
+	take("replay", res.Replay != nil || old.Replay == nil, func() { res.Replay = old.Replay })
+	take("turn", res.Turn != nil || old.Turn == nil, func() { res.Turn = old.Turn })
+	take("memory", res.Memory != nil || old.Memory == nil, func() { res.Memory = old.Memory })
+	take("scale", res.Scale != nil || old.Scale == nil, func() { res.Scale = old.Scale })
+	take("soak", res.Soak != nil || old.Soak == nil, func() { res.Soak = old.Soak })
+	take("cluster", res.Cluster != nil || old.Cluster == nil, func() { res.Cluster = old.Cluster })
+	if len(took) > 0 {
+		res.Merged = fmt.Sprintf("sections %s from `%s` (%s mode) of %s", strings.Join(took, ", "), old.Command, old.Mode, old.Machine.Date.Format(time.RFC3339))
+	}
+	return nil
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +26,9 @@ type MemParams struct {
 	// WorkerTurns is how many of the threads then get one more user
 	// message, each answered by the worker (one turn per thread).
 	WorkerTurns int
+	// Reads is how many threads a client process (the reader child) then
+	// gets, spread over all of them (0: no reader).
+	Reads int
 }
 
 // MemResults are the memory section's figures: each part's memory, read
@@ -36,6 +41,10 @@ type MemResults struct {
 	ServerIdle, ProjectorIdle, WorkerIdle    ChildMem
 	ServerLoaded, ProjectorLoaded            ChildMem
 	ServerAfter, ProjectorAfter, WorkerAfter ChildMem
+	// ReaderIdle: the reader child started (client.New); ReaderAfter:
+	// after its Reads gets.
+	ReaderIdle, ReaderAfter ChildMem
+	ReadsTook               time.Duration
 	Events                                   int
 	StreamBytes                              uint64
 	LoadTook, TurnsTook                      time.Duration
@@ -186,5 +195,48 @@ func RunMemory(ctx context.Context, root string, p MemParams, log func(string, .
 	if res.ServerAfter, err = srv.mem(); err != nil {
 		return nil, err
 	}
+	if p.Reads > 0 {
+		if err := readerRun(root, srv.URL, ids, p.Reads, res, log); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
+}
+
+// readerRun starts a reader child on ids, has it get n threads spread
+// over all of them and records its memory before and after in res.
+func readerRun(root, url string, ids []string, n int, res *MemResults, log func(string, ...any)) error {
+	step := max(len(ids)/n, 1)
+	var spread []string
+	for i := 0; i < len(ids) && len(spread) < n; i += step {
+		spread = append(spread, ids[i])
+	}
+	rd, err := startReader(root, url, spread)
+	if err != nil {
+		return err
+	}
+	defer rd.stop()
+	if res.ReaderIdle, err = rd.mem(); err != nil {
+		return err
+	}
+	log("memory: a client reads %d threads", len(spread))
+	start := time.Now()
+	for done := 0; done < len(spread); done += 1000 {
+		if _, err := rd.readThreads(min(1000, len(spread)-done)); err != nil {
+			return err
+		}
+	}
+	res.ReadsTook = time.Since(start)
+	res.ReaderAfter, err = rd.mem()
+	return err
+}
+
+// startReader writes ids to a file under root and starts a reader child
+// on them.
+func startReader(root, url string, ids []string) (*child, error) {
+	f := filepath.Join(root, "reader-ids.txt")
+	if err := os.WriteFile(f, []byte(strings.Join(ids, "\n")), 0o644); err != nil {
+		return nil, err
+	}
+	return startChild(roleReader, url, "", childIDsEnv+"="+f)
 }

@@ -69,6 +69,9 @@ func Markdown(res *Results, out, notes string) string {
 	m.p("```")
 	m.p("")
 	m.p("This report: `%s` (%s mode), %s in all.", res.Command, res.Mode, res.Took.Round(time.Second))
+	if res.Merged != "" {
+		m.p("Added from another run (`-merge`): %s.", res.Merged)
+	}
 	m.p("")
 	machine(&m, res)
 	targets(&m, res)
@@ -88,7 +91,13 @@ func Markdown(res *Results, out, notes string) string {
 		turnSection(&m, res)
 	}
 	if res.Memory != nil {
-		memorySection(&m, res)
+		memorySection(&m, res.Memory, "## 6. Memory")
+	}
+	if res.Scale != nil {
+		memorySection(&m, res.Scale, "### 6a. Memory at a million threads (issue 22, target 5)")
+	}
+	if res.Soak != nil {
+		soakSection(&m, res.Soak)
 	}
 	if res.Cluster != nil {
 		clusterSection(&m, res)
@@ -235,10 +244,22 @@ func targets(m *md, res *Results) {
 			ts = append(ts, target{"audit verify >= the replay rate (issue 20)", fmt.Sprintf("%s (%.2fx the replay)", fmtRate(a), a/v), verdict(a >= v)})
 		}
 	}
+	if r := res.Soak; r != nil && len(r.Samples) > 0 {
+		base, end := r.Samples[r.Base], r.Samples[len(r.Samples)-1]
+		for _, c := range []struct {
+			what      string
+			base, end ChildMem
+		}{{"projector", base.Projector, end.Projector}, {"client", base.Reader, end.Reader}} {
+			gh, gr := growth(c.base.HeapAlloc, c.end.HeapAlloc), growth(c.base.RSS, c.end.RSS)
+			ts = append(ts, target{fmt.Sprintf("soak (%s at %s/s): %s heap and RSS at the end within 10%% of %s (issue 22)", r.For, fmtInt(r.Rate), c.what, base.At.Round(time.Second)),
+				fmt.Sprintf("heap %s -> %s (%+.1f%%), RSS %s -> %s (%+.1f%%)", fmtBytes(c.base.HeapAlloc), fmtBytes(c.end.HeapAlloc), 100*gh, fmtBytes(c.base.RSS), fmtBytes(c.end.RSS), 100*gr),
+				verdict(gh <= 0.1 && gr <= 0.1)})
+		}
+	}
 	if len(ts) == 0 {
 		return
 	}
-	m.p("## Targets (issues 3, 4, 5 and 9)")
+	m.p("## Targets (issues 3, 4, 5, 9 and 22)")
 	m.p("")
 	m.textHeader("target", "measured (this run)", "verdict")
 	for _, t := range ts {
@@ -562,15 +583,18 @@ func turnSection(m *md, res *Results) {
 	m.p("")
 }
 
-func memorySection(m *md, res *Results) {
-	r := res.Memory
-	m.p("## 6. Memory")
+func memorySection(m *md, r *MemResults, heading string) {
+	m.p("%s", heading)
 	m.p("")
 	m.p("A fresh nats-server, projector and agent worker, **each in its own process** (the bench binary re-executed")
 	m.p("in a role), so that each figure is that part's own. %s threads of %d messages (%d bytes of text each,", fmtInt(r.Threads), r.Messages, r.Content)
 	m.p("%s events, %s in the stream) were published like an import (each thread's events back to back) and", fmtInt(r.Events), fmtBytes(r.StreamBytes))
 	m.p("projected (%s for publishing and projecting: %s); then %s threads got one more user", r.LoadTook.Round(time.Second), fmtRate(float64(r.Events)/r.LoadTook.Seconds()), fmtInt(r.WorkerTurns))
 	m.p("message each, answered by the worker (%s turns in %s: %s).", fmtInt(r.Turns), r.TurnsTook.Round(time.Second), fmtRate(float64(r.Turns)/r.TurnsTook.Seconds()))
+	if r.Reads > 0 {
+		m.p("Then a client process (`client.New` and `Get`, as a reading service) read %s threads spread over all", fmtInt(r.Reads))
+		m.p("of them, 8 at a time (%s: %s).", r.ReadsTook.Round(time.Millisecond), fmtRate(float64(r.Reads)/r.ReadsTook.Seconds()))
+	}
 	m.p("")
 	m.p("Heap is the Go runtime's live heap after a forced GC (`runtime.ReadMemStats`: HeapAlloc, in the process")
 	m.p("itself); RSS is the kernel's resident set (VmRSS), which also holds freed heap the runtime has not returned")
@@ -587,8 +611,48 @@ func memorySection(m *md, res *Results) {
 	m.row("nats-server", hr(r.ServerIdle), hr(r.ServerLoaded), hr(r.ServerAfter), fmtBytes(r.ServerAfter.HWM), fmt.Sprintf("%d", r.ServerAfter.Goroutines))
 	m.row("projector", hr(r.ProjectorIdle), hr(r.ProjectorLoaded), hr(r.ProjectorAfter), fmtBytes(r.ProjectorAfter.HWM), fmt.Sprintf("%d", r.ProjectorAfter.Goroutines))
 	m.row("agent worker", hr(r.WorkerIdle), "(started after the load)", hr(r.WorkerAfter), fmtBytes(r.WorkerAfter.HWM), fmt.Sprintf("%d", r.WorkerAfter.Goroutines))
+	if r.Reads > 0 {
+		m.row(fmt.Sprintf("client (%s Gets)", fmtInt(r.Reads)), hr(r.ReaderIdle), "(started after the load)", hr(r.ReaderAfter), fmtBytes(r.ReaderAfter.HWM), fmt.Sprintf("%d", r.ReaderAfter.Goroutines))
+	}
 	m.p("")
-	m.p("`agentd serve` runs all three in one process: its footprint is about the sum of the three rows.")
+	if r.Threads > 0 && r.ServerLoaded.HeapAlloc > r.ServerIdle.HeapAlloc {
+		perThread := float64(r.ServerLoaded.HeapAlloc-r.ServerIdle.HeapAlloc) / float64(r.Threads)
+		m.p("The server's cost per thread: %s of heap (its heap after the load less idle, over %s threads: each", fmtBytes(uint64(perThread)), fmtInt(r.Threads))
+		m.p("thread is a subject of the stream, a head and an index key, and the stream's message index).")
+		m.p("")
+	}
+	m.p("`agentd serve` runs the server, the projector and the worker in one process: its footprint is about the sum of their rows.")
+	m.p("")
+}
+
+func soakSection(m *md, r *SoakResults) {
+	if len(r.Samples) == 0 {
+		return
+	}
+	base, end := r.Samples[r.Base], r.Samples[len(r.Samples)-1]
+	m.p("### 6b. Soak: %s at %s events/s (issue 22, target 5)", r.For, fmtInt(r.Rate))
+	m.p("")
+	m.p("A fresh nats-server, projector and a reading client (`client.Get`), each in its own process as above;")
+	m.p("%s events/s of %d-byte messages published round robin over %s threads for %s (every thread grows to", fmtInt(r.Rate), r.Content, fmtInt(r.Threads), r.For)
+	m.p("%s messages: chunks are cut along the way), the client reading %d threads per second; %s in the stream at the end.", fmtInt(int(r.For.Seconds())*r.Rate/max(r.Threads, 1)), r.ReadsPerSec, fmtBytes(r.StreamBytes))
+	m.p("Memory is read every %s (heap after a forced GC, and RSS, as above); the end is compared with the sample at %s.", r.Every, base.At.Round(time.Second))
+	m.p("")
+	m.header("after", "published", "projector heap / RSS", "client heap / RSS", "nats-server heap / RSS")
+	for i, s := range r.Samples {
+		if i != 0 && i != r.Base && i != len(r.Samples)-1 && i%max(len(r.Samples)/10, 1) != 0 {
+			continue
+		}
+		m.row(s.At.Round(time.Second).String(), fmtInt(s.Published),
+			fmtBytes(s.Projector.HeapAlloc)+" / "+fmtBytes(s.Projector.RSS),
+			fmtBytes(s.Reader.HeapAlloc)+" / "+fmtBytes(s.Reader.RSS),
+			fmtBytes(s.Server.HeapAlloc)+" / "+fmtBytes(s.Server.RSS))
+	}
+	m.p("")
+	m.p("End against %s: projector heap %+.1f%%, RSS %+.1f%%; client heap %+.1f%%, RSS %+.1f%%; nats-server heap %+.1f%%, RSS %+.1f%%.",
+		base.At.Round(time.Second),
+		100*growth(base.Projector.HeapAlloc, end.Projector.HeapAlloc), 100*growth(base.Projector.RSS, end.Projector.RSS),
+		100*growth(base.Reader.HeapAlloc, end.Reader.HeapAlloc), 100*growth(base.Reader.RSS, end.Reader.RSS),
+		100*growth(base.Server.HeapAlloc, end.Server.HeapAlloc), 100*growth(base.Server.RSS, end.Server.RSS))
 	m.p("")
 }
 
