@@ -112,19 +112,19 @@ type Results struct {
 	Machine Machine
 	Took    time.Duration
 	// Load is the load average at the start of each section, and at the end.
-	Load       [][2]string
-	Append     *AppendResults
-	Get        *GetResults
-	Lag        *LagResults
-	Replay     *ReplayResults
-	Turn       *TurnResults
-	Memory     *MemResults
-	Scale      *MemResults
-	Soak       *SoakResults
-	Cluster    *ClusterResults
+	Load    [][2]string
+	Append  *AppendResults
+	Get     *GetResults
+	Lag     *LagResults
+	Replay  *ReplayResults
+	Turn    *TurnResults
+	Memory  *MemResults
+	Scale   *MemResults
+	Soak    *SoakResults
+	Cluster *ClusterResults
 	// Merged says where the sections taken from another run's JSON
 	// (-merge) come from: their command and date.
-	Merged string `json:",omitempty"`
+	Merged     string `json:",omitempty"`
 	Baseline   struct{ PG, Redis bool }
 	RedisFsync string
 

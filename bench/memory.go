@@ -45,10 +45,10 @@ type MemResults struct {
 	// after its Reads gets.
 	ReaderIdle, ReaderAfter ChildMem
 	ReadsTook               time.Duration
-	Events                                   int
-	StreamBytes                              uint64
-	LoadTook, TurnsTook                      time.Duration
-	Turns                                    int64
+	Events                  int
+	StreamBytes             uint64
+	LoadTook, TurnsTook     time.Duration
+	Turns                   int64
 }
 
 // RunMemory starts a fresh server, projector and worker, each in its own
