@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/directget"
 	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/internal/quota"
 	"github.com/convlog/convlog/internal/tenancy"
@@ -290,8 +291,19 @@ func (c *Client) openAll(ctx context.Context, ms []*RawEvent) error {
 
 // newSnapshots returns the snapshot reader of c.snapshots, with the
 // chunk cache sized by cfg.ChunkCacheBytes.
+// A client with the deployment's permissions reads a head's deltas with
+// one batched direct get; a tenant-scoped one may only get by subject, so
+// it reads them one by one.
 func (c *Client) newSnapshots() *snapstore.Store {
-	return snapstore.NewWith(c.snapshots, snapstore.Options{ChunkCacheBytes: c.cfg.ChunkCacheBytes, Sealer: c.keys})
+	opts := snapstore.Options{ChunkCacheBytes: c.cfg.ChunkCacheBytes, Sealer: c.keys}
+	if c.cfg.Tenant == "" {
+		stream := "KV_" + c.snapshots.Bucket()
+		opts.Batch = func(ctx context.Context, subject string, from uint64, n int) ([]*jetstream.RawStreamMsg, error) {
+			msgs, _, err := directget.Batch(ctx, c.js, stream, subject, from, n, 0)
+			return msgs, err
+		}
+	}
+	return snapstore.NewWith(c.snapshots, opts)
 }
 
 // Close marks the client closed; later calls return [ErrClosed]. It does

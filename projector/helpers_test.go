@@ -71,6 +71,13 @@ func (e *env) summary(t testing.TB, tenant, thread string, entry jetstream.KeyVa
 // waits until it is ready.
 func (e *env) start(t testing.TB, cfg projector.Config) (stop func()) {
 	t.Helper()
+	_, stop = e.startProjector(t, cfg)
+	return stop
+}
+
+// startProjector is start, returning the projector too.
+func (e *env) startProjector(t testing.TB, cfg projector.Config) (p *projector.Projector, stop func()) {
+	t.Helper()
 	p, err := projector.New(e.js, cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -92,7 +99,7 @@ func (e *env) start(t testing.TB, cfg projector.Config) (stop func()) {
 		require.NoError(t, <-done)
 	}
 	t.Cleanup(stop)
-	return stop
+	return p, stop
 }
 
 // publish appends ev (marshalled, with convlog's headers) and returns its

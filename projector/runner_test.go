@@ -90,18 +90,32 @@ func TestLongThreadSpansChunksAndGenerations(t *testing.T) {
 		require.Equal(t, content512(i), m.Content, "message %d", i)
 		require.Equal(t, seqs[i+1], m.Seq)
 	}
-	// The layout rules at the defaults (768 KiB chunks, 32 KiB tail): one
-	// open (level 0) chunk at most, the last; every final chunk was closed
-	// when the next tail no longer fitted, so it is full to within a tail.
+	// The layout rules at the defaults (768 KiB chunks, 32 KiB tail): final
+	// (level 1) chunks, full to within a tail because each was closed when
+	// the next tail no longer fitted; then one open (level 0) chunk at
+	// most; then the deltas of the steps since the last cut (level 2),
+	// fewer than a tail's bytes in all.
 	const chunkBytes, tailBytes = 768 << 10, 32 << 10
 	require.GreaterOrEqual(t, len(snap.Chunks), 20_000*512/chunkBytes, "about 12 MB of history in chunks of at most 768 KiB")
+	open, deltaBytes := -1, 0
 	for i, ch := range snap.Chunks {
 		require.LessOrEqual(t, ch.Bytes, chunkBytes, "chunk %d", i)
-		if i < len(snap.Chunks)-1 {
-			require.EqualValues(t, 1, ch.Level, "chunk %d of %d", i, len(snap.Chunks))
+		switch ch.Level {
+		case 1:
+			require.Equal(t, -1, open, "chunk %d of %d: a final chunk after the open one", i, len(snap.Chunks))
+			require.Zero(t, deltaBytes, "chunk %d of %d: a final chunk after a delta", i, len(snap.Chunks))
 			require.Greater(t, ch.Bytes, chunkBytes-2*tailBytes, "chunk %d", i)
+		case 0:
+			require.Equal(t, -1, open, "chunk %d of %d: a second open chunk", i, len(snap.Chunks))
+			require.Zero(t, deltaBytes, "chunk %d of %d: the open chunk after a delta", i, len(snap.Chunks))
+			open = i
+		case snapstore.LevelDelta:
+			deltaBytes += ch.Bytes
+		default:
+			t.Fatalf("chunk %d: level %d", i, ch.Level)
 		}
 	}
+	require.Less(t, deltaBytes, tailBytes+2*1024, "the deltas hold less than a tail")
 	require.Greater(t, snap.Bytes, 20_000*512)
 	require.EqualValues(t, 0, snap.Gen)
 	mem := e.fold(t, tenant, thread)

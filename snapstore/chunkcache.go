@@ -1,7 +1,10 @@
 package snapstore
 
 import (
+	"context"
 	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/convlog/convlog/events"
 )
@@ -29,6 +32,15 @@ type Options struct {
 	// Sealer opens sealed heads and chunks (threadkey.Keys); nil reads
 	// clear values only.
 	Sealer Sealer
+	// Batch, when set, reads in one request up to n messages of the
+	// snapshot bucket's stream whose subjects match subject (a wildcard),
+	// from stream sequence from on, in stream order; the messages' Subject,
+	// Data and Sequence are used. client/ passes a batched direct get
+	// (nats-server 2.11+, the bucket's allow_direct). A Store uses it to
+	// read a head's deltas (package doc) in one round trip instead of one
+	// get each; nil, or an error, falls back to a get per delta. It must
+	// be safe for concurrent use.
+	Batch func(ctx context.Context, subject string, from uint64, n int) ([]*jetstream.RawStreamMsg, error)
 }
 
 // ChunkCacheStats describes the chunk cache of a [Store] (see

@@ -25,7 +25,7 @@ func TestChunkHintsStayBounded(t *testing.T) {
 	}
 	for i := range maxHints + 100 {
 		key := fmt.Sprint("acme.t", i)
-		c.put(key, 1, refs(1), 3)
+		c.put(key, 1, refs(1), 3, 0)
 		h, ok := c.get(key)
 		require.True(t, ok, "the hint just put is kept (%s)", key)
 		require.Len(t, h.chunks, 1)
@@ -37,7 +37,7 @@ func TestChunkHintsStayBounded(t *testing.T) {
 	// bound does.
 	for i := range 200 {
 		key := fmt.Sprint("acme.long", i)
-		c.put(key, 1, refs(1000), 0)
+		c.put(key, 1, refs(1000), 0, 0)
 		_, ok := c.get(key)
 		require.True(t, ok)
 		check()
@@ -45,7 +45,7 @@ func TestChunkHintsStayBounded(t *testing.T) {
 	require.Less(t, len(c.m), maxHints)
 
 	// Replacing a thread's list keeps one entry and the right count.
-	c.put("acme.long199", 2, refs(10), 0)
+	c.put("acme.long199", 2, refs(10), 0, 0)
 	h, ok := c.get("acme.long199")
 	require.True(t, ok)
 	require.EqualValues(t, 2, h.gen)
@@ -54,11 +54,11 @@ func TestChunkHintsStayBounded(t *testing.T) {
 	// A list longer than the whole bound is not kept, evicts nothing, and
 	// drops the thread's older hint.
 	before := len(c.m)
-	c.put("acme.huge", 1, refs(maxHintRefs+1), 0)
+	c.put("acme.huge", 1, refs(maxHintRefs+1), 0, 0)
 	_, ok = c.get("acme.huge")
 	require.False(t, ok)
 	require.Equal(t, before, len(c.m))
-	c.put("acme.long199", 3, refs(maxHintRefs+1), 0)
+	c.put("acme.long199", 3, refs(maxHintRefs+1), 0, 0)
 	_, ok = c.get("acme.long199")
 	require.False(t, ok, "the older hint of a thread that outgrew the bound is dropped")
 	require.Equal(t, before-1, len(c.m))

@@ -36,9 +36,15 @@ type ChunkRef struct {
 	LastSeq  uint64
 	// Level is 0 for the open chunk (the last one, which the next cut
 	// extends under a new key; heads written before the open chunk may end with
-	// several) and 1 for a final chunk.
+	// several), 1 for a final chunk and 2 ([LevelDelta]) for a delta: the
+	// messages one projection step added, written once and joined into the
+	// open chunk by a later cut.
 	Level uint8
 }
+
+// LevelDelta is the [ChunkRef] level of a delta (see the package doc's
+// rule 1). Deltas follow every other chunk of a head.
+const LevelDelta uint8 = 2
 
 // HeadKey is the key of a thread's head in the snapshot bucket,
 // "<tenant>.<thread>": the same key as its summary in the index bucket. Its
@@ -95,6 +101,11 @@ type head struct {
 	// head from this one on refers to; they are purged after the head is
 	// written, and again (idempotently) by the next projection.
 	Garbage []string `msgpack:"garbage,omitempty"`
+	// DeltaRev is the KV revision of the first delta in Chunks when the
+	// writer knows it (0 otherwise): a reader gets every delta with one
+	// batched direct get from there (see Store). Heads of earlier versions
+	// lack it; readers that do not know it ignore it.
+	DeltaRev uint64 `msgpack:"delta_rev,omitempty"`
 }
 
 // encodeHead encodes h; tail is the encoding of h.State.Messages, each
@@ -112,6 +123,9 @@ func encodeHead(h *head, tail []byte) ([]byte, error) {
 	enc := msgpack.GetEncoder()
 	defer msgpack.PutEncoder(enc)
 	enc.Reset(buf)
+	// Integers in their shortest form: a head lists a chunk reference per
+	// delta, whose sequences are uint64 (9 bytes each otherwise).
+	enc.UseCompactInts(true)
 	if err := enc.Encode(&w); err != nil {
 		return nil, err
 	}
@@ -196,6 +210,12 @@ type Edit struct {
 	tailEnc []byte
 	created []newChunk // to write before the head, in order
 	garbage []string
+	// known holds the values (plain, as created) of deltas the head the
+	// edit started from names, by First, when the writer still has them
+	// (a head it wrote itself): a cut joins them without reading KV.
+	known map[int][]byte
+	// deltaRev is the head's DeltaRev while its first delta stays.
+	deltaRev uint64
 	// fetch reads a chunk's bytes (for extending the open chunk and for
 	// compactions).
 	fetch func(ctx context.Context, key string) ([]byte, error)
@@ -231,14 +251,14 @@ func (w *Edit) Settle(ctx context.Context, before Mark) error {
 		// crashed or outpaced projector left behind.
 		w.garbage = append(w.garbage, chunksPattern(w.tenant, w.thread, -1))
 		w.gen++
-		w.chunks, w.created = nil, nil
+		w.chunks, w.created, w.known, w.deltaRev = nil, nil, nil, 0
 		w.resetTail()
 	case s.Generation != before.gen || s.Base != before.base || len(s.Messages) < before.n:
 		// The history was replaced: a new layout generation. The old one's
 		// chunks go, with any a crashed or outpaced step left in it.
 		w.garbage = append(w.garbage, chunksPattern(w.tenant, w.thread, int64(w.gen)))
 		w.gen++
-		w.chunks, w.created = nil, nil
+		w.chunks, w.created, w.known, w.deltaRev = nil, nil, nil, 0
 		if s.Base != 0 {
 			return fmt.Errorf("snapstore: fold replaced the history of %s/%s but left base %d", w.tenant, w.thread, s.Base)
 		}
@@ -278,8 +298,18 @@ func (w *Edit) resetTail() {
 // that gets a chunk of its own). Sizes include the chunk's array header, so
 // a chunk's value never exceeds chunkBytes unless it is one message.
 func (w *Edit) cut(ctx context.Context) error {
-	if w.tailBytes < w.cfg.tailBytes || len(w.s.Messages) == 0 {
+	d, deltaB := len(w.chunks), 0
+	for d > 0 && w.chunks[d-1].Level == LevelDelta {
+		d--
+		deltaB += w.chunks[d].Bytes - events.ArrayHeaderSize(w.chunks[d].Count)
+	}
+	if deltaB+w.tailBytes < w.cfg.tailBytes || len(w.s.Messages) == 0 && d == len(w.chunks) {
 		return nil
+	}
+	if d < len(w.chunks) {
+		if err := w.joinDeltas(ctx, d); err != nil {
+			return err
+		}
 	}
 	ms := w.s.Messages
 	// fits reports whether a chunk of n messages whose encodings take b
@@ -321,6 +351,70 @@ func (w *Edit) cut(ctx context.Context) error {
 	w.tailBytes = 0
 	w.tailEnc = nil
 	return nil
+}
+
+// joinDeltas moves the deltas chunks[d:] back in front of the tail (their
+// messages decoded, their encodings and sizes taken as they are), so that
+// the cut treats them with the tail as one: they become garbage.
+func (w *Edit) joinDeltas(ctx context.Context, d int) error {
+	run := w.chunks[d:]
+	var (
+		ms    []events.Message
+		enc   []byte
+		sizes []int
+	)
+	for _, c := range run {
+		key := ChunkKey(w.tenant, w.thread, w.gen, c.First, c.Count)
+		data := w.createdData(c)
+		if data == nil {
+			data = w.known[c.First]
+		}
+		if data == nil {
+			var err error
+			if data, err = w.fetch(ctx, key); err != nil {
+				return err
+			}
+		}
+		part, err := events.ParseMessages(data, &sizes, true)
+		if err != nil || len(part) != c.Count {
+			return fmt.Errorf("%w: delta %s holds %d messages, its head says %d (%v)", ErrCorrupt, key, len(part), c.Count, err)
+		}
+		_, hdr, err := events.ArrayHeader(data)
+		if err != nil {
+			return fmt.Errorf("%w: delta %s: %v", ErrCorrupt, key, err)
+		}
+		ms = append(ms, part...)
+		enc = append(enc, data[hdr:]...)
+		w.dropCreated(c)
+		// Purged once the new head is written; one created in this step
+		// and not written yet is purged too (harmless: a step that stopped
+		// before may have written it).
+		w.garbage = append(w.garbage, key)
+	}
+	n := len(ms)
+	w.s.Messages = append(ms, w.s.Messages...)
+	w.tailEnc = append(enc, w.tailEnc...)
+	w.tailSizes = append(sizes, w.tailSizes...)
+	w.tailBytes += len(enc)
+	w.s.Base -= n
+	w.chunks = w.chunks[:d]
+	w.known, w.deltaRev = nil, 0
+	return nil
+}
+
+// closeStep ends a projection step: the tail, the messages the step added
+// that no cut moved into a chunk, becomes a delta (rule 1 of the package
+// doc), so that the head carries no messages.
+func (w *Edit) closeStep() {
+	if len(w.s.Messages) == 0 {
+		return
+	}
+	w.addChunk(w.s.Messages, w.tailEnc, LevelDelta)
+	w.s.Base += len(w.s.Messages)
+	w.s.Messages = nil
+	w.tailSizes = w.tailSizes[:0]
+	w.tailBytes = 0
+	w.tailEnc = nil
 }
 
 // addChunk adds a chunk of the messages ms, whose encodings (appendMessage
@@ -428,6 +522,9 @@ func (w *Edit) LoadFrom(ctx context.Context, from int) (int, error) {
 		c := refs[i]
 		key := ChunkKey(w.tenant, w.thread, w.gen, c.First, c.Count)
 		data := w.createdData(c)
+		if data == nil && c.Level == LevelDelta {
+			data = w.known[c.First]
+		}
 		if data == nil {
 			var err error
 			if data, err = w.fetch(ctx, key); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -51,6 +52,7 @@ type Store struct {
 	seal  sealing
 	hints *chunkHints
 	cache *chunkCache // nil: disabled
+	batch func(ctx context.Context, subject string, from uint64, n int) ([]*jetstream.RawStreamMsg, error)
 }
 
 // New returns a reader of the snapshots in kv, the snapshot
@@ -67,7 +69,7 @@ func NewWith(kv jetstream.KeyValue, opts Options) *Store {
 	if size == 0 {
 		size = DefaultChunkCacheBytes
 	}
-	return &Store{kv: kv, seal: sealing{opts.Sealer}, hints: &chunkHints{m: map[string]chunkHint{}}, cache: newChunkCache(size)}
+	return &Store{kv: kv, seal: sealing{opts.Sealer}, hints: &chunkHints{m: map[string]chunkHint{}}, cache: newChunkCache(size), batch: opts.Batch}
 }
 
 // ChunkCacheStats returns the figures of the chunk cache (all zero when it
@@ -133,7 +135,7 @@ func (s *Store) readHead(ctx context.Context, tenant, thread string) (h *head, r
 		}
 		return nil, 0, 0, err
 	}
-	s.hints.put(key, h.Gen, h.Chunks, len(h.State.Messages))
+	s.hints.put(key, h.Gen, h.Chunks, len(h.State.Messages), h.DeltaRev)
 	s.cache.sawHead(key, h.Gen, h.State.Erased)
 	return h, rev, n, nil
 }
@@ -160,15 +162,22 @@ func (s *Store) load(ctx context.Context, f *chunkFetcher, tenant, thread string
 			}
 			f.pre = make([]events.Message, base+hint.tail, base+hint.tail+hintSlack)
 		}
+		var deltas []ChunkRef
+		var intos [][]events.Message
 		for i, c := range hint.chunks {
 			if cached == nil || cached[i] == nil {
 				var into []events.Message
 				if f.pre != nil && c.First >= 0 && c.Count > 0 && c.First+c.Count <= len(f.pre) {
 					into = f.pre[c.First : c.First+c.Count]
 				}
+				if c.Level == LevelDelta && s.batch != nil && hint.deltaRev > 0 {
+					deltas, intos = append(deltas, c), append(intos, into)
+					continue
+				}
 				f.start(ctx, ChunkKey(tenant, thread, hint.gen, c.First, c.Count), c.Count, into)
 			}
 		}
+		s.startDeltas(ctx, f, hint.gen, hint.deltaRev, deltas, intos)
 	}
 	h, rev, n, err := s.readHead(ctx, tenant, thread)
 	if err != nil {
@@ -242,20 +251,95 @@ func (f *chunkFetcher) start(ctx context.Context, key string, count int, into []
 			r.err = fmt.Errorf("snapstore: read chunk %s: %w", key, err)
 			return
 		}
-		if r.data, err = f.seal.open(ctx, f.tenant, f.thread, key, e.Value()); err != nil {
-			r.decErr = fmt.Errorf("%w: chunk %s: %v", ErrCorrupt, key, err)
-			return
-		}
-		if len(into) != count {
-			into = make([]events.Message, count)
-		}
-		if err := events.ParseMessagesInto(r.data, into); err != nil {
-			r.decErr = fmt.Errorf("%w: chunk %s: %v", ErrCorrupt, key, err)
-			return
-		}
-		r.msgs = into
+		f.decode(ctx, r, key, e.Value(), count, into)
 	})
 	return r
+}
+
+// decode opens and decodes the value of chunk key (count messages) into
+// into (if it has count elements) or a new slice, setting r's data and
+// msgs, or decErr.
+func (f *chunkFetcher) decode(ctx context.Context, r *fetch, key string, value []byte, count int, into []events.Message) {
+	var err error
+	if r.data, err = f.seal.open(ctx, f.tenant, f.thread, key, value); err != nil {
+		r.decErr = fmt.Errorf("%w: chunk %s: %v", ErrCorrupt, key, err)
+		return
+	}
+	if len(into) != count {
+		into = make([]events.Message, count)
+	}
+	if err := events.ParseMessagesInto(r.data, into); err != nil {
+		r.decErr = fmt.Errorf("%w: chunk %s: %v", ErrCorrupt, key, err)
+		return
+	}
+	r.msgs = into
+}
+
+// startDeltas fetches the deltas refs of generation gen that are not on
+// their way yet with one batched get (Options.Batch) of the thread's
+// chunks of gen from the stream sequence from, the first delta's KV
+// revision, decoding each into intos[i] as start does; a delta the batch
+// does not return (written without a known revision, or an error) is got
+// on its own. With fewer than two deltas to read it is start.
+func (s *Store) startDeltas(ctx context.Context, f *chunkFetcher, gen, from uint64, refs []ChunkRef, intos [][]events.Message) {
+	type member struct {
+		key string
+		i   int
+		r   *fetch
+	}
+	var ms []member
+	f.mu.Lock()
+	for i, c := range refs {
+		key := ChunkKey(f.tenant, f.thread, gen, c.First, c.Count)
+		if _, ok := f.m[key]; !ok {
+			ms = append(ms, member{key: key, i: i})
+		}
+	}
+	if len(ms) < 2 {
+		f.mu.Unlock()
+		for _, m := range ms {
+			f.start(ctx, m.key, refs[m.i].Count, intos[m.i])
+		}
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	for k := range ms {
+		// A member's cancel (chunkFetcher.keep) cannot stop the shared
+		// request; the Load's own context does.
+		ms[k].r = &fetch{done: make(chan struct{}), cancel: func() {}}
+		f.m[ms[k].key] = ms[k].r
+	}
+	f.mu.Unlock()
+	prefix := "$KV." + s.kv.Bucket() + "."
+	f.wg.Go(func() {
+		defer cancel()
+		var got []*jetstream.RawStreamMsg
+		select {
+		case f.sem <- struct{}{}:
+			got, _ = s.batch(ctx, prefix+chunksPattern(f.tenant, f.thread, int64(gen)), from, len(refs)+8)
+			<-f.sem
+		case <-ctx.Done():
+		}
+		byKey := make(map[string][]byte, len(got))
+		for _, m := range got {
+			byKey[strings.TrimPrefix(m.Subject, prefix)] = m.Data
+		}
+		for _, m := range ms {
+			c := refs[m.i]
+			value, ok := byKey[m.key]
+			if !ok {
+				e, err := f.kv.Get(ctx, m.key)
+				if err != nil {
+					m.r.err = fmt.Errorf("snapstore: read chunk %s: %w", m.key, err)
+					close(m.r.done)
+					continue
+				}
+				value = e.Value()
+			}
+			f.decode(ctx, m.r, m.key, value, c.Count, intos[m.i])
+			close(m.r.done)
+		}
+	})
 }
 
 // keep cancels and forgets the fetches of keys not in need (remembered
@@ -300,9 +384,10 @@ type chunkHints struct {
 }
 
 type chunkHint struct {
-	gen    uint64
-	chunks []ChunkRef
-	tail   int // messages in the head's tail
+	gen      uint64
+	chunks   []ChunkRef
+	tail     int    // messages in the head's tail
+	deltaRev uint64 // the head's DeltaRev
 }
 
 const (
@@ -317,7 +402,7 @@ func (c *chunkHints) get(key string) (chunkHint, bool) {
 	return h, ok
 }
 
-func (c *chunkHints) put(key string, gen uint64, chunks []ChunkRef, tail int) {
+func (c *chunkHints) put(key string, gen uint64, chunks []ChunkRef, tail int, deltaRev uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.m[key]; ok {
@@ -334,7 +419,7 @@ func (c *chunkHints) put(key string, gen uint64, chunks []ChunkRef, tail int) {
 		c.refs -= len(h.chunks)
 		delete(c.m, k)
 	}
-	c.m[key] = chunkHint{gen: gen, chunks: chunks, tail: tail}
+	c.m[key] = chunkHint{gen: gen, chunks: chunks, tail: tail, deltaRev: deltaRev}
 	c.refs += len(chunks)
 }
 
@@ -512,7 +597,11 @@ func (s *Store) fillChunks(ctx context.Context, f *chunkFetcher, tenant, thread 
 		c ChunkRef
 		r *fetch
 	}
-	var misses []miss
+	var (
+		misses []miss
+		deltas []ChunkRef
+		intos  [][]events.Message
+	)
 	for i, c := range h.Chunks {
 		if hits != nil && hits[i] != nil {
 			if view {
@@ -527,8 +616,21 @@ func (s *Store) fillChunks(ctx context.Context, f *chunkFetcher, tenant, thread 
 		if s.cache == nil {
 			into = all[c.First : c.First+c.Count]
 		}
-		key := ChunkKey(tenant, thread, h.Gen, c.First, c.Count)
-		misses = append(misses, miss{i: i, c: c, r: f.start(ctx, key, c.Count, into)})
+		if c.Level == LevelDelta && s.batch != nil && h.DeltaRev > 0 {
+			deltas, intos = append(deltas, c), append(intos, into)
+		}
+		misses = append(misses, miss{i: i, c: c})
+	}
+	// The deltas not on their way yet are read with one batched get; the
+	// rest each with a get of its own (start returns a fetch on its way).
+	s.startDeltas(ctx, f, h.Gen, h.DeltaRev, deltas, intos)
+	for k := range misses {
+		m := &misses[k]
+		var into []events.Message
+		if s.cache == nil {
+			into = all[m.c.First : m.c.First+m.c.Count]
+		}
+		m.r = f.start(ctx, ChunkKey(tenant, thread, h.Gen, m.c.First, m.c.Count), m.c.Count, into)
 	}
 	for _, m := range misses {
 		select {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -93,7 +94,15 @@ type Head struct {
 	h     *head
 	sizes []int  // encoded size of each tail message
 	enc   []byte // the tail messages encoded (see Edit.tailEnc); never modified
-	rev   uint64 // KV revision of the head, 0 if there is none yet
+	// deltas holds the plain values of the head's deltas this writer
+	// created, by First (nil for a head read from KV): a later cut joins
+	// them without reading them back. Never modified once shared.
+	deltas map[int][]byte
+	rev    uint64 // KV revision of the head, 0 if there is none yet
+	// read is true for a head read from KV (ReadHead, RebuildHead), not
+	// written by this writer: a step that crashed or lost a race may have
+	// left chunks after it, which the next commit sweeps.
+	read bool
 	// idxVersion is the version the index entry is known to hold (or, for
 	// an erased thread, the version at which it was known to be gone).
 	idxVersion uint64
@@ -118,9 +127,12 @@ func (c *Head) Settled(seq uint64) bool {
 // bytes (decoded strings alias them), a decoded Message per tail message,
 // and the rest of the state. Caches bound themselves with it.
 func (c *Head) Cost() int {
-	n := 1024 + 256*len(c.sizes) + cap(c.enc)
+	n := 1024 + 256*len(c.sizes) + cap(c.enc) + 32*len(c.h.Chunks)
 	for _, s := range c.sizes {
 		n += s
+	}
+	for _, d := range c.deltas {
+		n += 64 + cap(d)
 	}
 	return n
 }
@@ -140,7 +152,7 @@ func (w *Writer) ReadHead(ctx context.Context, tenant, thread string) (*Head, er
 	}
 	enc := h.Tail
 	h.Tail = nil
-	return &Head{h: h, sizes: sizes, enc: enc, rev: rev}, nil
+	return &Head{h: h, sizes: sizes, enc: enc, rev: rev, read: true}, nil
 }
 
 // RebuildHead is the head to fold a thread's whole log onto when its head
@@ -161,7 +173,7 @@ func (w *Writer) RebuildHead(ctx context.Context, tenant, thread string) (*Head,
 	default:
 		rev = e.Revision()
 	}
-	return &Head{h: &head{Format: headFormat, Gen: rev, State: fold.NewState(tenant, thread)}, rev: rev}, nil
+	return &Head{h: &head{Format: headFormat, Gen: rev, State: fold.NewState(tenant, thread)}, rev: rev, read: true}, nil
 }
 
 // Edit starts an edit of cur: a working copy of its state, folded forward
@@ -174,8 +186,10 @@ func (w *Writer) Edit(ctx context.Context, cur *Head) *Edit {
 		cfg:    layoutConfig{chunkBytes: w.cfg.ChunkBytes, tailBytes: w.cfg.TailBytes},
 		tenant: s.Tenant, thread: s.Thread,
 		s:      s.Clone(),
-		gen:    cur.h.Gen,
-		chunks: append([]ChunkRef(nil), cur.h.Chunks...),
+		gen:      cur.h.Gen,
+		chunks:   append([]ChunkRef(nil), cur.h.Chunks...),
+		known:    cur.deltas,
+		deltaRev: cur.h.DeltaRev,
 		fetch: func(ctx context.Context, key string) ([]byte, error) {
 			e, err := w.snaps.Get(ctx, key)
 			if err != nil {
@@ -203,25 +217,26 @@ func (w *Writer) Edit(ctx context.Context, cur *Head) *Edit {
 
 // Written counts the bytes a [Writer] wrote to KV since it was made
 // (values as stored: sealed), by kind: heads, chunks and index entries,
-// and how many values of each. Purges are not counted.
+// deltas (the chunks of level [LevelDelta], not counted in Chunks), and
+// how many values of each. Purges are not counted.
 type Written struct {
-	HeadBytes, ChunkBytes, IndexBytes uint64
-	Heads, Chunks, Index              uint64
+	HeadBytes, ChunkBytes, DeltaBytes, IndexBytes uint64
+	Heads, Chunks, Deltas, Index                  uint64
 }
 
-// Bytes is the total of the three kinds.
-func (w Written) Bytes() uint64 { return w.HeadBytes + w.ChunkBytes + w.IndexBytes }
+// Bytes is the total of the four kinds.
+func (w Written) Bytes() uint64 { return w.HeadBytes + w.ChunkBytes + w.DeltaBytes + w.IndexBytes }
 
 // Sub returns w - o (the writes between two readings).
 func (w Written) Sub(o Written) Written {
-	return Written{HeadBytes: w.HeadBytes - o.HeadBytes, ChunkBytes: w.ChunkBytes - o.ChunkBytes, IndexBytes: w.IndexBytes - o.IndexBytes,
-		Heads: w.Heads - o.Heads, Chunks: w.Chunks - o.Chunks, Index: w.Index - o.Index}
+	return Written{HeadBytes: w.HeadBytes - o.HeadBytes, ChunkBytes: w.ChunkBytes - o.ChunkBytes, DeltaBytes: w.DeltaBytes - o.DeltaBytes,
+		IndexBytes: w.IndexBytes - o.IndexBytes, Heads: w.Heads - o.Heads, Chunks: w.Chunks - o.Chunks, Deltas: w.Deltas - o.Deltas, Index: w.Index - o.Index}
 }
 
 // writtenCounters are a Writer's running Written.
 type writtenCounters struct {
-	headBytes, chunkBytes, indexBytes atomic.Uint64
-	heads, chunks, index              atomic.Uint64
+	headBytes, chunkBytes, deltaBytes, indexBytes atomic.Uint64
+	heads, chunks, deltas, index                  atomic.Uint64
 }
 
 // Written returns what the writer wrote so far (write amplification:
@@ -229,8 +244,8 @@ type writtenCounters struct {
 // concurrent use.
 func (w *Writer) Written() Written {
 	c := &w.written
-	return Written{HeadBytes: c.headBytes.Load(), ChunkBytes: c.chunkBytes.Load(), IndexBytes: c.indexBytes.Load(),
-		Heads: c.heads.Load(), Chunks: c.chunks.Load(), Index: c.index.Load()}
+	return Written{HeadBytes: c.headBytes.Load(), ChunkBytes: c.chunkBytes.Load(), DeltaBytes: c.deltaBytes.Load(), IndexBytes: c.indexBytes.Load(),
+		Heads: c.heads.Load(), Chunks: c.chunks.Load(), Deltas: c.deltas.Load(), Index: c.index.Load()}
 }
 
 // Commit is what [Writer.Commit] wrote.
@@ -253,10 +268,36 @@ type Commit struct {
 // errors. After any error nothing the new head would name is missing:
 // written chunks are adopted or purged by a later step.
 func (w *Writer) Commit(ctx context.Context, cur *Head, e *Edit) (Commit, error) {
-	if err := w.writeChunks(ctx, e); err != nil {
+	e.closeStep()
+	if cur.read {
+		if err := w.sweep(ctx, e); err != nil {
+			return Commit{}, err
+		}
+	}
+	revs, err := w.writeChunks(ctx, e)
+	if err != nil {
 		return Commit{}, err
 	}
-	nh := &head{Format: headFormat, Gen: e.gen, State: e.s, Chunks: e.chunks, Garbage: e.garbage}
+	// The deltas the new head names: the first one's revision (for a
+	// reader's batched get) and their values, kept for the next cut.
+	deltaRev, deltas := uint64(0), map[int][]byte(nil)
+	for i := len(e.chunks) - 1; i >= 0 && e.chunks[i].Level == LevelDelta; i-- {
+		c := e.chunks[i]
+		deltaRev = e.deltaRev // the run's first delta came with the head
+		data := e.known[c.First]
+		for j, n := range e.created {
+			if n.ref.First == c.First && n.ref.Count == c.Count {
+				data, deltaRev = n.data, revs[j]
+			}
+		}
+		if data != nil {
+			if deltas == nil {
+				deltas = map[int][]byte{}
+			}
+			deltas[c.First] = data
+		}
+	}
+	nh := &head{Format: headFormat, Gen: e.gen, State: e.s, Chunks: e.chunks, Garbage: e.garbage, DeltaRev: deltaRev}
 	data, err := encodeHead(nh, e.tailEnc)
 	if err != nil {
 		return Commit{}, fmt.Errorf("snapstore: encode head of %s/%s: %w", e.tenant, e.thread, err)
@@ -278,7 +319,7 @@ func (w *Writer) Commit(ctx context.Context, cur *Head, e *Edit) (Commit, error)
 	}
 	w.written.headBytes.Add(uint64(len(data)))
 	w.written.heads.Add(1)
-	next := &Head{h: nh, sizes: e.tailSizes, enc: e.tailEnc, rev: rev, idxVersion: cur.idxVersion, idxRev: cur.idxRev}
+	next := &Head{h: nh, sizes: e.tailSizes, enc: e.tailEnc, deltas: deltas, rev: rev, idxVersion: cur.idxVersion, idxRev: cur.idxRev}
 	return Commit{Head: next, HeadBytes: len(data), ChunksWritten: len(e.created)}, nil
 }
 
@@ -296,25 +337,77 @@ func (w *Writer) Tidy(ctx context.Context, cur *Head) *Head {
 	return &c2
 }
 
-// writeChunks creates the edit's new chunks. A chunk that exists already
-// was written by another instance (or a crashed step) with the same bytes:
-// its key names its content.
-func (w *Writer) writeChunks(ctx context.Context, e *Edit) error {
-	return forEach(ctx, len(e.created), 4, func(ctx context.Context, i int) error {
+// writeChunks creates the edit's new chunks and returns the KV revision of
+// each (0 for one that existed already). A chunk that exists already was
+// written by another instance (or a crashed step) with the same bytes: its
+// key names its content.
+func (w *Writer) writeChunks(ctx context.Context, e *Edit) ([]uint64, error) {
+	revs := make([]uint64, len(e.created))
+	return revs, forEach(ctx, len(e.created), 4, func(ctx context.Context, i int) error {
 		c := e.created[i]
 		key := ChunkKey(e.tenant, e.thread, e.gen, c.ref.First, c.ref.Count)
 		data, err := w.seal.seal(ctx, e.tenant, e.thread, key, c.data)
 		if err != nil {
 			return fmt.Errorf("snapstore: seal chunk %s: %w", key, err)
 		}
-		if _, err := w.snaps.Create(ctx, key, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		rev, err := w.snaps.Create(ctx, key, data)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyExists):
+		case err != nil:
 			return fmt.Errorf("snapstore: write chunk %s: %w", key, err)
-		} else if err == nil {
+		case c.ref.Level == LevelDelta:
+			revs[i] = rev
+			w.written.deltaBytes.Add(uint64(len(data)))
+			w.written.deltas.Add(1)
+		default:
+			revs[i] = rev
 			w.written.chunkBytes.Add(uint64(len(data)))
 			w.written.chunks.Add(1)
 		}
 		return nil
 	})
+}
+
+// sweep lists as garbage every chunk of the edit's thread in the bucket
+// that the new head will neither name nor list already: what a step that
+// crashed or lost the compare-and-swap wrote after the head it started
+// from (a delta whose range depends on where that step's batch ended; the
+// package doc). It is called when the edit started from a head read from
+// KV, so not on a writer's steady path, and costs one stream info request
+// with a subject filter (the thread's chunk keys, no values). A chunk a
+// newer head names (the edit is stale) is listed too, harmlessly: the
+// compare-and-swap then fails and the list is dropped with the head.
+func (w *Writer) sweep(ctx context.Context, e *Edit) error {
+	prefix := "$KV." + w.cfg.SnapshotBucket + "."
+	info, err := w.kvStream.Info(ctx, jetstream.WithSubjectFilter(prefix+chunksPattern(e.tenant, e.thread, -1)))
+	if err != nil {
+		return fmt.Errorf("snapstore: list the chunks of %s/%s: %w", e.tenant, e.thread, err)
+	}
+	if len(info.State.Subjects) == 0 {
+		return nil
+	}
+	named := make(map[string]bool, len(e.chunks))
+	for _, c := range e.chunks {
+		named[ChunkKey(e.tenant, e.thread, e.gen, c.First, c.Count)] = true
+	}
+	for subj := range info.State.Subjects {
+		key := strings.TrimPrefix(subj, prefix)
+		if named[key] || coveredBy(key, e.garbage) {
+			continue
+		}
+		e.garbage = append(e.garbage, key)
+	}
+	return nil
+}
+
+// coveredBy reports whether key is one of the garbage keys or patterns.
+func coveredBy(key string, garbage []string) bool {
+	for _, g := range garbage {
+		if g == key || strings.HasSuffix(g, ".>") && strings.HasPrefix(key, g[:len(g)-1]) {
+			return true
+		}
+	}
+	return false
 }
 
 // cas writes key: Create when rev is 0, else Update at rev. It returns
