@@ -185,7 +185,7 @@ func (w *Writer) Edit(ctx context.Context, cur *Head) *Edit {
 	e := &Edit{
 		cfg:    layoutConfig{chunkBytes: w.cfg.ChunkBytes, tailBytes: w.cfg.TailBytes},
 		tenant: s.Tenant, thread: s.Thread,
-		s:      s.Clone(),
+		s:        s.Clone(),
 		gen:      cur.h.Gen,
 		chunks:   append([]ChunkRef(nil), cur.h.Chunks...),
 		known:    cur.deltas,
