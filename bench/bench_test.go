@@ -80,7 +80,7 @@ func TestRunTiny(t *testing.T) {
 			assert.Positive(t, r.EventBytes)
 			assert.GreaterOrEqual(t, r.KV.Heads, uint64(r.Published))
 			assert.Positive(t, r.KV.IndexBytes)
-			assert.Equal(t, r.KV.HeadBytes+r.KV.ChunkBytes+r.KV.IndexBytes, r.KV.Bytes())
+			assert.Equal(t, r.KV.HeadBytes+r.KV.DeltaBytes+r.KV.ChunkBytes+r.KV.IndexBytes, r.KV.Bytes())
 			assert.Greater(t, r.Amplification(), 1.0, "a head carries at least the event it folds")
 		}
 	})
