@@ -64,11 +64,11 @@ type Config struct {
 	// KiB and at most 960 KiB. Run fails if the server's max payload is
 	// below ChunkBytes plus 64 KiB.
 	ChunkBytes int
-	// TailBytes is how many bytes of newest messages the head carries
-	// before they move to the open chunk; it bounds what one projection
-	// writes, and so the cost of projecting one event (measured: 32 KiB
-	// costs about 15% less CPU per event than 64 KiB). Default 32 KiB; at
-	// least 256 bytes and at most ChunkBytes.
+	// TailBytes is how many bytes of newest messages may wait in deltas
+	// (each step's messages, written once; snapstore's package doc) before
+	// they move to the open chunk; the head lists one reference per delta,
+	// so it also bounds the head's size, and a reader's deltas. Default 32
+	// KiB; at least 256 bytes and at most ChunkBytes.
 	TailBytes int
 
 	// Workers is how many threads one instance projects at once. Default 8.
@@ -91,11 +91,12 @@ type Config struct {
 	AckWait time.Duration
 	// CacheThreads is how many recently projected threads an instance keeps
 	// decoded in memory, to skip the head read when nobody else wrote the
-	// head since (compare-and-swap tells). Each costs about TailBytes.
+	// head since (compare-and-swap tells). Each costs about TailBytes (the
+	// deltas it wrote, kept to join them into the open chunk unread).
 	// Default 4,096; -1 disables the cache.
 	CacheThreads int
 	// CacheBytes bounds the memory of those cached heads (estimated: their
-	// tails' encoded bytes plus per-message overhead), least recently
+	// deltas' and tails' encoded bytes plus per-message overhead), least recently
 	// projected evicted first. Default 64 MiB. A cache smaller than the
 	// threads written at once costs a head read from KV per step (with 256
 	// threads cached, a round robin over 1,000 threads at 1,000 events/s

@@ -16,99 +16,117 @@
 //	<tenant>.<thread>                          head: msgpack map
 //	<tenant>.<thread>.c.<gen>.<first>.<count>  chunk: msgpack array of messages
 //
-// The head holds the thread's State with only its newest messages (the
-// tail, under the projector's Config.TailBytes, 32 KiB by default) in Messages and the
-// number of older messages in Base, plus the layout generation gen, the
-// chunk list (per chunk: first index, count, bytes, first and last
-// sequence, level; see [ChunkRef]) and the garbage list (keys waiting to be
-// purged). A chunk holds Count messages starting at history index First,
-// encoded as a plain msgpack array of message maps (field names as in
-// events.Message), so any msgpack library reads it.
+// The head holds the thread's State without messages (Base counts them
+// all; heads written before deltas carried the newest ones, the tail, in
+// Messages, and are still read), the layout generation gen, the chunk list
+// (per chunk: first index, count, bytes, first and last sequence, level;
+// see [ChunkRef]), the garbage list (keys waiting to be purged) and
+// delta_rev, the KV revision of the first delta. A chunk holds Count
+// messages starting at history index First, encoded as a plain msgpack
+// array of message maps (field names as in events.Message), so any msgpack
+// library reads it. Chunks come in three levels, in this order in a head:
+// final chunks (level 1), at most one open chunk (level 0), and deltas
+// ([LevelDelta], 2).
 //
-// Rules, applied after every event (so the layout depends only on the
-// events, not on how they were batched or which instance folded them):
+// # Why deltas (issue 22, target 1)
 //
-//  1. When the tail reaches TailBytes it moves into the open chunk: the
-//     last chunk, if it is level 0. While the open chunk plus the tail
-//     stay within ChunkBytes (768 KiB by default), a new open chunk holding
-//     both is written under its new key (the old one's encoded messages
-//     followed by the tail's: nothing is decoded) and the old one becomes
-//     garbage. Otherwise the open chunk is closed (it becomes level 1,
-//     keeping its key and value) and the tail opens the next chunk; a tail
-//     that does not fit in ChunkBytes by itself (a restore) becomes final
-//     chunks of at most ChunkBytes instead (a message larger than that gets
-//     a chunk of its own). Sizes are of whole values, array header
-//     included. So a history of N bytes has about N/ChunkBytes chunks,
-//     at most one of them open, and a thread of up to ChunkBytes is a head
-//     and one chunk: one read more than one KV value, however it grew.
-//     The price is in writes: each cut rewrites the open chunk, so every
-//     message is written about ChunkBytes/(2*TailBytes) times into chunks
-//     (12 at the defaults), against about TailBytes/(2*its size) times into
-//     heads (32 for 512-byte messages). A head that ends with several level-0
-//     chunks (written by convlog before the open chunk, which kept up to
-//     eight small ones) has them joined into the open chunk at its next
-//     cut.
-//  2. A history replacement (reset, restore, compaction) starts a new
+// Until deltas, every projection step rewrote the head, which carried the
+// tail of newest messages (up to TailBytes): a message of m bytes was
+// written about TailBytes/(2m) times as head (32 times for 512 bytes) and
+// the projector wrote 21 KV bytes per event byte at 5,000 events/s over
+// 1,000 threads. Now a step writes the messages it added once, as a delta,
+// and a head of a few hundred bytes (the state, and one chunk reference
+// per delta, integers in their shortest msgpack form): 1.8 KV bytes per
+// event byte in the same run (bench/, section 3), of which the deltas are
+// the event's own bytes once.
+//
+// # Rules
+//
+// Applied by every step, so the keys a head names are a function of the
+// events and of where the steps ended:
+//
+//  1. After every event, when the deltas plus the tail (the messages the
+//     step added so far and no cut moved) reach TailBytes, the deltas are
+//     decoded back in front of the tail (becoming garbage) and the tail
+//     moves into the open chunk: the last level-0 chunk. While the open
+//     chunk plus the tail stay within ChunkBytes (768 KiB by default), a
+//     new open chunk holding both is written under its new key (the old
+//     one's encoded messages followed by the tail's: nothing is decoded)
+//     and the old one becomes garbage. Otherwise the open chunk is closed
+//     (it becomes level 1, keeping its key and value) and the tail opens
+//     the next chunk; a tail that does not fit in ChunkBytes by itself (a
+//     restore) becomes final chunks of at most ChunkBytes instead (a
+//     message larger than that gets a chunk of its own). Sizes are of
+//     whole values, array header included. So a history of N bytes has
+//     about N/ChunkBytes chunks, at most one of them open, and under
+//     TailBytes of deltas.
+//  2. At the end of a step, the tail left becomes one delta (level 2), and
+//     the head carries no messages.
+//  3. A history replacement (reset, restore, compaction) starts a new
 //     generation: new chunk keys; the old generation's chunks become
 //     garbage (one key pattern). Erasure makes every chunk of the thread
 //     garbage.
+//
+// Every message is written once as a delta and about
+// ChunkBytes/(2*TailBytes) times into the open chunk over a thread's life
+// (12 at the defaults; none while a thread is under 32 KiB).
+//
+// # Crash safety, and readers never torn
 //
 // A chunk key names a fixed range of a fixed generation, whose messages are
 // a deterministic function of the events, so a chunk's value never changes:
 // it is written once with Create, and a Create that finds the key already
 // there (written by another instance or by a step that crashed before its
-// head) is fine. Writes go in this order: new chunks, then the head with
-// compare-and-swap (Create for a new thread, Update at the revision read),
-// then purges of the garbage (stream purges by subject, which leave no
-// delete markers), then the index entry. So a head never names a chunk that
-// is not written yet; a reader holding an older head may find one of its
-// chunks purged, and [Store.Load] then reloads the head and reads again.
-// Garbage stays listed in the head until a later step purges it again, so a
-// crash between the head write and the purge leaks nothing. A step that
-// crashes or loses the compare-and-swap after writing chunks leaves them
-// for the next step, which derives the same keys and adopts them, joins
-// them into a new open chunk (and lists them as garbage), or starts a new
-// generation (and purges the old one). A step working from a stale head
-// (another instance moved the thread on meanwhile) can leave a chunk
-// nobody names: it writes chunks the newer heads have already replaced
-// and purged (an open chunk of up to ChunkBytes, or a chunk of a replaced
-// generation), then loses the compare-and-swap. So can instances whose
-// ChunkBytes differ (set differently, or fitted to servers with different
-// max payloads): they cut at different points, so one may not derive what
-// the other wrote before it crashed. Such a chunk costs space, never
-// correctness (no head names it), and erasure removes it with the rest.
+// head) is fine: it holds the same messages. Writes go in this order: new
+// chunks and deltas, then the head with compare-and-swap (Create for a new
+// thread, Update at the revision read), then purges of the garbage (stream
+// purges by subject, which leave no delete markers), then the index entry.
+// So a head never names a chunk that is not written yet, and a reader
+// never sees a torn snapshot; a reader holding an older head may find one
+// of its chunks or deltas purged, and [Store.Load] then reloads the head
+// and reads again. Garbage stays listed in the head until a later step
+// purges it again, so a crash between the head write and the purge leaks
+// nothing. A step that crashes or loses the compare-and-swap after writing
+// leaves chunks for the next step, which derives the same keys for the
+// same cuts and adopts them; its delta, though, ends where its batch of
+// events ended, and the next step's may not. So a commit whose edit began
+// from a head read from KV (not one this writer wrote: after a restart, a
+// conflict or an unreadable head) first lists the thread's chunk keys (a
+// stream info with a subject filter: keys, no values) and adds those the
+// new head will not name to its garbage. A step working from a stale head
+// can still leave a chunk nobody names after a newer head was written by
+// another instance (it loses the compare-and-swap afterwards); so can
+// instances whose ChunkBytes differ. Such a chunk costs space, never
+// correctness (no head names it); the next sweep or erasure removes it.
 //
 // Projecting one more event costs the same whatever the history length: at
-// most one read of the event (batched direct get), rewriting a head that
-// holds less than TailBytes of messages plus the chunk list (about 20
-// bytes per 768 KiB of history), the index entry, and now and then one
-// rewrite of the open chunk (on average ChunkBytes/2, read and written
-// once per TailBytes of messages). The runner folds with the
-// windowed State; a compaction that cuts before the tail
-// ([fold.ErrNeedHistory]) loads only the chunks from the one the cut falls in.
+// most one read of the event (batched direct get), one delta of the step's
+// messages, a head of the state and the chunk list (about 20 bytes per
+// chunk or delta), the index entry, and now and then one rewrite of the
+// open chunk (on average ChunkBytes/2, once per TailBytes of messages). A
+// writer keeps the deltas it wrote with the head it caches, so joining them
+// reads nothing back. The runner folds with the windowed State (no
+// messages); a compaction that cuts before the window ([fold.ErrNeedHistory])
+// loads only the chunks from the one the cut falls in.
 //
-// Reading a thread ([Store.Load]) from KV is one get of the head and
-// the chunk gets, eight at a time, each chunk decoded by its fetch as soon
-// as it arrives, by a hand-written msgpack decoder whose strings share the
-// received bytes. A reader remembers the chunk list (and tail length) it
-// last saw of up to 16,384 threads, so a thread it read before has its
-// chunks requested together with the head and decoded straight into the
-// slice Load returns, before the head is there; a chunk the new head no
-// longer names is waited for and dropped, one it names in addition is
-// fetched after the head. Measured on 2 cores, a 1,000-message thread
-// (606 KB: a head of 18 KiB and one open chunk) loads in 1.2 to 1.5 times
-// the time of one KV get of a value of the same size when the two
-// alternate (1.35 in bench/'s full run, whose rounds shuffle the order of
-// the systems), and faster than that get when each is timed back to back
-// (660 against 1,070 µs). With four chunks, before the open chunk, it was
-// 1.5 to 1.8 times. What is left is the second request (two values cost
-// about 1.12 times one of the same bytes, five 1.25 times, before any
-// decoding) and building the []events.Message: decoding 1,000 messages
-// into a slice takes 27 µs, allocating that slice (270 KB of structs)
-// about 100 µs more, garbage-collection work rather than page faults
-// (BenchmarkDecodeChunk; perf counts under one fault per allocation). A
-// reader without the hint (its first read of a thread) waits for the head
-// before it asks for the chunks: 1.5 to 1.7 times.
+// # Reading
+//
+// Reading a thread ([Store.Load]) from KV is one get of the head, one
+// batched direct get of its deltas (all of them, from delta_rev, when the
+// Store has Options.Batch; else a get each) and the chunk gets, eight at a
+// time, each value decoded by its fetch as soon as it arrives, by a
+// hand-written msgpack decoder whose strings share the received bytes. A
+// reader remembers the chunk list it last saw of up to 16,384 threads, so a
+// thread it read before has its chunks and deltas requested together with
+// the head and decoded straight into the slice Load returns, before the
+// head is there; a chunk the new head no longer names is waited for and
+// dropped, one it names in addition is fetched after the head. (Measured
+// before deltas, on 2 cores: a 1,000-message thread, a head of 18 KiB and
+// one open chunk, loaded in 1.2 to 1.5 times the time of one KV get of a
+// value of the same size; bench/'s section 2 has this run's figures.)
+// Building the []events.Message costs: decoding 1,000 messages into a
+// slice takes 27 µs, allocating that slice (270 KB of structs) about 100 µs
+// more (BenchmarkDecodeChunk); [Store.LoadView] avoids the copy.
 //
 // Because a chunk never changes, a [Store] keeps the chunks it decoded
 // in an LRU cache bounded by their encoded size

@@ -24,8 +24,10 @@ const loadAttempts = 8
 // Store reads thread snapshots from the snapshot bucket (see the
 // package doc for the layout). Every read is a KV Get by key, so it needs
 // no more than get permission on the thread's keys
-// ("$JS.API.DIRECT.GET.KV_<bucket>.$KV.<bucket>.<tenant>.>"). It is safe
-// for concurrent use; keep one per process.
+// ("$JS.API.DIRECT.GET.KV_<bucket>.$KV.<bucket>.<tenant>.>"), except the
+// batched get of a head's deltas when Options.Batch is set (a direct get
+// request with a body: the deployment's permissions). It is safe for
+// concurrent use; keep one per process.
 //
 // A Store keeps the chunks it read, decoded, in a cache bounded by
 // their encoded size (Options.ChunkCacheBytes, 64 MiB by default,
@@ -45,8 +47,8 @@ const loadAttempts = 8
 //
 // (A multi-last direct get can return a head and all its chunks in one
 // request, but measured here it was slower than a head get followed by
-// parallel chunk gets, 1.26 ms against 0.94 ms for 1,000 messages, and it
-// needs body-based direct-get permission; so Store does not use it.)
+// parallel chunk gets, 1.26 ms against 0.94 ms for 1,000 messages; so
+// Store uses a batched get only for the deltas, which are many and small.)
 type Store struct {
 	kv    jetstream.KeyValue
 	seal  sealing
@@ -80,8 +82,9 @@ func (s *Store) ChunkCacheStats() ChunkCacheStats { return s.cache.currentStats(
 type Snapshot struct {
 	// State is the projection. From [Store.Load] it is complete (Base
 	// 0, every message); from [Store.LoadHead] it is a window: Messages
-	// holds only the newest messages (at most Config.TailBytes of them, often
-	// none) and Base counts the ones before, so MessageCount() is exact.
+	// holds no messages (heads written before deltas: the newest ones, at
+	// most Config.TailBytes of them) and Base counts the ones before, so
+	// MessageCount() is exact.
 	// State.Version is the stream sequence of the last event folded.
 	State *fold.State
 	// Revision is the KV revision of the head read. It grows with every

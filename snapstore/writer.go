@@ -28,8 +28,8 @@ type WriterConfig struct {
 	// thread. Both must exist (internal/provision creates them).
 	SnapshotBucket, IndexBucket string
 	// ChunkBytes is the most bytes a chunk's value holds unless it is one
-	// message; TailBytes is how many bytes of newest messages a head
-	// carries before they move to the open chunk (rule 1 of the package
+	// message; TailBytes is how many bytes of newest messages wait in
+	// deltas before they move to the open chunk (rule 1 of the package
 	// doc). The projector's Config documents their defaults and ranges.
 	ChunkBytes, TailBytes int
 	// Logger receives warnings (failed purges, unreadable index entries);
