@@ -93,7 +93,9 @@
 // from a head read from KV (not one this writer wrote: after a restart, a
 // conflict or an unreadable head) first lists the thread's chunk keys (a
 // stream info with a subject filter: keys, no values) and adds those the
-// new head will not name to its garbage. A step working from a stale head
+// new head will not name to its garbage. (A thread's first step starts
+// from no head, which is not swept, so that creating threads costs no
+// listing: a crash in it may leave one delta behind.) A step working from a stale head
 // can still leave a chunk nobody names after a newer head was written by
 // another instance (it loses the compare-and-swap afterwards); so can
 // instances whose ChunkBytes differ. Such a chunk costs space, never
