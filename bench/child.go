@@ -140,6 +140,8 @@ func childMain() int {
 			_ = out.Encode(m)
 		case "turns":
 			_ = out.Encode(ChildMem{Role: role, Turns: turns.Load()})
+		case "quit":
+			return 0
 		default:
 			if n, ok := strings.CutPrefix(in.Text(), "read "); ok && readThreads != nil {
 				k, err := strconv.Atoi(n)
@@ -152,8 +154,6 @@ func childMain() int {
 				}
 				_ = out.Encode(m)
 			}
-		case "quit":
-			return 0
 		}
 	}
 	return 0
