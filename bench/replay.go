@@ -8,7 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/convlog/convlog/audit"
+	"github.com/convlog/convlog/events"
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/fold"
@@ -36,6 +39,11 @@ const (
 	replayPG      = "PostgreSQL SELECT + the same fold"
 	replayRedis   = "Redis LRANGE + the same fold"
 	replayVerify  = "convlog audit verify (read, leaf hashes, chain and checkpoint check)"
+	// The limits issue 22 (target 2) names: decoding the same bytes in
+	// memory, and reading them through a consumer (what convlog's long
+	// reads use) without decoding.
+	replayDecode   = "decode only (events.Unmarshal of the same bytes in memory): the physical limit"
+	replayConsumer = "raw JetStream read through an ordered consumer, no decode"
 )
 
 // RunReplay replays lt from the log, reps times per way.
@@ -66,6 +74,18 @@ func RunReplay(ctx context.Context, e *Env, b *Baselines, lt *loadedThread, reps
 		{replayRaw, func() (int, error) {
 			msgs, err := readLog(ctx, e.JS, provision.DefaultConfig().Stream, "conv."+tenant+"."+lt.id, lt.version)
 			return len(msgs) - 1, err
+		}},
+		{replayDecode, func() (int, error) {
+			for _, m := range lt.msgs {
+				if _, err := events.Unmarshal(m.Data); err != nil {
+					return 0, err
+				}
+			}
+			return want, nil
+		}},
+		{replayConsumer, func() (int, error) {
+			n, err := readByOrderedConsumer(ctx, e.JS, provision.DefaultConfig().Stream, "conv."+tenant+"."+lt.id, lt.version)
+			return n - 1, err
 		}},
 	}
 	// The audit verifier over the same thread: a checkpointer covers the
@@ -191,5 +211,35 @@ func checkpointAll(ctx context.Context, e *Env, seq uint64, log func(string, ...
 		return fmt.Errorf("audit: no checkpoint covered sequence %d within 5 minutes", seq)
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// readByOrderedConsumer reads subject up to upTo through an ordered
+// consumer (nats.go's, memory storage) and returns how many messages it
+// got; nothing is decoded.
+func readByOrderedConsumer(ctx context.Context, js jetstream.JetStream, stream, subject string, upTo uint64) (int, error) {
+	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		return 0, err
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(1000))
+	if err != nil {
+		return 0, err
+	}
+	defer it.Stop()
+	n := 0
+	for {
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			return n, err
+		}
+		n++
+		md, err := m.Metadata()
+		if err != nil {
+			return n, err
+		}
+		if md.Sequence.Stream >= upTo {
+			return n, nil
+		}
 	}
 }
