@@ -180,7 +180,7 @@ func (s *Store) load(ctx context.Context, f *chunkFetcher, tenant, thread string
 				f.start(ctx, ChunkKey(tenant, thread, hint.gen, c.First, c.Count), c.Count, into)
 			}
 		}
-		s.startDeltas(ctx, f, hint.gen, hint.deltaRev, deltas, intos)
+		s.startDeltas(ctx, f, hint.gen, hint.deltaRev, countDeltas(hint.chunks), deltas, intos)
 	}
 	h, rev, n, err := s.readHead(ctx, tenant, thread)
 	if err != nil {
@@ -280,11 +280,14 @@ func (f *chunkFetcher) decode(ctx context.Context, r *fetch, key string, value [
 
 // startDeltas fetches the deltas refs of generation gen that are not on
 // their way yet with one batched get (Options.Batch) of the thread's
-// chunks of gen from the stream sequence from, the first delta's KV
-// revision, decoding each into intos[i] as start does; a delta the batch
-// does not return (written without a known revision, or an error) is got
-// on its own. With fewer than two deltas to read it is start.
-func (s *Store) startDeltas(ctx context.Context, f *chunkFetcher, gen, from uint64, refs []ChunkRef, intos [][]events.Message) {
+// chunks of gen from the stream sequence from, the first of the head's
+// total deltas' KV revision, decoding each into intos[i] as start does; a
+// delta the batch does not return (written without a known revision, or
+// an error) is got on its own. The batch returns every delta from the
+// first on, so it is used only when at least two and at least half of
+// them are to be read (a cold read); otherwise each is got on its own (a
+// warm reader missing the newest few).
+func (s *Store) startDeltas(ctx context.Context, f *chunkFetcher, gen, from uint64, total int, refs []ChunkRef, intos [][]events.Message) {
 	type member struct {
 		key string
 		i   int
@@ -298,7 +301,7 @@ func (s *Store) startDeltas(ctx context.Context, f *chunkFetcher, gen, from uint
 			ms = append(ms, member{key: key, i: i})
 		}
 	}
-	if len(ms) < 2 {
+	if len(ms) < 2 || 2*len(ms) < total {
 		f.mu.Unlock()
 		for _, m := range ms {
 			f.start(ctx, m.key, refs[m.i].Count, intos[m.i])
@@ -319,7 +322,7 @@ func (s *Store) startDeltas(ctx context.Context, f *chunkFetcher, gen, from uint
 		var got []*jetstream.RawStreamMsg
 		select {
 		case f.sem <- struct{}{}:
-			got, _ = s.batch(ctx, prefix+chunksPattern(f.tenant, f.thread, int64(gen)), from, len(refs)+8)
+			got, _ = s.batch(ctx, prefix+chunksPattern(f.tenant, f.thread, int64(gen)), from, total+8)
 			<-f.sem
 		case <-ctx.Done():
 		}
@@ -626,7 +629,7 @@ func (s *Store) fillChunks(ctx context.Context, f *chunkFetcher, tenant, thread 
 	}
 	// The deltas not on their way yet are read with one batched get; the
 	// rest each with a get of its own (start returns a fetch on its way).
-	s.startDeltas(ctx, f, h.Gen, h.DeltaRev, deltas, intos)
+	s.startDeltas(ctx, f, h.Gen, h.DeltaRev, countDeltas(h.Chunks), deltas, intos)
 	for k := range misses {
 		m := &misses[k]
 		var into []events.Message
@@ -664,6 +667,17 @@ func (s *Store) fillChunks(ctx context.Context, f *chunkFetcher, tenant, thread 
 		st.Messages, st.Base = all, 0
 	}
 	return read, cached, segs, nil
+}
+
+// countDeltas is the number of deltas in refs.
+func countDeltas(refs []ChunkRef) int {
+	n := 0
+	for _, c := range refs {
+		if c.Level == LevelDelta {
+			n++
+		}
+	}
+	return n
 }
 
 // forEach calls fn(ctx, i) for i in [0, n) on up to conc goroutines, and
