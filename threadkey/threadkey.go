@@ -93,6 +93,13 @@ var (
 // DefaultCacheThreads is the default number of keys a [Keys] caches.
 const DefaultCacheThreads = 65536
 
+// CacheBytes bounds the memory of a [Keys] cache besides its count: 64
+// MiB, estimated per key by [threadKey.cost] (about 1 KiB for a key:
+// its record, the derived value key and its AES-GCM state, measured
+// 1,030 bytes; plus the replacement table a key rotation leaves, which
+// has no bound of its own). Least recently used keys go first.
+const CacheBytes = 64 << 20
+
 const (
 	recordVersion = 1
 	recordLen     = 1 + 8 + 32
@@ -140,7 +147,8 @@ type threadKey struct {
 
 // New returns a Keys on the KV bucket kv (provisioned by
 // provision.Ensure with deny_delete off). cacheThreads bounds the key
-// cache (0 = [DefaultCacheThreads], negative = no cache). It makes no
+// cache (0 = [DefaultCacheThreads], negative = no cache), and
+// [CacheBytes] its estimated memory. It makes no
 // request: the bucket's stream, which only a rotation's Finish needs
 // (secure deletes), is looked up then, so a tenant-scoped NATS user
 // (package tenancy), which may not read stream information, can use a
@@ -151,7 +159,7 @@ func New(_ context.Context, js jetstream.JetStream, kv jetstream.KeyValue, cache
 	}
 	k := &Keys{kv: kv, js: js}
 	if cacheThreads > 0 {
-		k.cache = lru.New[string, *threadKey](cacheThreads, 0)
+		k.cache = lru.New[string, *threadKey](cacheThreads, CacheBytes)
 	}
 	return k, nil
 }
@@ -246,8 +254,20 @@ func (k *Keys) get(ctx context.Context, tenant, thread string, create bool, maxA
 func (k *Keys) remember(name string, tk *threadKey) {
 	tk.fetched = time.Now()
 	if k.cache != nil {
-		k.cache.Put(name, tk, 1)
+		k.cache.Put(name, tk, tk.cost())
 	}
+}
+
+// cost estimates the memory of a cached key in bytes (see CacheBytes).
+func (tk *threadKey) cost() int64 {
+	n := 1024 + len(tk.sealedTable)
+	for id, e := range tk.table {
+		n += 64 + len(id) + len(e.key) + len(e.replacement)
+	}
+	for _, p := range tk.prev {
+		n += int(p.cost())
+	}
+	return int64(n)
 }
 
 // tombstone is the record of a destroyed key.
