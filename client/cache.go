@@ -13,16 +13,46 @@ import (
 // copies the window.
 const windowSize = 4
 
+// stateCacheBytes bounds the memory of a client's state cache besides its
+// count (Config.CacheThreads), by the estimate stateCost: windowed states
+// are small, but their few messages and key-value state have no bound of
+// their own (an image part, a large state value).
+const stateCacheBytes = 32 << 20
+
 // stateCache is a small LRU of windowed thread states, keyed by
-// tenant/thread, at most max of them (0: off). States in the cache are
-// never mutated: get returns a private copy.
+// tenant/thread, at most max of them (0: off) and stateCacheBytes of
+// them. States in the cache are never mutated: get returns a private copy.
 type stateCache struct {
 	max int
 	c   *lru.Cache[string, *fold.State]
 }
 
 func newStateCache(max int) *stateCache {
-	return &stateCache{max: max, c: lru.New[string, *fold.State](max, 0)}
+	return &stateCache{max: max, c: lru.New[string, *fold.State](max, stateCacheBytes)}
+}
+
+// stateCost estimates the memory of a windowed state in bytes: a fixed
+// part, each message's struct and strings, pending calls, and the
+// key-value state and metadata.
+func stateCost(s *fold.State) int64 {
+	n := 2048 + 64*len(s.Pending)
+	for i := range s.Messages {
+		m := &s.Messages[i]
+		n += 300 + len(m.Content.Text) + len(m.Reasoning) + len(m.Metadata) + len(m.EventID)
+		for _, p := range m.Content.Parts {
+			n += 128 + len(p.Text) + len(p.URL) + len(p.Data)
+		}
+		for _, tc := range m.ToolCalls {
+			n += 64 + len(tc.ID) + len(tc.Name) + len(tc.Arguments)
+		}
+	}
+	for k, v := range s.KV {
+		n += 64 + len(k) + len(v)
+	}
+	for k, v := range s.Metadata {
+		n += 64 + len(k) + len(v)
+	}
+	return int64(n)
 }
 
 func (c *stateCache) get(key string) *fold.State {
@@ -43,7 +73,7 @@ func (c *stateCache) put(key string, s *fold.State) {
 // store keeps w (owned by the cache from now on) if it is not older than
 // what is cached, evicting the least recently used entries beyond max.
 func (c *stateCache) store(key string, w *fold.State) {
-	c.c.PutIf(key, w, 1, func(old *fold.State) bool { return old.Version <= w.Version })
+	c.c.PutIf(key, w, stateCost(w), func(old *fold.State) bool { return old.Version <= w.Version })
 }
 
 // peek returns the cached state of key itself, not a copy: callers must

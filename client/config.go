@@ -53,8 +53,8 @@ type Config struct {
 	// [AnyVersion]. Default 100.
 	MaxAnyVersionAttempts int
 	// CacheThreads is how many thread states (a few newest messages each)
-	// the client keeps to validate appends without a read. Default 4096;
-	// negative disables the cache.
+	// the client keeps to validate appends without a read, within 32 MiB
+	// of estimated memory. Default 4096; negative disables the cache.
 	CacheThreads int
 	// ChunkCacheBytes bounds the client's cache of decoded snapshot
 	// history chunks, which reads of a whole thread (Get, and an append
@@ -84,8 +84,8 @@ type Config struct {
 	// disk (docs/audit.md). Reads open sealed payloads either way.
 	// Default false.
 	ClearPayloads bool
-	// KeyCacheThreads bounds the cache of thread data keys (about 400
-	// bytes each). Default threadkey.DefaultCacheThreads (65,536);
+	// KeyCacheThreads bounds the cache of thread data keys (about 1 KiB
+	// each, and threadkey.CacheBytes in all). Default threadkey.DefaultCacheThreads (65,536);
 	// negative disables the cache.
 	KeyCacheThreads int
 	// NewThreadID generates ids for threads created without one (AgentKit's
