@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -400,6 +401,23 @@ func (w *Edit) joinDeltas(ctx context.Context, d int) error {
 	w.chunks = w.chunks[:d]
 	w.known, w.deltaRev = nil, 0
 	return nil
+}
+
+// pruneGarbage drops from the garbage every key the edit's chunks name. A
+// cut can name a chunk by a key it also made garbage: a lone delta of
+// TailBytes or more (written by an instance with a larger TailBytes, or a
+// tail of a head written before deltas) joined with no new messages and
+// no open chunk becomes a chunk of the same range, so the same key; its
+// purge after the head would remove what the head names.
+func (w *Edit) pruneGarbage() {
+	if len(w.garbage) == 0 {
+		return
+	}
+	named := make(map[string]bool, len(w.chunks))
+	for _, c := range w.chunks {
+		named[ChunkKey(w.tenant, w.thread, w.gen, c.First, c.Count)] = true
+	}
+	w.garbage = slices.DeleteFunc(w.garbage, func(g string) bool { return named[g] })
 }
 
 // closeStep ends a projection step: the tail, the messages the step added

@@ -134,3 +134,20 @@ func TestCutKeepsOneOpenChunk(t *testing.T) {
 		})
 	}
 }
+
+// A lone delta of TailBytes or more (an instance with a larger TailBytes
+// wrote it) joined with no new message and no open chunk becomes a chunk of
+// the same range, under the same key: that key must not be purged as
+// garbage after the head that names it is written.
+func TestJoinedDeltaUnderItsOwnKeyIsNotGarbage(t *testing.T) {
+	msgs := layoutMsgs(10, 4, 300)
+	delta := ref(msgs, 0, 4, LevelDelta)
+	w, _ := layoutWork(t, layoutConfig{chunkBytes: 64 << 10, tailBytes: 1024}, []ChunkRef{delta}, msgs, nil)
+	require.NoError(t, w.cut(context.Background()))
+	require.Len(t, w.chunks, 1)
+	require.EqualValues(t, 0, w.chunks[0].Level, "the delta became the open chunk")
+	key := ChunkKey("acme", "t1", 3, 0, 4)
+	require.Contains(t, w.garbage, key, "the cut lists the joined delta")
+	w.pruneGarbage()
+	require.NotContains(t, w.garbage, key, "a key the head names is never purged")
+}

@@ -269,6 +269,7 @@ type Commit struct {
 // written chunks are adopted or purged by a later step.
 func (w *Writer) Commit(ctx context.Context, cur *Head, e *Edit) (Commit, error) {
 	e.closeStep()
+	e.pruneGarbage()
 	if cur.read {
 		w.sweep(ctx, e)
 	}
