@@ -339,32 +339,49 @@ func (w *Writer) Tidy(ctx context.Context, cur *Head) *Head {
 // writeChunks creates the edit's new chunks and returns the KV revision of
 // each (0 for one that existed already). A chunk that exists already was
 // written by another instance (or a crashed step) with the same bytes: its
-// key names its content.
+// key names its content. The deltas are written after the other chunks,
+// so that a reader's batched get of the deltas from the first one's
+// revision does not also return a chunk written in the same step.
 func (w *Writer) writeChunks(ctx context.Context, e *Edit) ([]uint64, error) {
 	revs := make([]uint64, len(e.created))
-	return revs, forEach(ctx, len(e.created), 4, func(ctx context.Context, i int) error {
-		c := e.created[i]
-		key := ChunkKey(e.tenant, e.thread, e.gen, c.ref.First, c.ref.Count)
-		data, err := w.seal.seal(ctx, e.tenant, e.thread, key, c.data)
+	var chunks, deltas []int
+	for i, c := range e.created {
+		if c.ref.Level == LevelDelta {
+			deltas = append(deltas, i)
+		} else {
+			chunks = append(chunks, i)
+		}
+	}
+	for _, idx := range [][]int{chunks, deltas} {
+		err := forEach(ctx, len(idx), 4, func(ctx context.Context, k int) error {
+			i := idx[k]
+			c := e.created[i]
+			key := ChunkKey(e.tenant, e.thread, e.gen, c.ref.First, c.ref.Count)
+			data, err := w.seal.seal(ctx, e.tenant, e.thread, key, c.data)
+			if err != nil {
+				return fmt.Errorf("snapstore: seal chunk %s: %w", key, err)
+			}
+			rev, err := w.snaps.Create(ctx, key, data)
+			switch {
+			case errors.Is(err, jetstream.ErrKeyExists):
+			case err != nil:
+				return fmt.Errorf("snapstore: write chunk %s: %w", key, err)
+			case c.ref.Level == LevelDelta:
+				revs[i] = rev
+				w.written.deltaBytes.Add(uint64(len(data)))
+				w.written.deltas.Add(1)
+			default:
+				revs[i] = rev
+				w.written.chunkBytes.Add(uint64(len(data)))
+				w.written.chunks.Add(1)
+			}
+			return nil
+		})
 		if err != nil {
-			return fmt.Errorf("snapstore: seal chunk %s: %w", key, err)
+			return revs, err
 		}
-		rev, err := w.snaps.Create(ctx, key, data)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyExists):
-		case err != nil:
-			return fmt.Errorf("snapstore: write chunk %s: %w", key, err)
-		case c.ref.Level == LevelDelta:
-			revs[i] = rev
-			w.written.deltaBytes.Add(uint64(len(data)))
-			w.written.deltas.Add(1)
-		default:
-			revs[i] = rev
-			w.written.chunkBytes.Add(uint64(len(data)))
-			w.written.chunks.Add(1)
-		}
-		return nil
-	})
+	}
+	return revs, nil
 }
 
 // sweep lists as garbage every chunk of the edit's thread in the bucket
