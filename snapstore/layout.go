@@ -120,7 +120,7 @@ func encodeHead(h *head, tail []byte) ([]byte, error) {
 	w.Tail = append(events.AppendArrayHeader(make([]byte, 0, len(tail)+5), len(h.State.Messages)), tail...)
 	// msgpack.Marshal with a buffer sized for the tail up front: growing
 	// from empty copied the tail several times.
-	buf := bytes.NewBuffer(make([]byte, 0, len(w.Tail)+headSlack))
+	buf := bytes.NewBuffer(make([]byte, 0, len(w.Tail)+headSlack+24*len(h.Chunks)))
 	enc := msgpack.GetEncoder()
 	defer msgpack.PutEncoder(enc)
 	enc.Reset(buf)
@@ -134,8 +134,9 @@ func encodeHead(h *head, tail []byte) ([]byte, error) {
 }
 
 // headSlack is the room encodeHead leaves for the head's fields besides the
-// tail (state, chunk list); a bigger head grows the buffer.
-const headSlack = 4 << 10
+// tail and the chunk list (about 24 bytes a reference, compact); a bigger
+// head grows the buffer. A head without messages is a few hundred bytes.
+const headSlack = 1 << 10
 
 // decodeHead decodes a head; when sizes is not nil, it receives the encoded
 // size of each tail message, and h.Tail keeps the tail's encoded messages
