@@ -4,6 +4,10 @@
 #
 #   bench/run.sh            full run (about 10 minutes on 2 cores)
 #   bench/run.sh -quick     development run (under 2 minutes), report on stdout
+#   bench/run.sh -merge FILE  full run, with the sections FILE (a -json of an
+#                           earlier run) has and this run does not: the long
+#                           scale and soak sections, run on their own with
+#                           go run -C bench . -sections scale,soak -json FILE
 #
 # Other flags are passed to the bench (see `go run -C bench . -h`; bench/ is
 # a Go module of its own).
