@@ -274,7 +274,7 @@ func (e *env) publishAsync(t testing.TB, evs []events.Event) []uint64 {
 func (e *env) chunkKeys(t testing.TB, bucket, tenant, thread string) []string {
 	t.Helper()
 	pfx := "$KV." + bucket + "."
-	it, err := jetstreamext.GetLastMsgsFor(context.Background(), e.js, "KV_"+bucket, []string{pfx + tenant + "." + thread + ".c.>"})
+	it, err := jetstreamext.GetLastMsgsFor(context.Background(), e.js, "KV_"+bucket, []string{pfx + tenant + "." + thread + ".>"})
 	require.NoError(t, err)
 	var keys []string
 	for m, err := range it {

@@ -39,8 +39,8 @@ func TestRunnerProjectsASimpleThread(t *testing.T) {
 func (e *env) waitChunks(t testing.TB, tenant, thread string, snap *snapstore.Snapshot) {
 	t.Helper()
 	want := map[string]bool{}
-	for _, c := range snap.Chunks {
-		want[snapstore.ChunkKey(tenant, thread, snap.Gen, c.First, c.Count)] = true
+	for _, k := range snapstore.RefKeys(tenant, thread, snap.Gen, snap.Chunks) {
+		want[k] = true
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -195,8 +195,8 @@ func (tr *traffic) verify(t *testing.T, e *env, snaps *snapstore.Store, kv, inde
 		requireSameState(t, want, snap.State, "thread %s", th.thread)
 
 		named := map[string]bool{}
-		for _, c := range snap.Chunks {
-			named[snapstore.ChunkKey(th.tenant, th.thread, snap.Gen, c.First, c.Count)] = true
+		for _, k := range snapstore.RefKeys(th.tenant, th.thread, snap.Gen, snap.Chunks) {
+			named[k] = true
 		}
 		// Garbage is purged right after the head is written: give it a moment.
 		for settle := time.Now().Add(2 * time.Second); ; {

@@ -13,8 +13,9 @@
 // a thread may hold 100,000 messages (100 MB), so a snapshot is a small
 // head plus immutable chunks:
 //
-//	<tenant>.<thread>                          head: msgpack map
-//	<tenant>.<thread>.c.<gen>.<first>.<count>  chunk: msgpack array of messages
+//	<tenant>.<thread>                                head: msgpack map
+//	<tenant>.<thread>.c.<gen>.<first>.<count>        chunk: msgpack array of messages
+//	<tenant>.<thread>.d.<gen>.<run>.<first>.<count>  delta: the same, run = its run's first index
 //
 // The head holds the thread's State without messages (Base counts them
 // all; heads written before deltas carried the newest ones, the tail, in
@@ -47,7 +48,9 @@
 //
 //  1. After every event, when the deltas plus the tail (the messages the
 //     step added so far and no cut moved) reach TailBytes, the deltas are
-//     decoded back in front of the tail (becoming garbage) and the tail
+//     decoded back in front of the tail (their run becomes garbage: one
+//     key pattern, "<tenant>.<thread>.d.<gen>.<run>.>", so one purge, not
+//     one per delta) and the tail
 //     moves into the open chunk: the last level-0 chunk. While the open
 //     chunk plus the tail stay within ChunkBytes (768 KiB by default), a
 //     new open chunk holding both is written under its new key (the old
@@ -61,11 +64,13 @@
 //     about N/ChunkBytes chunks, at most one of them open, and under
 //     TailBytes of deltas.
 //  2. At the end of a step, the tail left becomes one delta (level 2), and
-//     the head carries no messages.
+//     the head carries no messages. The deltas since the last cut form a
+//     run, keyed by the history index of its first message: a run starts
+//     where the last cut ended, so no later delta reuses a run's keys.
 //  3. A history replacement (reset, restore, compaction) starts a new
 //     generation: new chunk keys; the old generation's chunks become
-//     garbage (one key pattern). Erasure makes every chunk of the thread
-//     garbage.
+//     garbage (one key pattern for its chunks, one for its deltas).
+//     Erasure makes every chunk and delta of the thread garbage.
 //
 // Every message is written once as a delta and about
 // ChunkBytes/(2*TailBytes) times into the open chunk over a thread's life

@@ -58,12 +58,29 @@ func HeadKey(tenant, thread string) string { return tenant + "." + thread }
 // a fixed history generation, so its value never changes: whoever writes it
 // writes the same bytes.
 func ChunkKey(tenant, thread string, gen uint64, first, count int) string {
-	b := make([]byte, 0, len(tenant)+len(thread)+32)
+	return rangeKey(tenant, thread, ".c.", gen, -1, first, count)
+}
+
+// DeltaKey is the key of a delta in the snapshot bucket:
+// "<tenant>.<thread>.d.<gen>.<run>.<first>.<count>", where run is the
+// history index of the first delta of its run (the deltas since the last
+// cut): a cut purges a whole run with one subject pattern, and a reader
+// gets one with one batched get. Like a chunk's, its value never changes.
+func DeltaKey(tenant, thread string, gen uint64, run, first, count int) string {
+	return rangeKey(tenant, thread, ".d.", gen, run, first, count)
+}
+
+func rangeKey(tenant, thread, kind string, gen uint64, run, first, count int) string {
+	b := make([]byte, 0, len(tenant)+len(thread)+40)
 	b = append(b, tenant...)
 	b = append(b, '.')
 	b = append(b, thread...)
-	b = append(b, ".c."...)
+	b = append(b, kind...)
 	b = strconv.AppendUint(b, gen, 10)
+	if run >= 0 {
+		b = append(b, '.')
+		b = strconv.AppendInt(b, int64(run), 10)
+	}
 	b = append(b, '.')
 	b = strconv.AppendInt(b, int64(first), 10)
 	b = append(b, '.')
@@ -71,17 +88,52 @@ func ChunkKey(tenant, thread string, gen uint64, first, count int) string {
 	return string(b)
 }
 
+// RefKeys returns the key of each of refs, a head's chunk list in order:
+// [ChunkKey] for a chunk, [DeltaKey] (of the trailing run) for a delta.
+func RefKeys(tenant, thread string, gen uint64, refs []ChunkRef) []string {
+	run := deltaRun(refs)
+	keys := make([]string, len(refs))
+	for i, c := range refs {
+		keys[i] = refKey(tenant, thread, gen, run, c)
+	}
+	return keys
+}
+
+// deltaRun is the history index of the first delta of refs' trailing run
+// of deltas (-1 when refs end with no delta).
+func deltaRun(refs []ChunkRef) int {
+	run := -1
+	for i := len(refs) - 1; i >= 0 && refs[i].Level == LevelDelta; i-- {
+		run = refs[i].First
+	}
+	return run
+}
+
+// refKey is the key of c, a delta of the run starting at run or a chunk.
+func refKey(tenant, thread string, gen uint64, run int, c ChunkRef) string {
+	if c.Level == LevelDelta {
+		return DeltaKey(tenant, thread, gen, run, c.First, c.Count)
+	}
+	return ChunkKey(tenant, thread, gen, c.First, c.Count)
+}
+
 // IndexKey is the key of a thread's [Summary] in the index bucket,
 // "<tenant>.<thread>". List a tenant with the filter "<tenant>.*".
 func IndexKey(tenant, thread string) string { return tenant + "." + thread }
 
-// chunksPattern matches every chunk of a thread (all generations), or of
-// one generation when gen >= 0.
-func chunksPattern(tenant, thread string, gen int64) string {
-	if gen < 0 {
-		return tenant + "." + thread + ".c.>"
-	}
-	return tenant + "." + thread + ".c." + strconv.FormatInt(gen, 10) + ".>"
+// rangesPattern matches every chunk and delta of a thread: every key
+// below its head's, "<tenant>.<thread>.>".
+func rangesPattern(tenant, thread string) string { return tenant + "." + thread + ".>" }
+
+// genPatterns match the chunks and the deltas of one generation.
+func genPatterns(tenant, thread string, gen uint64) []string {
+	g := strconv.FormatUint(gen, 10)
+	return []string{tenant + "." + thread + ".c." + g + ".>", tenant + "." + thread + ".d." + g + ".>"}
+}
+
+// runPattern matches the deltas of one run.
+func runPattern(tenant, thread string, gen uint64, run int) string {
+	return tenant + "." + thread + ".d." + strconv.FormatUint(gen, 10) + "." + strconv.Itoa(run) + ".>"
 }
 
 // head is the value at HeadKey: the thread's windowed State (Messages is
@@ -251,14 +303,14 @@ func (w *Edit) Settle(ctx context.Context, before Mark) error {
 	case s.Erased && !before.erased:
 		// Every chunk of every generation goes, including any that a
 		// crashed or outpaced projector left behind.
-		w.garbage = append(w.garbage, chunksPattern(w.tenant, w.thread, -1))
+		w.garbage = append(w.garbage, rangesPattern(w.tenant, w.thread))
 		w.gen++
 		w.chunks, w.created, w.known, w.deltaRev = nil, nil, nil, 0
 		w.resetTail()
 	case s.Generation != before.gen || s.Base != before.base || len(s.Messages) < before.n:
 		// The history was replaced: a new layout generation. The old one's
 		// chunks go, with any a crashed or outpaced step left in it.
-		w.garbage = append(w.garbage, chunksPattern(w.tenant, w.thread, int64(w.gen)))
+		w.garbage = append(w.garbage, genPatterns(w.tenant, w.thread, w.gen)...)
 		w.gen++
 		w.chunks, w.created, w.known, w.deltaRev = nil, nil, nil, 0
 		if s.Base != 0 {
@@ -365,8 +417,9 @@ func (w *Edit) joinDeltas(ctx context.Context, d int) error {
 		enc   []byte
 		sizes []int
 	)
+	start := run[0].First
 	for _, c := range run {
-		key := ChunkKey(w.tenant, w.thread, w.gen, c.First, c.Count)
+		key := DeltaKey(w.tenant, w.thread, w.gen, start, c.First, c.Count)
 		data := w.createdData(c)
 		if data == nil {
 			data = w.known[c.First]
@@ -388,11 +441,12 @@ func (w *Edit) joinDeltas(ctx context.Context, d int) error {
 		ms = append(ms, part...)
 		enc = append(enc, data[hdr:]...)
 		w.dropCreated(c)
-		// Purged once the new head is written; one created in this step
-		// and not written yet is purged too (harmless: a step that stopped
-		// before may have written it).
-		w.garbage = append(w.garbage, key)
 	}
+	// The run is purged once the new head is written, with one pattern
+	// (no later delta has its run start: a run starts where the last cut
+	// ended); one created in this step and not written yet is purged too
+	// (harmless: a step that stopped before may have written it).
+	w.garbage = append(w.garbage, runPattern(w.tenant, w.thread, w.gen, start))
 	n := len(ms)
 	w.s.Messages = append(ms, w.s.Messages...)
 	w.tailEnc = append(enc, w.tailEnc...)
@@ -404,21 +458,23 @@ func (w *Edit) joinDeltas(ctx context.Context, d int) error {
 	return nil
 }
 
-// pruneGarbage drops from the garbage every key the edit's chunks name. A
-// cut can name a chunk by a key it also made garbage: a lone delta of
-// TailBytes or more (written by an instance with a larger TailBytes, or a
-// tail of a head written before deltas) joined with no new messages and
-// no open chunk becomes a chunk of the same range, so the same key; its
-// purge after the head would remove what the head names.
+// pruneGarbage drops from the garbage every key or pattern that names or
+// covers a key the edit's chunks name: whatever a rule lists, a purge
+// after the head must never remove what the head names (what a dropped
+// pattern would also have purged is left to a later sweep).
 func (w *Edit) pruneGarbage() {
 	if len(w.garbage) == 0 {
 		return
 	}
-	named := make(map[string]bool, len(w.chunks))
-	for _, c := range w.chunks {
-		named[ChunkKey(w.tenant, w.thread, w.gen, c.First, c.Count)] = true
-	}
-	w.garbage = slices.DeleteFunc(w.garbage, func(g string) bool { return named[g] })
+	keys := RefKeys(w.tenant, w.thread, w.gen, w.chunks)
+	w.garbage = slices.DeleteFunc(w.garbage, func(g string) bool {
+		for _, k := range keys {
+			if coveredBy(k, []string{g}) {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // closeStep ends a projection step: the tail, the messages the step added
@@ -536,10 +592,11 @@ func (w *Edit) dropCreated(c ChunkRef) {
 // many it added. Errors: as [Edit.Settle].
 func (w *Edit) LoadFrom(ctx context.Context, from int) (int, error) {
 	refs := w.chunks[from:]
+	keys := RefKeys(w.tenant, w.thread, w.gen, w.chunks)[from:]
 	parts := make([][]events.Message, len(refs))
 	err := forEach(ctx, len(refs), fetchConcurrency, func(ctx context.Context, i int) error {
 		c := refs[i]
-		key := ChunkKey(w.tenant, w.thread, w.gen, c.First, c.Count)
+		key := keys[i]
 		data := w.createdData(c)
 		if data == nil && c.Level == LevelDelta {
 			data = w.known[c.First]

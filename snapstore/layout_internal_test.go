@@ -136,18 +136,23 @@ func TestCutKeepsOneOpenChunk(t *testing.T) {
 }
 
 // A lone delta of TailBytes or more (an instance with a larger TailBytes
-// wrote it) joined with no new message and no open chunk becomes a chunk of
-// the same range, under the same key: that key must not be purged as
-// garbage after the head that names it is written.
+// wrote it) joined with no new message and no open chunk becomes a chunk
+// of the same range: under a chunk key, while the run is purged by its
+// pattern, which does not cover it; and a garbage entry that would cover
+// a named key is dropped before the head is written.
 func TestJoinedDeltaUnderItsOwnKeyIsNotGarbage(t *testing.T) {
 	msgs := layoutMsgs(10, 4, 300)
 	delta := ref(msgs, 0, 4, LevelDelta)
-	w, _ := layoutWork(t, layoutConfig{chunkBytes: 64 << 10, tailBytes: 1024}, []ChunkRef{delta}, msgs, nil)
+	w, stored := layoutWork(t, layoutConfig{chunkBytes: 64 << 10, tailBytes: 1024}, nil, msgs, nil)
+	w.chunks = []ChunkRef{delta}
+	stored[DeltaKey("acme", "t1", 3, 0, 0, 4)] = events.AppendMessages(nil, msgs)
 	require.NoError(t, w.cut(context.Background()))
 	require.Len(t, w.chunks, 1)
 	require.EqualValues(t, 0, w.chunks[0].Level, "the delta became the open chunk")
-	key := ChunkKey("acme", "t1", 3, 0, 4)
-	require.Contains(t, w.garbage, key, "the cut lists the joined delta")
+	require.Equal(t, []string{"acme.t1.d.3.0.>"}, w.garbage, "the run is purged by one pattern")
+	require.False(t, coveredBy(ChunkKey("acme", "t1", 3, 0, 4), w.garbage))
+
+	w.garbage = append(w.garbage, "acme.t1.c.3.>", ChunkKey("acme", "t1", 3, 0, 4), "acme.t1.c.2.>")
 	w.pruneGarbage()
-	require.NotContains(t, w.garbage, key, "a key the head names is never purged")
+	require.Equal(t, []string{"acme.t1.d.3.0.>", "acme.t1.c.2.>"}, w.garbage, "a key the head names is never purged")
 }

@@ -167,6 +167,7 @@ func (s *Store) load(ctx context.Context, f *chunkFetcher, tenant, thread string
 		}
 		var deltas []ChunkRef
 		var intos [][]events.Message
+		keys := RefKeys(tenant, thread, hint.gen, hint.chunks)
 		for i, c := range hint.chunks {
 			if cached == nil || cached[i] == nil {
 				var into []events.Message
@@ -177,10 +178,10 @@ func (s *Store) load(ctx context.Context, f *chunkFetcher, tenant, thread string
 					deltas, intos = append(deltas, c), append(intos, into)
 					continue
 				}
-				f.start(ctx, ChunkKey(tenant, thread, hint.gen, c.First, c.Count), c.Count, into)
+				f.start(ctx, keys[i], c.Count, into)
 			}
 		}
-		s.startDeltas(ctx, f, hint.gen, hint.deltaRev, countDeltas(hint.chunks), deltas, intos)
+		s.startDeltas(ctx, f, hint.gen, deltaRun(hint.chunks), hint.deltaRev, countDeltas(hint.chunks), deltas, intos)
 	}
 	h, rev, n, err := s.readHead(ctx, tenant, thread)
 	if err != nil {
@@ -287,7 +288,7 @@ func (f *chunkFetcher) decode(ctx context.Context, r *fetch, key string, value [
 // first on, so it is used only when at least two and at least half of
 // them are to be read (a cold read); otherwise each is got on its own (a
 // warm reader missing the newest few).
-func (s *Store) startDeltas(ctx context.Context, f *chunkFetcher, gen, from uint64, total int, refs []ChunkRef, intos [][]events.Message) {
+func (s *Store) startDeltas(ctx context.Context, f *chunkFetcher, gen uint64, run int, from uint64, total int, refs []ChunkRef, intos [][]events.Message) {
 	type member struct {
 		key string
 		i   int
@@ -296,7 +297,7 @@ func (s *Store) startDeltas(ctx context.Context, f *chunkFetcher, gen, from uint
 	var ms []member
 	f.mu.Lock()
 	for i, c := range refs {
-		key := ChunkKey(f.tenant, f.thread, gen, c.First, c.Count)
+		key := DeltaKey(f.tenant, f.thread, gen, run, c.First, c.Count)
 		if _, ok := f.m[key]; !ok {
 			ms = append(ms, member{key: key, i: i})
 		}
@@ -322,7 +323,7 @@ func (s *Store) startDeltas(ctx context.Context, f *chunkFetcher, gen, from uint
 		var got []*jetstream.RawStreamMsg
 		select {
 		case f.sem <- struct{}{}:
-			got, _ = s.batch(ctx, prefix+chunksPattern(f.tenant, f.thread, int64(gen)), from, total+8)
+			got, _ = s.batch(ctx, prefix+runPattern(f.tenant, f.thread, gen, run), from, total+8)
 			<-f.sem
 		case <-ctx.Done():
 		}
@@ -546,20 +547,21 @@ func (s *Store) fillChunks(ctx context.Context, f *chunkFetcher, tenant, thread 
 		return 0, 0, segs, nil
 	}
 	hkey := HeadKey(tenant, thread)
-	for _, c := range h.Chunks {
+	keys := RefKeys(tenant, thread, h.Gen, h.Chunks)
+	for i, c := range h.Chunks {
 		if c.First < 0 || c.Count < 1 || c.First+c.Count > st.Base {
 			return 0, 0, nil, fmt.Errorf("%w: chunk %s lies outside the head's %d chunked messages", ErrCorrupt,
-				ChunkKey(tenant, thread, h.Gen, c.First, c.Count), st.Base)
+				keys[i], st.Base)
 		}
 	}
 	if view {
 		// Segments stand for the first Base messages: the chunks must
 		// cover them in order, without a gap.
 		next := 0
-		for _, c := range h.Chunks {
+		for i, c := range h.Chunks {
 			if c.First != next {
 				return 0, 0, nil, fmt.Errorf("%w: chunk %s does not follow the one before (which ends at %d)", ErrCorrupt,
-					ChunkKey(tenant, thread, h.Gen, c.First, c.Count), next)
+					keys[i], next)
 			}
 			next += c.Count
 		}
@@ -574,9 +576,9 @@ func (s *Store) fillChunks(ctx context.Context, f *chunkFetcher, tenant, thread 
 		s.cache.lookup(hkey, h.Gen, h.Chunks, hits, true)
 	}
 	need := map[string]bool{}
-	for i, c := range h.Chunks {
+	for i := range h.Chunks {
 		if hits == nil || hits[i] == nil {
-			need[ChunkKey(tenant, thread, h.Gen, c.First, c.Count)] = true
+			need[keys[i]] = true
 		}
 	}
 	// Fetches the head does not need (chunks extended or replaced since the
@@ -629,14 +631,14 @@ func (s *Store) fillChunks(ctx context.Context, f *chunkFetcher, tenant, thread 
 	}
 	// The deltas not on their way yet are read with one batched get; the
 	// rest each with a get of its own (start returns a fetch on its way).
-	s.startDeltas(ctx, f, h.Gen, h.DeltaRev, countDeltas(h.Chunks), deltas, intos)
+	s.startDeltas(ctx, f, h.Gen, deltaRun(h.Chunks), h.DeltaRev, countDeltas(h.Chunks), deltas, intos)
 	for k := range misses {
 		m := &misses[k]
 		var into []events.Message
 		if s.cache == nil {
 			into = all[m.c.First : m.c.First+m.c.Count]
 		}
-		m.r = f.start(ctx, ChunkKey(tenant, thread, h.Gen, m.c.First, m.c.Count), m.c.Count, into)
+		m.r = f.start(ctx, keys[m.i], m.c.Count, into)
 	}
 	for _, m := range misses {
 		select {

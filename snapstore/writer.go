@@ -344,6 +344,7 @@ func (w *Writer) Tidy(ctx context.Context, cur *Head) *Head {
 // revision does not also return a chunk written in the same step.
 func (w *Writer) writeChunks(ctx context.Context, e *Edit) ([]uint64, error) {
 	revs := make([]uint64, len(e.created))
+	run := deltaRun(e.chunks)
 	var chunks, deltas []int
 	for i, c := range e.created {
 		if c.ref.Level == LevelDelta {
@@ -356,7 +357,7 @@ func (w *Writer) writeChunks(ctx context.Context, e *Edit) ([]uint64, error) {
 		err := forEach(ctx, len(idx), 4, func(ctx context.Context, k int) error {
 			i := idx[k]
 			c := e.created[i]
-			key := ChunkKey(e.tenant, e.thread, e.gen, c.ref.First, c.ref.Count)
+			key := refKey(e.tenant, e.thread, e.gen, run, c.ref)
 			data, err := w.seal.seal(ctx, e.tenant, e.thread, key, c.data)
 			if err != nil {
 				return fmt.Errorf("snapstore: seal chunk %s: %w", key, err)
@@ -397,14 +398,14 @@ func (w *Writer) writeChunks(ctx context.Context, e *Edit) ([]uint64, error) {
 // space, not correctness, and the next sweep finds it.
 func (w *Writer) sweep(ctx context.Context, e *Edit) {
 	prefix := "$KV." + w.cfg.SnapshotBucket + "."
-	info, err := w.kvStream.Info(ctx, jetstream.WithSubjectFilter(prefix+chunksPattern(e.tenant, e.thread, -1)))
+	info, err := w.kvStream.Info(ctx, jetstream.WithSubjectFilter(prefix+rangesPattern(e.tenant, e.thread)))
 	if err != nil {
 		w.log.Warn("snapstore: listing the chunks of a thread failed; chunks a crashed step left stay until a later sweep", "tenant", e.tenant, "thread", e.thread, "err", err)
 		return
 	}
 	named := make(map[string]bool, len(e.chunks))
-	for _, c := range e.chunks {
-		named[ChunkKey(e.tenant, e.thread, e.gen, c.First, c.Count)] = true
+	for _, k := range RefKeys(e.tenant, e.thread, e.gen, e.chunks) {
+		named[k] = true
 	}
 	for subj := range info.State.Subjects {
 		key := strings.TrimPrefix(subj, prefix)
