@@ -47,10 +47,14 @@
 // events and of where the steps ended:
 //
 //  1. After every event, when the deltas plus the tail (the messages the
-//     step added so far and no cut moved) reach TailBytes, the deltas are
-//     decoded back in front of the tail (their run becomes garbage: one
-//     key pattern, "<tenant>.<thread>.d.<gen>.<run>.>", so one purge, not
-//     one per delta) and the tail
+//     step added so far and no cut moved) reach the thread's cut point,
+//     between half of TailBytes and TailBytes and fixed per thread by a
+//     hash of its ids (threads that grow in step, as under round-robin
+//     traffic, would otherwise all cut, and purge their deltas, at the
+//     same moment: p99 lag 0.8-1 s at 5,000 events/s over 1,000 threads
+//     against 14-17 ms spread), the deltas are decoded back in front of
+//     the tail (each becomes garbage, removed by a purge marker that
+//     expires: a publish, not a stream purge request) and the tail
 //     moves into the open chunk: the last level-0 chunk. While the open
 //     chunk plus the tail stay within ChunkBytes (768 KiB by default), a
 //     new open chunk holding both is written under its new key (the old

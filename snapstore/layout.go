@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strconv"
 
@@ -357,7 +358,7 @@ func (w *Edit) cut(ctx context.Context) error {
 		d--
 		deltaB += w.chunks[d].Bytes - events.ArrayHeaderSize(w.chunks[d].Count)
 	}
-	if deltaB+w.tailBytes < w.cfg.tailBytes || len(w.s.Messages) == 0 && d == len(w.chunks) {
+	if deltaB+w.tailBytes < w.cutAt() || len(w.s.Messages) == 0 && d == len(w.chunks) {
 		return nil
 	}
 	if d < len(w.chunks) {
@@ -407,6 +408,19 @@ func (w *Edit) cut(ctx context.Context) error {
 	return nil
 }
 
+// cutAt is the bytes of deltas and tail at which this thread's cut
+// happens: between half of tailBytes and tailBytes, fixed per thread by a
+// hash of its ids, so that threads that grow in step (the same traffic
+// round robin) do not all cut, and purge their deltas, at the same moment.
+func (w *Edit) cutAt() int {
+	h := fnv.New32a()
+	h.Write([]byte(w.tenant))
+	h.Write([]byte{0})
+	h.Write([]byte(w.thread))
+	half := w.cfg.tailBytes / 2
+	return half + int(h.Sum32()%uint32(half+1))
+}
+
 // joinDeltas moves the deltas chunks[d:] back in front of the tail (their
 // messages decoded, their encodings and sizes taken as they are), so that
 // the cut treats them with the tail as one: they become garbage.
@@ -441,12 +455,12 @@ func (w *Edit) joinDeltas(ctx context.Context, d int) error {
 		ms = append(ms, part...)
 		enc = append(enc, data[hdr:]...)
 		w.dropCreated(c)
+		// Purged once the new head is written (by a purge marker each:
+		// Writer.purge); one created in this step and not written yet is
+		// purged too (harmless: a step that stopped before may have
+		// written it).
+		w.garbage = append(w.garbage, key)
 	}
-	// The run is purged once the new head is written, with one pattern
-	// (no later delta has its run start: a run starts where the last cut
-	// ended); one created in this step and not written yet is purged too
-	// (harmless: a step that stopped before may have written it).
-	w.garbage = append(w.garbage, runPattern(w.tenant, w.thread, w.gen, start))
 	n := len(ms)
 	w.s.Messages = append(ms, w.s.Messages...)
 	w.tailEnc = append(enc, w.tailEnc...)

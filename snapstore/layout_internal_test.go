@@ -137,8 +137,8 @@ func TestCutKeepsOneOpenChunk(t *testing.T) {
 
 // A lone delta of TailBytes or more (an instance with a larger TailBytes
 // wrote it) joined with no new message and no open chunk becomes a chunk
-// of the same range: under a chunk key, while the run is purged by its
-// pattern, which does not cover it; and a garbage entry that would cover
+// of the same range: under a chunk key, while the delta's own key is
+// garbage; and a garbage entry that would cover
 // a named key is dropped before the head is written.
 func TestJoinedDeltaUnderItsOwnKeyIsNotGarbage(t *testing.T) {
 	msgs := layoutMsgs(10, 4, 300)
@@ -149,10 +149,26 @@ func TestJoinedDeltaUnderItsOwnKeyIsNotGarbage(t *testing.T) {
 	require.NoError(t, w.cut(context.Background()))
 	require.Len(t, w.chunks, 1)
 	require.EqualValues(t, 0, w.chunks[0].Level, "the delta became the open chunk")
-	require.Equal(t, []string{"acme.t1.d.3.0.>"}, w.garbage, "the run is purged by one pattern")
+	require.Equal(t, []string{DeltaKey("acme", "t1", 3, 0, 0, 4)}, w.garbage, "the joined delta is garbage")
 	require.False(t, coveredBy(ChunkKey("acme", "t1", 3, 0, 4), w.garbage))
 
 	w.garbage = append(w.garbage, "acme.t1.c.3.>", ChunkKey("acme", "t1", 3, 0, 4), "acme.t1.c.2.>")
 	w.pruneGarbage()
-	require.Equal(t, []string{"acme.t1.d.3.0.>", "acme.t1.c.2.>"}, w.garbage, "a key the head names is never purged")
+	require.Equal(t, []string{DeltaKey("acme", "t1", 3, 0, 0, 4), "acme.t1.c.2.>"}, w.garbage, "a key the head names is never purged")
+}
+
+// A thread's cut point lies between half of tailBytes and tailBytes, is
+// the same for every edit of the thread, and differs between threads, so
+// that threads growing in step do not cut at once.
+func TestCutPointIsFixedPerThreadAndSpread(t *testing.T) {
+	seen := map[int]bool{}
+	for i := range 100 {
+		w := &Edit{cfg: layoutConfig{tailBytes: 32 << 10}, tenant: "acme", thread: fmt.Sprint("t", i)}
+		at := w.cutAt()
+		require.GreaterOrEqual(t, at, 16<<10)
+		require.LessOrEqual(t, at, 32<<10)
+		require.Equal(t, at, (&Edit{cfg: w.cfg, tenant: "acme", thread: w.thread}).cutAt(), "fixed per thread")
+		seen[at/1024] = true
+	}
+	require.Greater(t, len(seen), 10, "spread over the range")
 }

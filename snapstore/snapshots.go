@@ -329,6 +329,9 @@ func (s *Store) startDeltas(ctx context.Context, f *chunkFetcher, gen uint64, ru
 		}
 		byKey := make(map[string][]byte, len(got))
 		for _, m := range got {
+			if m.Header.Get(kvOperationHeader) != "" {
+				continue // a purge marker: the delta is gone (the get below says so)
+			}
 			byKey[strings.TrimPrefix(m.Subject, prefix)] = m.Data
 		}
 		for _, m := range ms {
@@ -670,6 +673,9 @@ func (s *Store) fillChunks(ctx context.Context, f *chunkFetcher, tenant, thread 
 	}
 	return read, cached, segs, nil
 }
+
+// kvOperationHeader marks KV delete and purge markers (nats.go's KV).
+const kvOperationHeader = "KV-Operation"
 
 // countDeltas is the number of deltas in refs.
 func countDeltas(refs []ChunkRef) int {

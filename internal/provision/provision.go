@@ -270,7 +270,8 @@ func ensurePartition(ctx context.Context, js jetstream.JetStream, c Config) (Res
 	if err != nil {
 		return r, fmt.Errorf("provision: stream %s: %w", c.Stream, err)
 	}
-	if r.Snapshots, err = ensureKV(ctx, js, c, c.SnapshotBucket, "convlog thread snapshots (heads and immutable chunks)"); err != nil {
+	if r.Snapshots, err = ensureKVWith(ctx, js, c, jetstream.KeyValueConfig{Bucket: c.SnapshotBucket,
+		Description: "convlog thread snapshots (heads and immutable chunks)", LimitMarkerTTL: SnapshotMarkerTTL}); err != nil {
 		return r, err
 	}
 	if r.Index, err = ensureKV(ctx, js, c, c.IndexBucket, "convlog thread summaries for listing"); err != nil {
@@ -288,13 +289,26 @@ func ensurePartition(ctx context.Context, js jetstream.JetStream, c Config) (Res
 // ensureKV creates or updates the KV bucket name (history 1, file
 // storage, c's replicas); the error names the bucket.
 func ensureKV(ctx context.Context, js jetstream.JetStream, c Config, name, desc string) (jetstream.KeyValue, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, Description: desc, History: 1,
-		Storage: jetstream.FileStorage, Replicas: c.Replicas})
+	return ensureKVWith(ctx, js, c, jetstream.KeyValueConfig{Bucket: name, Description: desc})
+}
+
+// ensureKVWith is ensureKV of kc, with history 1, file storage and c's
+// replicas.
+func ensureKVWith(ctx context.Context, js jetstream.JetStream, c Config, kc jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kc.History, kc.Storage, kc.Replicas = 1, jetstream.FileStorage, c.Replicas
+	kv, err := js.CreateOrUpdateKeyValue(ctx, kc)
 	if err != nil {
-		return nil, fmt.Errorf("provision: KV bucket %s: %w", name, err)
+		return nil, fmt.Errorf("provision: KV bucket %s: %w", kc.Bucket, err)
 	}
 	return kv, nil
 }
+
+// SnapshotMarkerTTL is the snapshot bucket's LimitMarkerTTL: it lets the
+// bucket's messages carry a TTL (nats-server 2.11+, AllowMsgTTL), which
+// the projector's purge markers of old deltas use (snapstore.Writer), and
+// is how long the server keeps a marker when it would remove a key for a
+// limit (the bucket has none that removes keys).
+const SnapshotMarkerTTL = 5 * time.Second
 
 // KeyStreamConfig is the stream of the thread key bucket: the stream
 // nats.go creates for a KV bucket of history 3 (subjects "$KV.<bucket>.>",
