@@ -63,8 +63,8 @@ type Writer struct {
 	// markers is set when the snapshot bucket lets messages carry a TTL
 	// (AllowMsgTTL): deltas are then removed by purge markers (purge).
 	markers bool
-	seal     sealing
-	written  writtenCounters
+	seal    sealing
+	written writtenCounters
 }
 
 // NewWriter binds the snapshot and index buckets named in cfg through js.
