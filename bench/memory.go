@@ -58,37 +58,13 @@ type MemResults struct {
 // p.WorkerTurns threads, and reads each process's memory along the way.
 func RunMemory(ctx context.Context, root string, p MemParams, log func(string, ...any)) (*MemResults, error) {
 	res := &MemResults{MemParams: p}
-	srv, err := startChild(roleServer, "", filepath.Join(root, "mem-nats"))
+	d, err := startChildren(ctx, filepath.Join(root, "mem-nats"), "convlog-bench-loader")
 	if err != nil {
 		return nil, err
 	}
-	defer srv.stop()
-	if res.ServerIdle, err = srv.mem(); err != nil {
-		return nil, err
-	}
-	nc, err := nats.Connect(srv.URL, nats.Name("convlog-bench-loader"))
-	if err != nil {
-		return nil, err
-	}
-	defer nc.Close()
-	if _, err := client.New(ctx, nc, client.Config{Provision: true}); err != nil {
-		return nil, err
-	}
-	proj, err := startChild(roleProjector, srv.URL, "")
-	if err != nil {
-		return nil, err
-	}
-	defer proj.stop()
-	if res.ProjectorIdle, err = proj.mem(); err != nil {
-		return nil, err
-	}
-
-	var errs atomic.Int64
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096),
-		jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { errs.Add(1) }))
-	if err != nil {
-		return nil, err
-	}
+	defer d.close()
+	srv, proj, js, errs := d.srv, d.proj, d.js, &d.errs
+	res.ServerIdle, res.ProjectorIdle = d.serverIdle, d.projectorIdle
 	ids := make([]string, p.Threads)
 	log("memory: loading %d threads of %d messages", p.Threads, p.Messages)
 	start := time.Now()
@@ -239,4 +215,63 @@ func startReader(root, url string, ids []string) (*child, error) {
 		return nil, err
 	}
 	return startChild(roleReader, url, "", childIDsEnv+"="+f)
+}
+
+// children are a server and a projector child (child.go) and the bench's
+// connection to the server: a provisioned deployment whose processes'
+// memory can be read.
+type children struct {
+	srv, proj *child
+	nc        *nats.Conn
+	// js publishes async; errs counts the publishes that failed.
+	js   jetstream.JetStream
+	errs atomic.Int64
+	// serverIdle is the server's memory before anything connected,
+	// projectorIdle the projector's once it consumes.
+	serverIdle, projectorIdle ChildMem
+}
+
+// startChildren starts a server child storing in dir, connects to it as
+// name, provisions it and starts a projector child.
+func startChildren(ctx context.Context, dir, name string) (_ *children, err error) {
+	d := &children{}
+	defer func() {
+		if err != nil {
+			d.close()
+		}
+	}()
+	if d.srv, err = startChild(roleServer, "", dir); err != nil {
+		return nil, err
+	}
+	if d.serverIdle, err = d.srv.mem(); err != nil {
+		return nil, err
+	}
+	if d.nc, err = nats.Connect(d.srv.URL, nats.Name(name)); err != nil {
+		return nil, err
+	}
+	if _, err = client.New(ctx, d.nc, client.Config{Provision: true}); err != nil {
+		return nil, err
+	}
+	if d.proj, err = startChild(roleProjector, d.srv.URL, ""); err != nil {
+		return nil, err
+	}
+	if d.projectorIdle, err = d.proj.mem(); err != nil {
+		return nil, err
+	}
+	d.js, err = jetstream.New(d.nc, jetstream.WithPublishAsyncMaxPending(4096),
+		jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { d.errs.Add(1) }))
+	return d, err
+}
+
+// close stops what startChildren started.
+func (d *children) close() {
+	if d.proj != nil {
+		d.proj.stop()
+	}
+	if d.nc != nil {
+		d.nc.Close()
+	}
+	if d.srv != nil {
+		d.srv.stop()
+	}
 }

@@ -7,10 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/projector"
@@ -56,30 +52,12 @@ type SoakResults struct {
 // every p.Every.
 func RunSoak(ctx context.Context, root string, p SoakParams, log func(string, ...any)) (*SoakResults, error) {
 	res := &SoakResults{SoakParams: p}
-	srv, err := startChild(roleServer, "", filepath.Join(root, "soak-nats"))
+	d, err := startChildren(ctx, filepath.Join(root, "soak-nats"), "convlog-bench-soak")
 	if err != nil {
 		return nil, err
 	}
-	defer srv.stop()
-	nc, err := nats.Connect(srv.URL, nats.Name("convlog-bench-soak"))
-	if err != nil {
-		return nil, err
-	}
-	defer nc.Close()
-	if _, err := client.New(ctx, nc, client.Config{Provision: true}); err != nil {
-		return nil, err
-	}
-	proj, err := startChild(roleProjector, srv.URL, "")
-	if err != nil {
-		return nil, err
-	}
-	defer proj.stop()
-	var errs atomic.Int64
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096),
-		jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { errs.Add(1) }))
-	if err != nil {
-		return nil, err
-	}
+	defer d.close()
+	srv, proj, js, errs := d.srv, d.proj, d.js, &d.errs
 	ids := make([]string, p.Threads)
 	for i := range ids {
 		ids[i] = events.NewID()
