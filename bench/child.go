@@ -132,10 +132,17 @@ func childMain() int {
 		return 1
 	}
 	in := bufio.NewScanner(os.Stdin)
+	samples := 0
 	for in.Scan() {
 		switch in.Text() {
 		case "mem":
 			m := readMem(role)
+			if dir := os.Getenv(profileEnv); dir != "" {
+				if err := writeHeapProfile(filepath.Join(dir, fmt.Sprintf("%s.heap.%d.pprof", role, samples))); err != nil {
+					m.Err = err.Error()
+				}
+				samples++
+			}
 			m.Turns = turns.Load()
 			_ = out.Encode(m)
 		case "turns":
@@ -157,6 +164,19 @@ func childMain() int {
 		}
 	}
 	return 0
+}
+
+// writeHeapProfile writes the heap profile of this process to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // startCPUProfile writes a CPU profile to path until the returned

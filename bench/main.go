@@ -277,10 +277,11 @@ func benchMain() int {
 		sections = flag.String("sections", strings.Join(defaultSections, ","), "sections to run, of "+strings.Join(allSections, ","))
 		merge    = flag.String("merge", "", "a -json file of an earlier run whose sections this run did not measure are added to the report (the scale and soak sections, run on their own)")
 		command  = flag.String("cmd", "", "the command line to print as the way to reproduce (run.sh sets it)")
-		profile  = flag.String("profile", "", "directory to write CPU profiles to (bench.cpu.pprof, and one per memory-section child)")
+		profile  = flag.String("profile", "", "directory to write CPU profiles to (bench.cpu.pprof, and one per memory-section child) and each child's heap profile at every memory sample (<role>.heap.<n>.pprof)")
 		jsonOut  = flag.String("json", "", "also write the raw results as JSON to this file")
 		from     = flag.String("from", "", "render the report and chart from a -json file instead of measuring")
 		notes    = flag.String("notes", "bench/NOTES.md", "hand-written analysis appended to the report when the file exists")
+		soakFor  = flag.Duration("soak-for", 0, "how long the soak section publishes (0: 30m, 1m with -quick)")
 		natsBin  = flag.String("nats-server", "", "nats-server binary for the cluster section (3 processes, replicas 3); empty: the section is skipped (run.sh builds one)")
 	)
 	flag.Parse()
@@ -297,6 +298,9 @@ func benchMain() int {
 		if !set["png"] {
 			*png = ""
 		}
+	}
+	if *soakFor > 0 {
+		p.Soak.For = *soakFor
 	}
 	var secs []string
 	for s := range strings.SplitSeq(*sections, ",") {
