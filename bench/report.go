@@ -564,7 +564,7 @@ func lagSection(m *md, res *Results) {
 	m.p("deltas, chunks and index entries as stored, sealed; from `projector.Projector.KVWritten`) divided by the bytes of")
 	m.p("the events published in it (warm-up included, as stored). Every projection step writes the messages it")
 	m.p("added once, as a delta, a head that carries the state and the chunk list but no messages, and the index")
-	m.p("entry; deltas are joined into the open chunk once they reach 32 KiB (snapstore's package doc). Before")
+	m.p("entry; deltas are joined into the open chunks once they reach 16-32 KiB, and open chunks merge like a binary counter (snapstore's package doc). Before")
 	m.p("deltas (the full run of 2026-11-26, commit eacfe93) the head carried those messages and was rewritten")
 	m.p("with every event: %.1f at 1,000/s and %.1f at 5,000/s.", ampBefore1k, ampBefore5k)
 	m.p("")

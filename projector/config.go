@@ -54,19 +54,20 @@ type Config struct {
 	Durable string
 
 	// ChunkBytes is the most bytes a history chunk holds (a message larger
-	// than that gets a chunk of its own). The open chunk grows by TailBytes
-	// at a time up to this size, and is written again each time, so a
-	// bigger ChunkBytes means fewer values per read (a 600 KB thread is a
-	// head and one chunk at the default) and more bytes written: about
-	// ChunkBytes/(2*TailBytes) times each message's size over the life of
-	// the open chunk (12 at the defaults). Default 768 KiB, lowered to the
+	// than that gets a chunk of its own). Open chunks merge like a binary
+	// counter, a tail's bytes at a time, up to this size (snapstore's
+	// package doc), so a bigger ChunkBytes means fewer values per read (a
+	// 600 KB thread is a head and two or three chunks at the default) and
+	// a few more bytes written: about log2(ChunkBytes/TailBytes) times
+	// each message's size over its life in open chunks (5 at the
+	// defaults). Default 768 KiB, lowered to the
 	// server's max payload minus 64 KiB when that is smaller; at least 1
 	// KiB and at most 960 KiB. Run fails if the server's max payload is
 	// below ChunkBytes plus 64 KiB.
 	ChunkBytes int
 	// TailBytes is how many bytes of newest messages may wait in deltas
 	// (each step's messages, written once; snapstore's package doc) before
-	// they move to the open chunk; the head lists one reference per delta,
+	// they move to the open chunks; the head lists one reference per delta,
 	// so it also bounds the head's size, and a reader's deltas. Default 32
 	// KiB; at least 256 bytes and at most ChunkBytes.
 	TailBytes int
@@ -92,7 +93,7 @@ type Config struct {
 	// CacheThreads is how many recently projected threads an instance keeps
 	// decoded in memory, to skip the head read when nobody else wrote the
 	// head since (compare-and-swap tells). Each costs about TailBytes (the
-	// deltas it wrote, kept to join them into the open chunk unread).
+	// deltas it wrote, kept to join them into the open chunks unread).
 	// Default 4,096; -1 disables the cache.
 	CacheThreads int
 	// CacheBytes bounds the memory of those cached heads (estimated: their

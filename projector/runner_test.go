@@ -91,30 +91,39 @@ func TestLongThreadSpansChunksAndGenerations(t *testing.T) {
 		require.Equal(t, seqs[i+1], m.Seq)
 	}
 	// The layout rules at the defaults (768 KiB chunks, 32 KiB tail): final
-	// (level 1) chunks, full to within a tail because each was closed when
-	// the next tail no longer fitted; then one open (level 0) chunk at
-	// most; then the deltas of the steps since the last cut (level 2),
-	// fewer than a tail's bytes in all.
+	// (level 1) chunks, each more than a third of chunkBytes because each
+	// was closed when it could no longer merge with the chunks after it
+	// (which together were no more than twice its size); then the
+	// open (level 0) chunks of the binary counter, each larger than the
+	// next and small enough to merge again, a few at most; then the deltas
+	// of the steps since the last cut (level 2), fewer than a tail's bytes
+	// in all.
 	const chunkBytes, tailBytes = 768 << 10, 32 << 10
 	require.GreaterOrEqual(t, len(snap.Chunks), 20_000*512/chunkBytes, "about 12 MB of history in chunks of at most 768 KiB")
-	open, deltaBytes := -1, 0
+	open, finals, deltaBytes := 0, 0, 0
 	for i, ch := range snap.Chunks {
 		require.LessOrEqual(t, ch.Bytes, chunkBytes, "chunk %d", i)
 		switch ch.Level {
 		case 1:
-			require.Equal(t, -1, open, "chunk %d of %d: a final chunk after the open one", i, len(snap.Chunks))
+			require.Zero(t, open, "chunk %d of %d: a final chunk after an open one", i, len(snap.Chunks))
 			require.Zero(t, deltaBytes, "chunk %d of %d: a final chunk after a delta", i, len(snap.Chunks))
-			require.Greater(t, ch.Bytes, chunkBytes-2*tailBytes, "chunk %d", i)
+			require.Greater(t, 3*ch.Bytes, chunkBytes, "chunk %d: closed while it could still merge", i)
+			finals++
 		case 0:
-			require.Equal(t, -1, open, "chunk %d of %d: a second open chunk", i, len(snap.Chunks))
-			require.Zero(t, deltaBytes, "chunk %d of %d: the open chunk after a delta", i, len(snap.Chunks))
-			open = i
+			require.Zero(t, deltaBytes, "chunk %d of %d: an open chunk after a delta", i, len(snap.Chunks))
+			require.LessOrEqual(t, 2*ch.Bytes, chunkBytes+8, "chunk %d: open but too large to merge", i)
+			if open > 0 {
+				require.Less(t, ch.Bytes, snap.Chunks[i-1].Bytes, "chunk %d: open chunks shrink along the run", i)
+			}
+			open++
 		case snapstore.LevelDelta:
 			deltaBytes += ch.Bytes
 		default:
 			t.Fatalf("chunk %d: level %d", i, ch.Level)
 		}
 	}
+	require.LessOrEqual(t, open, 7, "open chunks: about log2(chunkBytes/(tailBytes/2)) at most")
+	require.LessOrEqual(t, finals, 20_000*600/(chunkBytes/3), "final chunks hold more than a third of chunkBytes each")
 	require.Less(t, deltaBytes, tailBytes+2*1024, "the deltas hold less than a tail")
 	require.Greater(t, snap.Bytes, 20_000*512)
 	require.EqualValues(t, 0, snap.Gen)

@@ -26,8 +26,8 @@
 // messages starting at history index First, encoded as a plain msgpack
 // array of message maps (field names as in events.Message), so any msgpack
 // library reads it. Chunks come in three levels, in this order in a head:
-// final chunks (level 1), at most one open chunk (level 0), and deltas
-// ([LevelDelta], 2).
+// final chunks (level 1), open chunks (level 0: a few, each larger than the
+// next), and deltas ([LevelDelta], 2).
 //
 // # Why deltas (issue 22, target 1)
 //
@@ -55,18 +55,23 @@
 //     against 14-17 ms spread), the deltas are decoded back in front of
 //     the tail (each becomes garbage, removed by a purge marker that
 //     expires: a publish, not a stream purge request) and the tail
-//     moves into the open chunk: the last level-0 chunk. While the open
-//     chunk plus the tail stay within ChunkBytes (768 KiB by default), a
-//     new open chunk holding both is written under its new key (the old
-//     one's encoded messages followed by the tail's: nothing is decoded)
-//     and the old one becomes garbage. Otherwise the open chunk is closed
-//     (it becomes level 1, keeping its key and value) and the tail opens
-//     the next chunk; a tail that does not fit in ChunkBytes by itself (a
-//     restore) becomes final chunks of at most ChunkBytes instead (a
-//     message larger than that gets a chunk of its own). Sizes are of
-//     whole values, array header included. So a history of N bytes has
-//     about N/ChunkBytes chunks, at most one of them open, and under
-//     TailBytes of deltas.
+//     moves into the open chunks (the trailing level-0 chunks), which
+//     merge like a binary counter: the tail joins the open chunks before
+//     it that are no larger than what it has gathered so far, as long as
+//     the result stays within ChunkBytes (768 KiB by default); the joined
+//     chunk is written under its new key (the old ones' encoded messages
+//     followed by the tail's: nothing is decoded) and the old ones become
+//     garbage. A tail that joins nothing becomes an open chunk of its own.
+//     An open chunk that can never merge again (two of its size would not
+//     fit, or the chunk after it could not join it) is closed: it becomes
+//     level 1, keeping its key and value. A tail that does not fit in
+//     ChunkBytes by itself (a restore) becomes final chunks of at most
+//     ChunkBytes instead (a message larger than that gets a chunk of its
+//     own). Sizes are of whole values, array header included. So a history
+//     of N bytes has N/ChunkBytes to 3N/ChunkBytes final chunks (each more
+//     than a third of ChunkBytes), about log2(ChunkBytes/TailBytes) open
+//     ones at most, each larger than the next, and under TailBytes of
+//     deltas.
 //  2. At the end of a step, the tail left becomes one delta (level 2), and
 //     the head carries no messages. The deltas since the last cut form a
 //     run, keyed by the history index of its first message: a run starts
@@ -77,8 +82,14 @@
 //     Erasure makes every chunk and delta of the thread garbage.
 //
 // Every message is written once as a delta and about
-// ChunkBytes/(2*TailBytes) times into the open chunk over a thread's life
-// (12 at the defaults; none while a thread is under 32 KiB).
+// log2(ChunkBytes/TailBytes) times into open chunks over a thread's life
+// (5 at the defaults; none while a thread is under 32 KiB). Until
+// 2026-11-26 one open chunk took every tail and was written again each
+// time: ChunkBytes/(2*cut point) times per message, 12 to 24 at the
+// defaults (TestChunkBytesWrittenGrowLogarithmically: 50x against 4x),
+// and every cut made a warm reader fetch the whole open chunk again (up
+// to 768 KiB) where it now fetches the tail's chunk and, now and then, a
+// merged one.
 //
 // # Crash safety, and readers never torn
 //
@@ -113,8 +124,9 @@
 // Projecting one more event costs the same whatever the history length: at
 // most one read of the event (batched direct get), one delta of the step's
 // messages, a head of the state and the chunk list (about 20 bytes per
-// chunk or delta), the index entry, and now and then one rewrite of the
-// open chunk (on average ChunkBytes/2, once per TailBytes of messages). A
+// chunk or delta), the index entry, and now and then a merge of open
+// chunks (a tail's size, doubled as often as the merges carry: about
+// log2(ChunkBytes/TailBytes) tails' bytes per tail on average). A
 // writer keeps the deltas it wrote with the head it caches, so joining them
 // reads nothing back. The runner folds with the windowed State (no
 // messages); a compaction that cuts before the window ([fold.ErrNeedHistory])

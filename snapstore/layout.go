@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -36,11 +37,11 @@ type ChunkRef struct {
 	// message.
 	FirstSeq uint64
 	LastSeq  uint64
-	// Level is 0 for the open chunk (the last one, which the next cut
-	// extends under a new key; heads written before the open chunk may end with
-	// several), 1 for a final chunk and 2 ([LevelDelta]) for a delta: the
-	// messages one projection step added, written once and joined into the
-	// open chunk by a later cut.
+	// Level is 0 for an open chunk (the trailing chunks before the deltas,
+	// which later cuts merge under new keys: the package doc's rule 1), 1
+	// for a final chunk and 2 ([LevelDelta]) for a delta: the messages one
+	// projection step added, written once and joined into the open chunks
+	// by a later cut.
 	Level uint8
 }
 
@@ -116,6 +117,27 @@ func refKey(tenant, thread string, gen uint64, run int, c ChunkRef) string {
 		return DeltaKey(tenant, thread, gen, run, c.First, c.Count)
 	}
 	return ChunkKey(tenant, thread, gen, c.First, c.Count)
+}
+
+// keyRange parses key, a chunk or delta key of tenant/thread
+// ([ChunkKey], [DeltaKey]): its generation and the end of its range
+// (first + count). ok is false for any other key.
+func keyRange(tenant, thread, key string) (gen uint64, end int, ok bool) {
+	rest, found := strings.CutPrefix(key, tenant+"."+thread+".")
+	if !found {
+		return 0, 0, false
+	}
+	f := strings.Split(rest, ".")
+	if !(f[0] == "c" && len(f) == 4 || f[0] == "d" && len(f) == 5) {
+		return 0, 0, false
+	}
+	gen, err := strconv.ParseUint(f[1], 10, 64)
+	first, err1 := strconv.Atoi(f[len(f)-2])
+	count, err2 := strconv.Atoi(f[len(f)-1])
+	if err != nil || err1 != nil || err2 != nil {
+		return 0, 0, false
+	}
+	return gen, first + count, true
 }
 
 // IndexKey is the key of a thread's [Summary] in the index bucket,
@@ -236,7 +258,7 @@ func normalizeState(s *fold.State) {
 // layoutConfig is the part of Config the layout rules use.
 type layoutConfig struct {
 	chunkBytes int // the most bytes a chunk's value holds (unless it is one message)
-	tailBytes  int // the tail moves into the open chunk when it reaches this
+	tailBytes  int // the tail moves into the open chunks when it reaches this
 }
 
 // newChunk is a chunk created by a projection and not written yet.
@@ -271,7 +293,7 @@ type Edit struct {
 	known map[int][]byte
 	// deltaRev is the head's DeltaRev while its first delta stays.
 	deltaRev uint64
-	// fetch reads a chunk's bytes (for extending the open chunk and for
+	// fetch reads a chunk's bytes (for merging open chunks and for
 	// compactions).
 	fetch func(ctx context.Context, key string) ([]byte, error)
 }
@@ -343,15 +365,20 @@ func (w *Edit) resetTail() {
 }
 
 // cut moves the tail into chunks once it reaches tailBytes (rule 1 of the
-// package doc). The tail is appended to the open chunk (the trailing run of
-// level-0 chunks; one, except in heads written before the open chunk,
-// which kept several small ones), which is written again under a new key, as long
-// as the result stays within chunkBytes. Otherwise the open chunk is closed
-// (it becomes level 1, under the same key) and the tail starts a new open
-// chunk; a tail that does not fit in chunkBytes by itself (a restore)
-// becomes final chunks of at most chunkBytes each (a message larger than
-// that gets a chunk of its own). Sizes include the chunk's array header, so
-// a chunk's value never exceeds chunkBytes unless it is one message.
+// package doc). The open chunks (the trailing run of level-0 chunks) merge
+// like a binary counter: the tail is joined with the open chunks before it
+// that are not larger than what it has gathered so far (their encoded
+// messages followed by its own, written under a new key; the replaced ones
+// become garbage), as long as the result stays within chunkBytes; else it
+// becomes an open chunk of its own. Open chunks too large to merge with
+// one of their own size again are closed (level 1, same key and value).
+// So a message is written into about log2(chunkBytes/tailBytes) chunks
+// over a thread's life, instead of chunkBytes/(2*tailBytes) when every
+// tail was joined to one open chunk. A tail that does not fit in
+// chunkBytes by itself (a restore) becomes final chunks of at most
+// chunkBytes each (a message larger than that gets a chunk of its own).
+// Sizes include the chunk's array header, so a chunk's value never
+// exceeds chunkBytes unless it is one message.
 func (w *Edit) cut(ctx context.Context) error {
 	d, deltaB := len(w.chunks), 0
 	for d > 0 && w.chunks[d-1].Level == LevelDelta {
@@ -370,18 +397,14 @@ func (w *Edit) cut(ctx context.Context) error {
 	// fits reports whether a chunk of n messages whose encodings take b
 	// bytes stays within chunkBytes, its array header included.
 	fits := func(n, b int) bool { return b+events.ArrayHeaderSize(n) <= w.cfg.chunkBytes }
-	// The open chunk: chunks[k:], holding openN messages in openB bytes
-	// of encodings.
-	k, openN, openB := len(w.chunks), 0, 0
+	body := func(c ChunkRef) int { return c.Bytes - events.ArrayHeaderSize(c.Count) }
+	// The open chunks: chunks[k:].
+	k := len(w.chunks)
 	for k > 0 && w.chunks[k-1].Level == 0 {
 		k--
-		c := w.chunks[k]
-		openN += c.Count
-		openB += c.Bytes - events.ArrayHeaderSize(c.Count)
 	}
-	switch {
-	case !fits(len(ms), w.tailBytes):
-		w.closeRun(k)
+	if !fits(len(ms), w.tailBytes) {
+		w.closeRun(k, len(w.chunks))
 		off := 0
 		for i := 0; i < len(ms); {
 			j, b := i, 0
@@ -392,13 +415,42 @@ func (w *Edit) cut(ctx context.Context) error {
 			w.addChunk(ms[i:j], w.tailEnc[off:off+b], 1)
 			i, off = j, off+b
 		}
-	case k < len(w.chunks) && fits(openN+len(ms), openB+w.tailBytes):
-		if err := w.extend(ctx, k); err != nil {
-			return err
+	} else {
+		// The open chunks chunks[i:] join the tail: n messages, b bytes.
+		i, n, b := len(w.chunks), len(ms), w.tailBytes
+		full := false // the merge stopped at chunkBytes
+		for i > k {
+			c := w.chunks[i-1]
+			if body(c) > b {
+				break
+			}
+			if !fits(n+c.Count, b+body(c)) {
+				full = true
+				break
+			}
+			i--
+			n += c.Count
+			b += body(c)
 		}
-	default:
-		w.closeRun(k)
-		w.addChunk(ms, w.tailEnc, 0)
+		if i < len(w.chunks) {
+			if err := w.extend(ctx, i); err != nil {
+				return err
+			}
+		} else {
+			w.addChunk(ms, w.tailEnc, 0)
+		}
+		// Open chunks that can never merge again are closed: those before
+		// chunks[i] when chunks[i] could not join them (it only grows), then
+		// each from the start too large to merge with one of its size. So
+		// the open chunks left are each larger than the next.
+		j := k
+		if full {
+			j = i
+		}
+		for j < len(w.chunks) && !fits(2*w.chunks[j].Count, 2*body(w.chunks[j])) {
+			j++
+		}
+		w.closeRun(k, j)
 	}
 	w.s.Base += len(ms)
 	w.s.Messages = nil
@@ -519,22 +571,23 @@ func (w *Edit) addChunk(ms []events.Message, enc []byte, level uint8) {
 	w.created = append(w.created, newChunk{ref: ref, data: data})
 }
 
-// closeRun makes the chunks from index k on final (level 1). Their keys and
-// values stay as they are: the level only steers the next cut.
-func (w *Edit) closeRun(k int) {
-	for _, c := range w.chunks[k:] {
+// closeRun makes the chunks from index k to j (excluded) final (level 1).
+// Their keys and values stay as they are: the level only steers the next
+// cut.
+func (w *Edit) closeRun(k, j int) {
+	for _, c := range w.chunks[k:j] {
 		for i := range w.created {
 			if w.created[i].ref.First == c.First && w.created[i].ref.Count == c.Count {
 				w.created[i].ref.Level = 1
 			}
 		}
 	}
-	for i := k; i < len(w.chunks); i++ {
+	for i := k; i < j; i++ {
 		w.chunks[i].Level = 1
 	}
 }
 
-// extend replaces the open chunk (the level-0 chunks from index k on) by a
+// extend replaces the open chunks (the level-0 chunks from index k on) by a
 // new open chunk holding their messages followed by the tail's, built by
 // concatenating encoded messages: nothing is decoded or encoded again.
 func (w *Edit) extend(ctx context.Context, k int) error {

@@ -54,15 +54,16 @@ func ref(msgs []events.Message, first, count int, level uint8) ChunkRef {
 	return ChunkRef{First: first, Count: count, Bytes: len(b), FirstSeq: msgs[first].Seq, LastSeq: msgs[first+count-1].Seq, Level: level}
 }
 
-// The cut rule (package doc, rule 1): the tail joins the open chunk while
-// the result stays within chunkBytes, under a new key, and the old key
-// becomes garbage; otherwise the open chunk is closed as it is and the tail
-// opens the next one; a tail of chunkBytes or more becomes final chunks.
-// A head of the older layout, with several small chunks at the end, has
-// them all joined into the one open chunk.
-func TestCutKeepsOneOpenChunk(t *testing.T) {
-	all := layoutMsgs(100, 40, 200) // about 210 bytes encoded each
-	cfg := layoutConfig{chunkBytes: 4 << 10, tailBytes: 1 << 10}
+// The cut rule (package doc, rule 1): the open chunks merge like a binary
+// counter. The tail joins the open chunks before it that are not larger
+// than what it gathered so far, under a new key, and the replaced keys
+// become garbage; otherwise it becomes an open chunk of its own; an open
+// chunk too large to merge with one of its own size again is closed, as it
+// is; a tail of more than chunkBytes becomes final chunks. An open chunk of
+// the older layout (one growing open chunk) is closed once it is too large.
+func TestCutMergesOpenChunksLikeABinaryCounter(t *testing.T) {
+	all := layoutMsgs(100, 80, 200) // 226 bytes encoded each
+	cfg := layoutConfig{chunkBytes: 8 << 10, tailBytes: 1 << 10}
 	key := func(c ChunkRef) string { return ChunkKey("acme", "t1", 3, c.First, c.Count) }
 	type cutCase struct {
 		name       string
@@ -72,27 +73,34 @@ func TestCutKeepsOneOpenChunk(t *testing.T) {
 		garbage    []ChunkRef
 		chunkBytes int // when not 0, instead of cfg's
 	}
+	// With 226-byte messages and 8 KiB chunks, a chunk of 20 messages
+	// (4,523 bytes) is closed as soon as it is made: two of them would not fit.
 	cases := []cutCase{
 		{"the first tail opens a chunk", nil, 0, 5,
 			[]ChunkRef{ref(all, 0, 5, 0)}, nil, 0},
-		{"a tail joins the open chunk", []ChunkRef{ref(all, 0, 5, 0)}, 5, 5,
+		{"a tail joins an open chunk no larger than itself", []ChunkRef{ref(all, 0, 5, 0)}, 5, 5,
 			[]ChunkRef{ref(all, 0, 10, 0)}, []ChunkRef{ref(all, 0, 5, 0)}, 0},
-		{"a tail that does not fit closes the open chunk", []ChunkRef{ref(all, 0, 15, 0)}, 15, 5,
-			[]ChunkRef{ref(all, 0, 15, 1), ref(all, 15, 5, 0)}, nil, 0},
-		{"final chunks stay as they are", []ChunkRef{ref(all, 0, 15, 1), ref(all, 15, 5, 0)}, 20, 5,
-			[]ChunkRef{ref(all, 0, 15, 1), ref(all, 15, 10, 0)}, []ChunkRef{ref(all, 15, 5, 0)}, 0},
-		{"small chunks of the older layout join the open chunk", []ChunkRef{ref(all, 0, 15, 1), ref(all, 15, 5, 0), ref(all, 20, 5, 0)}, 25, 5,
-			[]ChunkRef{ref(all, 0, 15, 1), ref(all, 15, 15, 0)}, []ChunkRef{ref(all, 15, 5, 0), ref(all, 20, 5, 0)}, 0},
-		{"a tail of chunkBytes becomes final chunks and closes the open one", []ChunkRef{ref(all, 0, 5, 0)}, 5, 35,
-			// 18 messages of the tail make 4,071 bytes, 19 would make 4,300.
-			[]ChunkRef{ref(all, 0, 5, 1), ref(all, 5, 18, 1), ref(all, 23, 17, 1)}, nil, 0},
+		{"a tail does not join a larger open chunk", []ChunkRef{ref(all, 0, 10, 0)}, 10, 5,
+			[]ChunkRef{ref(all, 0, 10, 0), ref(all, 10, 5, 0)}, nil, 0},
+		{"merges carry like a binary counter, and a chunk too large to merge again is closed",
+			[]ChunkRef{ref(all, 0, 10, 0), ref(all, 10, 5, 0)}, 15, 5,
+			[]ChunkRef{ref(all, 0, 20, 1)}, []ChunkRef{ref(all, 0, 10, 0), ref(all, 10, 5, 0)}, 0},
+		{"final chunks stay as they are", []ChunkRef{ref(all, 0, 20, 1), ref(all, 20, 5, 0)}, 25, 5,
+			[]ChunkRef{ref(all, 0, 20, 1), ref(all, 20, 10, 0)}, []ChunkRef{ref(all, 20, 5, 0)}, 0},
+		{"an open chunk of the older layout too large to merge again is closed", []ChunkRef{ref(all, 0, 25, 0)}, 25, 5,
+			[]ChunkRef{ref(all, 0, 25, 1), ref(all, 25, 5, 0)}, nil, 0},
+		{"a tail of more than chunkBytes becomes final chunks and closes the open ones",
+			[]ChunkRef{ref(all, 0, 10, 0), ref(all, 10, 5, 0)}, 15, 45,
+			// 36 messages make 8,139 bytes, 37 would make 8,365.
+			[]ChunkRef{ref(all, 0, 10, 1), ref(all, 10, 5, 1), ref(all, 15, 36, 1), ref(all, 51, 9, 1)}, nil, 0},
 	}
-	// 10 messages in the open chunk and 6 in the tail: the joined chunk's
-	// array header takes 3 bytes instead of 1, which makes it one byte too
-	// big for this chunkBytes; so the open chunk is closed.
-	tight := ref(all, 0, 10, 0).Bytes - 1 + len(events.AppendMessages(nil, all[10:16])) - 1 + 2
-	cases = append(cases, cutCase{"the array header counts", []ChunkRef{ref(all, 0, 10, 0)}, 10, 6,
-		[]ChunkRef{ref(all, 0, 10, 1), ref(all, 10, 6, 0)}, nil, tight})
+	// 8 messages open and 8 in the tail: the joined chunk's array header
+	// takes 3 bytes instead of 1, which makes it one byte too big for this
+	// chunkBytes; so they are not joined, and both are closed (neither can
+	// merge with one of its size).
+	tight := 2*(ref(all, 0, 8, 0).Bytes-1) + 2
+	cases = append(cases, cutCase{"the array header counts", []ChunkRef{ref(all, 0, 8, 0)}, 8, 8,
+		[]ChunkRef{ref(all, 0, 8, 1), ref(all, 8, 8, 1)}, nil, tight})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := cfg
@@ -171,4 +179,38 @@ func TestCutPointIsFixedPerThreadAndSpread(t *testing.T) {
 		seen[at/1024] = true
 	}
 	require.Greater(t, len(seen), 10, "spread over the range")
+}
+
+// Over a long thread's life, each message is written into about
+// log2(chunkBytes/tailBytes) chunks (the open chunks merge like a binary
+// counter), not chunkBytes/(2*cut point) as when one open chunk took every
+// tail (the rule before 2026-11-26 wrote 50 times the history here, this
+// one 4 times).
+func TestChunkBytesWrittenGrowLogarithmically(t *testing.T) {
+	const n = 6000 // 226 bytes each: 1.36 MB, five chunks of 256 KiB
+	all := layoutMsgs(100_000, n, 200)
+	cfg := layoutConfig{chunkBytes: 256 << 10, tailBytes: 4 << 10}
+	w, stored := layoutWork(t, cfg, nil, nil, nil)
+	written := 0
+	for i := range all {
+		before := w.Mark()
+		w.s.Messages = append(w.s.Messages, all[i])
+		require.NoError(t, w.Settle(context.Background(), before))
+		// Each cut is its own step: what it created is written, and
+		// later cuts read it back.
+		for _, c := range w.created {
+			stored[ChunkKey("acme", "t1", 3, c.ref.First, c.ref.Count)] = c.data
+			written += len(c.data)
+		}
+		w.created = nil
+	}
+	history := len(events.AppendMessages(nil, all[:w.s.Base]))
+	ratio := float64(written) / float64(history)
+	t.Logf("%d chunks, %d bytes written for %d bytes of history: %.1fx", len(w.chunks), written, history, ratio)
+	require.Less(t, ratio, 7.0, "chunk bytes written per history byte")
+	for i, c := range w.chunks {
+		ms, err := events.DecodeMessages(stored[ChunkKey("acme", "t1", 3, c.First, c.Count)])
+		require.NoError(t, err)
+		require.Equal(t, all[c.First:c.First+c.Count], ms, "chunk %d", i)
+	}
 }

@@ -31,7 +31,7 @@ type WriterConfig struct {
 	SnapshotBucket, IndexBucket string
 	// ChunkBytes is the most bytes a chunk's value holds unless it is one
 	// message; TailBytes is how many bytes of newest messages wait in
-	// deltas before they move to the open chunk (rule 1 of the package
+	// deltas before they move to the open chunks (rule 1 of the package
 	// doc). The projector's Config documents their defaults and ranges.
 	ChunkBytes, TailBytes int
 	// Logger receives warnings (failed purges, unreadable index entries);
@@ -105,10 +105,12 @@ type Head struct {
 	// them without reading them back. Never modified once shared.
 	deltas map[int][]byte
 	rev    uint64 // KV revision of the head, 0 if there is none yet
-	// read is true for a head read from KV (ReadHead, RebuildHead), not
-	// written by this writer: a step that crashed or lost a race may have
-	// left chunks after it, which the next commit sweeps.
-	read bool
+	// sweep is true when the next commit from this head lists the thread's
+	// chunk keys (Writer.sweep): for a head read from KV (ReadHead,
+	// RebuildHead), not written by this writer, since a step that crashed
+	// or lost a race may have left chunks after it; and for one whose
+	// commit's sweep left keys it could not judge yet.
+	sweep bool
 	// idxVersion is the version the index entry is known to hold (or, for
 	// an erased thread, the version at which it was known to be gone).
 	idxVersion uint64
@@ -158,7 +160,7 @@ func (w *Writer) ReadHead(ctx context.Context, tenant, thread string) (*Head, er
 	}
 	enc := h.Tail
 	h.Tail = nil
-	return &Head{h: h, sizes: sizes, enc: enc, rev: rev, read: true}, nil
+	return &Head{h: h, sizes: sizes, enc: enc, rev: rev, sweep: true}, nil
 }
 
 // RebuildHead is the head to fold a thread's whole log onto when its head
@@ -179,7 +181,7 @@ func (w *Writer) RebuildHead(ctx context.Context, tenant, thread string) (*Head,
 	default:
 		rev = e.Revision()
 	}
-	return &Head{h: &head{Format: headFormat, Gen: rev, State: fold.NewState(tenant, thread)}, rev: rev, read: true}, nil
+	return &Head{h: &head{Format: headFormat, Gen: rev, State: fold.NewState(tenant, thread)}, rev: rev, sweep: true}, nil
 }
 
 // Edit starts an edit of cur: a working copy of its state, folded forward
@@ -276,8 +278,9 @@ type Commit struct {
 func (w *Writer) Commit(ctx context.Context, cur *Head, e *Edit) (Commit, error) {
 	e.closeStep()
 	e.pruneGarbage()
-	if cur.read {
-		w.sweep(ctx, e)
+	sweepLater := false
+	if cur.sweep {
+		sweepLater = w.sweep(ctx, e)
 	}
 	revs, err := w.writeChunks(ctx, e)
 	if err != nil {
@@ -324,7 +327,8 @@ func (w *Writer) Commit(ctx context.Context, cur *Head, e *Edit) (Commit, error)
 	}
 	w.written.headBytes.Add(uint64(len(data)))
 	w.written.heads.Add(1)
-	next := &Head{h: nh, sizes: e.tailSizes, enc: e.tailEnc, deltas: deltas, rev: rev, idxVersion: cur.idxVersion, idxRev: cur.idxRev}
+	next := &Head{h: nh, sizes: e.tailSizes, enc: e.tailEnc, deltas: deltas, rev: rev, sweep: sweepLater,
+		idxVersion: cur.idxVersion, idxRev: cur.idxRev}
 	return Commit{Head: next, HeadBytes: len(data), ChunksWritten: len(e.created)}, nil
 }
 
@@ -401,13 +405,15 @@ func (w *Writer) writeChunks(ctx context.Context, e *Edit) ([]uint64, error) {
 // newer head names (the edit is stale) is listed too, harmlessly: the
 // compare-and-swap then fails and the list is dropped with the head.
 // A failed listing is logged and skipped: what it would have found costs
-// space, not correctness, and the next sweep finds it.
-func (w *Writer) sweep(ctx context.Context, e *Edit) {
+// space, not correctness, and the next sweep finds it. Keys a later head
+// may still name are left (see the loop), and later reports that some
+// were: the next commit sweeps again.
+func (w *Writer) sweep(ctx context.Context, e *Edit) (later bool) {
 	prefix := "$KV." + w.cfg.SnapshotBucket + "."
 	info, err := w.kvStream.Info(ctx, jetstream.WithSubjectFilter(prefix+rangesPattern(e.tenant, e.thread)))
 	if err != nil {
 		w.log.Warn("snapstore: listing the chunks of a thread failed; chunks a crashed step left stay until a later sweep", "tenant", e.tenant, "thread", e.thread, "err", err)
-		return
+		return false
 	}
 	named := make(map[string]bool, len(e.chunks))
 	for _, k := range RefKeys(e.tenant, e.thread, e.gen, e.chunks) {
@@ -418,8 +424,19 @@ func (w *Writer) sweep(ctx context.Context, e *Edit) {
 		if named[key] || coveredBy(key, e.garbage) {
 			continue
 		}
+		// A key that reaches the edit's last message or past it, or is of
+		// a newer generation, may be one a concurrent step wrote before its
+		// head: keys are a function of the events, so a head that follows
+		// this one may name it (written again with Create, which finds it),
+		// and a purge would remove it from under that head. It is judged by
+		// a later commit, once the thread has moved past it.
+		if gen, end, ok := keyRange(e.tenant, e.thread, key); ok && (gen > e.gen || gen == e.gen && end >= e.s.Base) {
+			later = true
+			continue
+		}
 		e.garbage = append(e.garbage, key)
 	}
+	return later
 }
 
 // coveredBy reports whether key is one of the garbage keys or patterns.

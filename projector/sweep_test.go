@@ -1,0 +1,81 @@
+package projector_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/fold"
+	"github.com/convlog/convlog/internal/provision"
+	"github.com/convlog/convlog/snapstore"
+)
+
+// A sweep lists the thread's chunk keys, among them those a concurrent
+// step wrote before its head; a key past the sweeping edit's messages may
+// be named by a later head (keys are a function of the events), so it must
+// not become garbage. The race, replayed step by step: step A writes its
+// chunks (and, here, a head that is then put back as if never written);
+// step B, from a head read from KV, commits fewer messages; step A again,
+// from B's head, names A's chunks; B's purge runs last. Before sweeps
+// skipped keys ahead, B's purge removed a chunk A's head names, and every
+// Load failed with ErrSnapshotChanged (TestTwoInstancesMatchOneInstance,
+// 1 run in 4 under the race detector).
+func TestSweepNeverPurgesAChunkALaterHeadNames(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	w, err := snapstore.NewWriter(ctx, e.js, snapstore.WriterConfig{
+		SnapshotBucket: provision.DefaultConfig().SnapshotBucket, IndexBucket: provision.DefaultConfig().IndexBucket,
+		ChunkBytes: 8 << 10, TailBytes: 1 << 10,
+	})
+	require.NoError(t, err)
+	const tenant, thread = "acme", "sweep"
+	evs := []events.Event{events.New(tenant, thread, "test", events.ThreadCreated{})}
+	for i := range 12 {
+		evs = append(evs, events.New(tenant, thread, "test", events.UserMessage{Content: events.Text(strings.Repeat("x", 300) + string(rune('a'+i)))}))
+	}
+	at := time.Unix(1_800_000_000, 0).UTC()
+	// step folds evs[from:to] (sequence = index + 1) into an edit of a
+	// head read from KV and commits it.
+	step := func(from, to int) snapstore.Commit {
+		t.Helper()
+		cur, err := w.ReadHead(ctx, tenant, thread)
+		require.NoError(t, err)
+		ed := w.Edit(ctx, cur)
+		for i := from; i < to; i++ {
+			before := ed.Mark()
+			require.NoError(t, fold.Apply(ed.State(), events.Stored{Event: evs[i], Seq: uint64(i + 1), StoredAt: at}))
+			require.NoError(t, ed.Settle(ctx, before))
+		}
+		c, err := w.Commit(ctx, cur, ed)
+		require.NoError(t, err)
+		return c
+	}
+	step(0, 1)
+	h0, err := e.res.Snapshots.Get(ctx, snapstore.HeadKey(tenant, thread))
+	require.NoError(t, err)
+
+	// Step A: eleven messages, past at least one cut (~300 bytes each,
+	// cut point at most 1 KiB): it writes chunks.
+	a := step(1, 12)
+	require.NotEmpty(t, e.chunkKeys(t, e.res.Snapshots.Bucket(), tenant, thread))
+	// ... as if its head had not been written.
+	_, err = e.res.Snapshots.Put(ctx, snapstore.HeadKey(tenant, thread), h0.Value())
+	require.NoError(t, err)
+	_ = a
+
+	// Step B: one message (no cut), from the head read from KV: it sweeps
+	// and lists A's chunks. Its purge waits.
+	b := step(1, 2)
+	// Step A again, from B's head: the same cuts, the same chunk keys.
+	a2 := step(2, 12)
+	w.Tidy(ctx, a2.Head)
+	w.Tidy(ctx, b.Head) // B's purge, late
+
+	snap, err := e.snaps.Load(ctx, tenant, thread)
+	require.NoError(t, err, "the head names a chunk a sweep purged")
+	require.Len(t, snap.State.Messages, 11)
+}
