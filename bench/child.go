@@ -63,7 +63,11 @@ type ChildMem struct {
 	HWM        uint64 `json:"hwm"`        // VmHWM: peak RSS
 	Goroutines int    `json:"goroutines"`
 	Turns      int64  `json:"turns"` // worker: turns answered; reader: threads read
-	Err        string `json:"err,omitempty"`
+	// KVBytes is what the projector wrote to KV since it started
+	// (projector.Projector.KVWritten: heads, chunks, deltas and index
+	// entries as stored); 0 for other roles.
+	KVBytes uint64 `json:"kv_bytes,omitempty"`
+	Err     string `json:"err,omitempty"`
 }
 
 // isChild reports whether this process is a memory-section child.
@@ -137,6 +141,9 @@ func childMain() int {
 		switch in.Text() {
 		case "mem":
 			m := readMem(role)
+			if kvWritten != nil {
+				m.KVBytes = kvWritten()
+			}
 			if dir := os.Getenv(profileEnv); dir != "" {
 				if err := writeHeapProfile(filepath.Join(dir, fmt.Sprintf("%s.heap.%d.pprof", role, samples))); err != nil {
 					m.Err = err.Error()
@@ -200,6 +207,10 @@ func startCPUProfile(path string) (func(), error) {
 var readThreads func(ctx context.Context, n int, done *atomic.Int64) error
 
 // childPart builds the projector or the worker pool of a child.
+// kvWritten reports what the projector child wrote to KV so far (nil in
+// other roles).
+var kvWritten func() uint64
+
 func childPart(ctx context.Context, role string, nc *nats.Conn, turns *atomic.Int64) (<-chan struct{}, func(context.Context) error, error) {
 	if role == roleProjector {
 		js, err := jetstream.New(nc)
@@ -210,6 +221,7 @@ func childPart(ctx context.Context, role string, nc *nats.Conn, turns *atomic.In
 		if err != nil {
 			return nil, nil, err
 		}
+		kvWritten = func() uint64 { return p.KVWritten().Bytes() }
 		return p.Ready(), p.Run, nil
 	}
 	c, err := client.New(ctx, nc, client.Config{})

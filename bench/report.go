@@ -672,7 +672,7 @@ func soakSection(m *md, r *SoakResults) {
 	m.p("%s messages: chunks are cut along the way), the client reading %d threads per second; %s in the stream at the end.", fmtInt(int(r.For.Seconds())*r.Rate/max(r.Threads, 1)), r.ReadsPerSec, fmtBytes(r.StreamBytes))
 	m.p("Memory is read every %s (heap after a forced GC, and RSS, as above); the end is compared with the sample at %s.", r.Every, base.At.Round(time.Second))
 	m.p("")
-	m.header("after", "published", "projector heap / RSS", "client heap / RSS", "nats-server heap / RSS")
+	m.header("after", "published", "projector heap / RSS", "client heap / RSS", "nats-server heap / RSS", "KV bytes per event byte so far")
 	for i, s := range r.Samples {
 		if i != 0 && i != r.Base && i != len(r.Samples)-1 && i%max(len(r.Samples)/10, 1) != 0 {
 			continue
@@ -680,7 +680,7 @@ func soakSection(m *md, r *SoakResults) {
 		m.row(s.At.Round(time.Second).String(), fmtInt(s.Published),
 			fmtBytes(s.Projector.HeapAlloc)+" / "+fmtBytes(s.Projector.RSS),
 			fmtBytes(s.Reader.HeapAlloc)+" / "+fmtBytes(s.Reader.RSS),
-			fmtBytes(s.Server.HeapAlloc)+" / "+fmtBytes(s.Server.RSS))
+			fmtBytes(s.Server.HeapAlloc)+" / "+fmtBytes(s.Server.RSS), soakAmplification(s))
 	}
 	m.p("")
 	m.p("End against %s: projector heap %+.1f%%, RSS %+.1f%%; client heap %+.1f%%, RSS %+.1f%%; nats-server heap %+.1f%%, RSS %+.1f%%.",
@@ -689,6 +689,19 @@ func soakSection(m *md, r *SoakResults) {
 		100*growth(base.Reader.HeapAlloc, end.Reader.HeapAlloc), 100*growth(base.Reader.RSS, end.Reader.RSS),
 		100*growth(base.Server.HeapAlloc, end.Server.HeapAlloc), 100*growth(base.Server.RSS, end.Server.RSS))
 	m.p("")
+	m.p("KV bytes per event byte: what the projector wrote to KV (heads, chunks, deltas, index entries, as stored) over")
+	m.p("the bytes of the events published, both since the start: as threads grow past the cut point their open chunks")
+	m.p("merge (snapstore's package doc), which section 3's young threads do not show.")
+	m.p("")
+}
+
+// soakAmplification is s's KV bytes per event byte so far ("-" before
+// anything was published or where the projector did not report it).
+func soakAmplification(s SoakSample) string {
+	if s.EventBytes == 0 || s.Projector.KVBytes == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", float64(s.Projector.KVBytes)/float64(s.EventBytes))
 }
 
 // Accessors for parameters the report prints (kept with the results).

@@ -27,8 +27,12 @@ type SoakParams struct {
 
 // SoakSample is the memory of every process at one point of the soak.
 type SoakSample struct {
-	At                        time.Duration // since the first publish
-	Published, Read           int64
+	At              time.Duration // since the first publish
+	Published, Read int64
+	// EventBytes are the bytes of the events published so far (as
+	// stored); Projector.KVBytes / EventBytes is projection's write
+	// amplification so far.
+	EventBytes                uint64
 	Server, Projector, Reader ChildMem
 }
 
@@ -111,8 +115,9 @@ func RunSoak(ctx context.Context, root string, p SoakParams, log func(string, ..
 		}
 	}()
 
+	var eventBytes uint64
 	sample := func(at time.Duration, published int64) error {
-		s := SoakSample{At: at, Published: published, Read: read.Load()}
+		s := SoakSample{At: at, Published: published, Read: read.Load(), EventBytes: eventBytes}
 		var err error
 		if s.Server, err = srv.mem(); err != nil {
 			return err
@@ -124,9 +129,10 @@ func RunSoak(ctx context.Context, root string, p SoakParams, log func(string, ..
 			return err
 		}
 		res.Samples = append(res.Samples, s)
-		log("soak: %s: %d published; projector heap %s RSS %s; reader heap %s RSS %s; server heap %s RSS %s",
+		log("soak: %s: %d published; projector heap %s RSS %s; reader heap %s RSS %s; server heap %s RSS %s; KV bytes per event byte %s",
 			at.Round(time.Second), published, fmtBytes(s.Projector.HeapAlloc), fmtBytes(s.Projector.RSS),
-			fmtBytes(s.Reader.HeapAlloc), fmtBytes(s.Reader.RSS), fmtBytes(s.Server.HeapAlloc), fmtBytes(s.Server.RSS))
+			fmtBytes(s.Reader.HeapAlloc), fmtBytes(s.Reader.RSS), fmtBytes(s.Server.HeapAlloc), fmtBytes(s.Server.RSS),
+			soakAmplification(s))
 		return nil
 	}
 	if err := sample(0, 0); err != nil {
@@ -146,6 +152,7 @@ func RunSoak(ctx context.Context, root string, p SoakParams, log func(string, ..
 			if err != nil {
 				return nil, err
 			}
+			eventBytes += uint64(len(m.Data))
 			if err := publishAsync(ctx, js, m); err != nil {
 				return nil, err
 			}
