@@ -113,7 +113,16 @@
 // from a head read from KV (not one this writer wrote: after a restart, a
 // conflict or an unreadable head) first lists the thread's chunk keys (a
 // stream info with a subject filter: keys, no values) and adds those the
-// new head will not name to its garbage. (A thread's first step starts
+// new head will not name to its garbage, except keys whose range reaches
+// the new head's last message or beyond, or of a newer generation: a
+// concurrent step may have written them before its head, and a head that
+// follows this one may name them (it derives the same keys and finds them
+// with Create), so purging them could remove a chunk from under that
+// head; the next commit sweeps again, until the thread has moved past
+// them. (Until 2026-11-26 the sweep listed those too, and a late purge
+// did remove such a chunk: TestSweepNeverPurgesAChunkALaterHeadNames, and
+// TestTwoInstancesMatchOneInstance failed one run in four under the race
+// detector.) (A thread's first step starts
 // from no head, which is not swept, so that creating threads costs no
 // listing: a crash in it may leave one delta behind.) A step working from a stale head
 // can still leave a chunk nobody names after a newer head was written by
