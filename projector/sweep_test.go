@@ -60,12 +60,11 @@ func TestSweepNeverPurgesAChunkALaterHeadNames(t *testing.T) {
 
 	// Step A: eleven messages, past at least one cut (~300 bytes each,
 	// cut point at most 1 KiB): it writes chunks.
-	a := step(1, 12)
+	step(1, 12)
 	require.NotEmpty(t, e.chunkKeys(t, e.res.Snapshots.Bucket(), tenant, thread))
 	// ... as if its head had not been written.
 	_, err = e.res.Snapshots.Put(ctx, snapstore.HeadKey(tenant, thread), h0.Value())
 	require.NoError(t, err)
-	_ = a
 
 	// Step B: one message (no cut), from the head read from KV: it sweeps
 	// and lists A's chunks. Its purge waits.
