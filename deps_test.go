@@ -22,7 +22,7 @@ const mod = "github.com/convlog/convlog/"
 //
 //	events                         nothing of ours, no NATS
 //	fold (the fold)                events; no NATS: a pure function
-//	snapstore (the snapshot store) events, fold; nats.go's KV, no internal/
+//	snapstore (the snapshot store) events, fold, internal/lru (its head cache); nats.go's KV
 //	                               (sealing through its Sealer interface)
 //	threadkey (thread data keys)   events, internal/lru; nats.go's KV
 //	projector (the runner)         client (its durable consume) and below
@@ -57,7 +57,7 @@ func TestDependencyDirection(t *testing.T) {
 		// The data directory's lock and credentials: a leaf, no server.
 		{"internal/datadir", []string{"github.com/nats-io/nats-server", "github.com/nats-io/nats.go"}, nil},
 		{"fold", []string{"github.com/nats-io/"}, []string{"events"}},
-		{"snapstore", []string{"github.com/nats-io/nats-server"}, []string{"events", "fold"}},
+		{"snapstore", []string{"github.com/nats-io/nats-server"}, []string{"events", "fold", "internal/lru"}},
 		// Thread data keys: events' envelope, the key cache, nats.go.
 		{"threadkey", []string{"github.com/nats-io/nats-server"}, []string{"events", "internal/lru"}},
 		// The tenant boundary: no server, nothing above threadkey.

@@ -186,8 +186,9 @@ func writeHeapProfile(path string) error {
 	return f.Close()
 }
 
-// startCPUProfile writes a CPU profile to path until the returned
-// function is called.
+// startCPUProfile writes a CPU profile to path (<name>.cpu.pprof) until
+// the returned function is called, which also writes the process's
+// allocation profile to <name>.allocs.pprof.
 func startCPUProfile(path string) (func(), error) {
 	f, err := os.Create(path)
 	if err != nil {
@@ -200,6 +201,12 @@ func startCPUProfile(path string) (func(), error) {
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+		// The allocations of the whole run beside it (what drives the
+		// garbage collector: go tool pprof -sample_index=alloc_space).
+		if a, err := os.Create(strings.TrimSuffix(path, ".cpu.pprof") + ".allocs.pprof"); err == nil {
+			_ = pprof.Lookup("allocs").WriteTo(a, 0)
+			a.Close()
+		}
 	}, nil
 }
 

@@ -16,11 +16,15 @@ import (
 // the newest ones (the projector's head). Len, At and All address the
 // whole history.
 //
-// Ownership: every message of a view is shared with the client's chunk
-// cache and with other readers of the thread. Read it; never modify a
-// message or what it points to (strings, parts, tool calls, maps). A view
-// stays valid as long as it is held (chunks are immutable; the cache only
-// drops its own reference). A ThreadView is safe for concurrent reads.
+// Ownership: every message of a view, and what the embedded Thread's
+// fields point to (Messages, Metadata, KV, the fold state), is shared with
+// the client's caches and with other views of the thread (a head read
+// again unchanged is not decoded again). Read it; never modify a message
+// or what it points to (strings, parts, tool calls, maps); the Thread
+// struct itself is the caller's, and Thread.FoldState gives a private
+// copy of the state. A view stays valid as long as it is held (chunks are
+// immutable; the caches only drop their own reference). A ThreadView is
+// safe for concurrent reads.
 type ThreadView struct {
 	Thread
 	segs [][]events.Message

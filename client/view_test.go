@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -83,4 +84,54 @@ func TestGetViewIsGetWithoutACopy(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond)
 	_, err = c.GetView(ctx, "acme", "long")
 	require.ErrorIs(t, err, client.ErrThreadDeleted)
+}
+
+// A head read again unchanged is not decoded again: two views of an
+// unchanged thread share the decoded state (the same metadata map), and
+// a view after the next projection sees the new head at once, never the
+// kept one.
+func TestGetViewDecodesAnUnchangedHeadOnce(t *testing.T) {
+	c, s := newClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := projector.New(s.JS, projector.Config{ChunkBytes: 4 << 10, TailBytes: 1 << 10})
+	require.NoError(t, err)
+	pctx, pcancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Run(pctx) }()
+	t.Cleanup(func() { pcancel(); <-done })
+	<-p.Ready()
+	_, _, v, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: "kept", ThreadCreated: events.ThreadCreated{
+		Replies: events.RepliesOff, Metadata: map[string]string{"team": "blue"}}})
+	require.NoError(t, err)
+	for i := range 50 {
+		res, err := c.Append(ctx, "acme", "kept", []events.Event{user(fmt.Sprintf("message %d %s", i, strings.Repeat("x", 100)))}, client.ExpectVersion(v))
+		require.NoError(t, err)
+		v = res.Version
+	}
+	viewAt := func(version uint64) *client.ThreadView {
+		var view *client.ThreadView
+		require.Eventually(t, func() bool {
+			view, err = c.GetView(ctx, "acme", "kept")
+			return err == nil && view.Version == version
+		}, 30*time.Second, 10*time.Millisecond, "projected up to %d", version)
+		return view
+	}
+	mapOf := func(v *client.ThreadView) uintptr { return reflect.ValueOf(v.Metadata).Pointer() }
+	first := viewAt(v)
+	second, err := c.GetView(ctx, "acme", "kept")
+	require.NoError(t, err)
+	require.Equal(t, v, second.Version)
+	require.Equal(t, map[string]string{"team": "blue"}, second.Metadata)
+	require.Equal(t, mapOf(first), mapOf(second), "the unchanged head was decoded again")
+	second.Title = "the caller's own struct"
+	require.Empty(t, first.Title)
+
+	res, err := c.Append(ctx, "acme", "kept", []events.Event{user("one more")}, client.ExpectVersion(v))
+	require.NoError(t, err)
+	third := viewAt(res.Version)
+	require.NotEqual(t, mapOf(second), mapOf(third), "a new head is decoded")
+	require.Equal(t, first.Len()+1, third.Len())
+	require.Equal(t, "one more", third.At(third.Len()-1).Content.Text)
+	require.Equal(t, map[string]string{"team": "blue"}, third.Metadata)
 }

@@ -43,6 +43,9 @@ import (
 //	              a new slice; x-raw-kv-get as for Load, hit-ratio the
 //	              share of chunk lookups the cache answered, kv-bytes/op
 //	              what a warm Load reads from KV (the head).
+//	LoadViewCached/N  the same reader's LoadView, warm: one head get (an
+//	              unchanged head is not decoded again) and no copy of the
+//	              messages (client.GetView); x-raw-kv-get as for Load.
 //	RawKVGet/N    that raw KV get alone (N <= 1,000).
 //	NextEvent/N   appending one more message and waiting until its snapshot
 //	              is written (publish + projection; the thread grows by one
@@ -191,6 +194,22 @@ func BenchmarkSnapshots(b *testing.B) {
 			if snap.Bytes <= 1<<20-1024 {
 				b.ReportMetric(interleavedRatio(b, func() {
 					_, _ = cached.Load(ctx, "bench", thread)
+				}, rawGet), "x-raw-kv-get")
+			}
+		})
+		b.Run(fmt.Sprintf("LoadViewCached/%d", n), func(b *testing.B) {
+			_, err := cached.LoadView(ctx, "bench", thread) // warms the cache
+			require.NoError(b, err)
+			cpu := cpuTime()
+			for b.Loop() {
+				if _, err := cached.LoadView(ctx, "bench", thread); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N), "cpu-us/op")
+			if snap.Bytes <= 1<<20-1024 {
+				b.ReportMetric(interleavedRatio(b, func() {
+					_, _ = cached.LoadView(ctx, "bench", thread)
 				}, rawGet), "x-raw-kv-get")
 			}
 		})

@@ -1,6 +1,7 @@
 package snapstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/fold"
+	"github.com/convlog/convlog/internal/lru"
 )
 
 // fetchConcurrency is how many chunks one read fetches at once.
@@ -40,6 +42,11 @@ const loadAttempts = 8
 // thread at a newer layout generation (reset, restore, compaction), erased,
 // or without a snapshot.
 //
+// For [Store.LoadView] it also keeps the heads it decoded (up to 16,384,
+// about 8 MiB by estimate): a head read again with the same value is not
+// opened and decoded again, so a warm LoadView of an unchanged thread
+// costs the head's get and a comparison of its bytes.
+//
 // A Store also remembers the chunk list it last saw for each of up to
 // 16,384 threads (and 65,536 chunk references in all, about 3 MiB), so
 // that the next Load of a thread fetches the chunks that are not cached
@@ -54,8 +61,34 @@ type Store struct {
 	seal  sealing
 	hints *chunkHints
 	cache *chunkCache // nil: disabled
+	// heads are the decoded heads LoadView read last, by head key (nil
+	// without a chunk cache): see sharedHead.
+	heads *lru.Cache[string, *sharedHead]
 	batch func(ctx context.Context, subject string, from uint64, n int) ([]*jetstream.RawStreamMsg, error)
 }
+
+// sharedHead is a head LoadView decoded, kept so that the next LoadView
+// that gets the same value (the same revision and the same bytes: a
+// rotation reseals a head in place, a recreated bucket reuses revisions)
+// skips opening and decoding it. Its State is handed to every such
+// LoadView and never modified (LoadView's ownership rule).
+type sharedHead struct {
+	rev   uint64
+	value []byte // as stored (sealed or not)
+	h     *head
+}
+
+// Bounds of the decoded heads a Store keeps for LoadView: the entries and
+// their estimated memory (headCost), least recently used out first.
+const (
+	sharedHeads     = 16384
+	sharedHeadBytes = 8 << 20
+)
+
+// headCost estimates the memory of a decoded head kept for LoadView: its
+// value, the decoded State (strings and maps, about twice the encoding)
+// and fixed overhead.
+func headCost(value []byte) int64 { return int64(3*len(value) + 1024) }
 
 // New returns a reader of the snapshots in kv, the snapshot
 // bucket (default "convlog_snapshots"), with a chunk cache of
@@ -71,7 +104,11 @@ func NewWith(kv jetstream.KeyValue, opts Options) *Store {
 	if size == 0 {
 		size = DefaultChunkCacheBytes
 	}
-	return &Store{kv: kv, seal: sealing{opts.Sealer}, hints: &chunkHints{m: map[string]chunkHint{}}, cache: newChunkCache(size), batch: opts.Batch}
+	st := &Store{kv: kv, seal: sealing{opts.Sealer}, hints: &chunkHints{m: map[string]chunkHint{}}, cache: newChunkCache(size), batch: opts.Batch}
+	if st.cache != nil {
+		st.heads = lru.New[string, *sharedHead](sharedHeads, sharedHeadBytes)
+	}
+	return st
 }
 
 // ChunkCacheStats returns the figures of the chunk cache (all zero when it
@@ -119,7 +156,7 @@ func (s *Store) LoadHead(ctx context.Context, tenant, thread string) (*Snapshot,
 	if err := validIDs(tenant, thread); err != nil {
 		return nil, err
 	}
-	h, rev, n, err := s.readHead(ctx, tenant, thread)
+	h, rev, n, err := s.readHead(ctx, tenant, thread, false)
 	if err != nil {
 		return nil, err
 	}
@@ -129,12 +166,22 @@ func (s *Store) LoadHead(ctx context.Context, tenant, thread string) (*Snapshot,
 // readHead reads and decodes a thread's head and tells the chunk cache and
 // the hints what it saw: a missing snapshot drops the thread's cached
 // chunks, a head of a newer generation or an erased one its older chunks.
-func (s *Store) readHead(ctx context.Context, tenant, thread string) (h *head, rev uint64, n int, err error) {
+// With shared (LoadView), a head whose value is the one decoded last time
+// is not decoded again: the same *head is returned, which the caller must
+// not modify.
+func (s *Store) readHead(ctx context.Context, tenant, thread string, shared bool) (h *head, rev uint64, n int, err error) {
 	key := HeadKey(tenant, thread)
-	h, rev, n, err = getHead(ctx, s.kv, s.seal, tenant, thread, nil)
+	if shared && s.heads != nil {
+		h, rev, n, err = s.sharedHead(ctx, tenant, thread, key)
+	} else {
+		h, rev, n, err = getHead(ctx, s.kv, s.seal, tenant, thread, nil)
+	}
 	if err != nil {
 		if errors.Is(err, ErrNoSnapshot) {
 			s.cache.forget(key)
+			if s.heads != nil {
+				s.heads.Remove(key)
+			}
 		}
 		return nil, 0, 0, err
 	}
@@ -183,7 +230,7 @@ func (s *Store) load(ctx context.Context, f *chunkFetcher, tenant, thread string
 		}
 		s.startDeltas(ctx, f, hint.gen, deltaRun(hint.chunks), hint.deltaRev, countDeltas(hint.chunks), deltas, intos)
 	}
-	h, rev, n, err := s.readHead(ctx, tenant, thread)
+	h, rev, n, err := s.readHead(ctx, tenant, thread, view)
 	if err != nil {
 		return nil, err
 	}
@@ -457,13 +504,18 @@ func (s *Store) Load(ctx context.Context, tenant, thread string) (*Snapshot, err
 // messages, the newest in Messages) and Segments holds the chunked
 // messages as the chunk cache's decoded slices, so a reader whose chunks
 // are cached pays the head read and no copy of the history (a 1,000-message
-// thread: no 270 KB slice per call). Ownership: the segments and the
-// messages in them are shared with the cache and with every other
-// LoadView and Load of the thread, and are never modified by the store
-// (chunks are immutable); the caller must not modify them either, and may
-// keep them as long as it likes. Without a chunk cache (Options) it is
-// Load (no segments; the State holds the whole history, Base 0). Errors:
-// as Load.
+// thread: no 270 KB slice per call). A head whose value (revision and
+// bytes) is the one this Store decoded at the last LoadView of the thread
+// is not opened and decoded again: the same State is returned (up to
+// 16,384 heads, about 8 MiB by estimate, least recently used out first).
+// Ownership: the State (its maps, slices and messages), the Chunks, the
+// segments and the messages in them are shared with the caches and with
+// every other LoadView (and the messages with every Load) of the thread,
+// and are never modified by the store (chunks are immutable); the caller
+// must not modify them either (fold.State.Clone gives a private copy), and
+// may keep them as long as it likes. Without a chunk cache (Options) it
+// is Load (no segments; the State holds the whole history, Base 0, the
+// caller's own). Errors: as Load.
 func (s *Store) LoadView(ctx context.Context, tenant, thread string) (*Snapshot, error) {
 	// Load's State holds the whole history (Base 0): no segments.
 	return s.loadWith(ctx, tenant, thread, s.cache != nil)
@@ -502,22 +554,58 @@ func validIDs(tenant, thread string) error {
 
 // getHead reads and decodes a head; n is the value size in bytes.
 func getHead(ctx context.Context, kv jetstream.KeyValue, seal sealing, tenant, thread string, sizes *[]int) (h *head, rev uint64, n int, err error) {
-	e, err := kv.Get(ctx, HeadKey(tenant, thread))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, 0, 0, fmt.Errorf("%w for thread %s/%s", ErrNoSnapshot, tenant, thread)
-	}
+	e, err := getHeadEntry(ctx, kv, tenant, thread)
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("snapstore: read head of %s/%s: %w", tenant, thread, err)
+		return nil, 0, 0, err
 	}
-	plain, err := seal.open(ctx, tenant, thread, HeadKey(tenant, thread), e.Value())
-	if err != nil {
-		return nil, 0, 0, fmt.Errorf("%w: head of %s/%s: %v", ErrCorrupt, tenant, thread, err)
-	}
-	h, err = decodeHead(plain, sizes)
-	if err != nil {
-		return nil, 0, 0, fmt.Errorf("thread %s/%s: %w", tenant, thread, err)
+	if h, err = openHead(ctx, seal, tenant, thread, e.Value(), sizes); err != nil {
+		return nil, 0, 0, err
 	}
 	return h, e.Revision(), len(e.Value()), nil
+}
+
+// sharedHead is getHead for LoadView: a head whose value is the one the
+// Store decoded last for key is taken from s.heads, not decoded again.
+func (s *Store) sharedHead(ctx context.Context, tenant, thread, key string) (h *head, rev uint64, n int, err error) {
+	e, err := getHeadEntry(ctx, s.kv, tenant, thread)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if c, ok := s.heads.Get(key); ok && c.rev == e.Revision() && bytes.Equal(c.value, e.Value()) {
+		return c.h, c.rev, len(c.value), nil
+	}
+	if h, err = openHead(ctx, s.seal, tenant, thread, e.Value(), nil); err != nil {
+		s.heads.Remove(key)
+		return nil, 0, 0, err
+	}
+	s.heads.Put(key, &sharedHead{rev: e.Revision(), value: e.Value(), h: h}, headCost(e.Value()))
+	return h, e.Revision(), len(e.Value()), nil
+}
+
+// getHeadEntry gets a thread's head value. Errors: [ErrNoSnapshot]
+// (wrapped), or the KV error.
+func getHeadEntry(ctx context.Context, kv jetstream.KeyValue, tenant, thread string) (jetstream.KeyValueEntry, error) {
+	e, err := kv.Get(ctx, HeadKey(tenant, thread))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("%w for thread %s/%s", ErrNoSnapshot, tenant, thread)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("snapstore: read head of %s/%s: %w", tenant, thread, err)
+	}
+	return e, nil
+}
+
+// openHead opens and decodes the head value of tenant/thread.
+func openHead(ctx context.Context, seal sealing, tenant, thread string, value []byte, sizes *[]int) (*head, error) {
+	plain, err := seal.open(ctx, tenant, thread, HeadKey(tenant, thread), value)
+	if err != nil {
+		return nil, fmt.Errorf("%w: head of %s/%s: %v", ErrCorrupt, tenant, thread, err)
+	}
+	h, err := decodeHead(plain, sizes)
+	if err != nil {
+		return nil, fmt.Errorf("thread %s/%s: %w", tenant, thread, err)
+	}
+	return h, nil
 }
 
 // fillChunks makes h.State complete: it puts the messages of every chunk
