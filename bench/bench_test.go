@@ -67,10 +67,14 @@ func TestRunTiny(t *testing.T) {
 
 	t.Run("lag was measured for the window's events", func(t *testing.T) {
 		require.NotNil(t, res.Lag)
-		// Each rate once with conditional publishes, once with plain ones.
-		require.Len(t, res.Lag.Rows, 2)
+		// Each rate once with conditional publishes, once with plain ones;
+		// then the split rates again with the server in its own process.
+		require.Len(t, res.Lag.Rows, 4)
 		assert.True(t, res.Lag.Rows[0].OCC)
 		assert.False(t, res.Lag.Rows[1].OCC)
+		assert.False(t, res.Lag.Rows[0].Split || res.Lag.Rows[1].Split)
+		assert.True(t, res.Lag.Rows[2].Split && res.Lag.Rows[3].Split, "the last two rows ran against a server process")
+		assert.True(t, res.Lag.Rows[2].OCC)
 		for _, r := range res.Lag.Rows {
 			assert.Positive(t, r.Published)
 			assert.Equal(t, r.Published, r.Measured, "every published event of the window was projected and seen")

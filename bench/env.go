@@ -46,8 +46,12 @@ var appendResources = provision.Config{Stream: "CONVLOG_APPENDS", SubjectPrefix:
 // a client on its own TCP connection, and the projector on another, all in
 // this process (the shape of `agentd serve` with its embedded server).
 type Env struct {
-	Dir    string
-	Server *embedded.Server
+	Dir string
+	// Server is the embedded server; nil when the server runs in a process
+	// of its own (startEnv with split: srvChild).
+	Server   *embedded.Server
+	srvChild *child
+	url      string
 	// NC is the connection of the client and of the raw JetStream
 	// baseline (the same connection, so both pay the same).
 	NC *nats.Conn
@@ -79,13 +83,29 @@ type Env struct {
 // client. The projector is started separately ([Env.StartProjector]) so
 // that append latencies are measured without it (see the append section).
 func StartEnv(ctx context.Context, dir string) (*Env, error) {
+	return startEnv(ctx, dir, false)
+}
+
+// startEnv is StartEnv; with split the server runs in a child process of
+// its own (the shape of deploy/: nats-server beside the services), while
+// the clients and the projector stay in this process.
+func startEnv(ctx context.Context, dir string, split bool) (*Env, error) {
 	e := &Env{Dir: dir}
-	srv, err := embedded.Start(embedded.Config{StoreDir: filepath.Join(dir, "nats")})
-	if err != nil {
-		return nil, err
+	if split {
+		c, err := startChild(roleServer, "", filepath.Join(dir, "nats"))
+		if err != nil {
+			return nil, err
+		}
+		e.srvChild, e.url = c, c.URL
+	} else {
+		srv, err := embedded.Start(embedded.Config{StoreDir: filepath.Join(dir, "nats")})
+		if err != nil {
+			return nil, err
+		}
+		e.Server, e.url = srv, srv.ClientURL()
 	}
-	e.Server = srv
-	if e.NC, err = nats.Connect(srv.ClientURL(), nats.Name("convlog-bench-client")); err != nil {
+	var err error
+	if e.NC, err = nats.Connect(e.url, nats.Name("convlog-bench-client")); err != nil {
 		e.Close()
 		return nil, err
 	}
@@ -127,7 +147,7 @@ func StartEnv(ctx context.Context, dir string) (*Env, error) {
 // connection, and waits until it consumes. Its OnApply and OnStep call the
 // functions set with [Env.SetOnApply] and [Env.SetOnStep].
 func (e *Env) StartProjector(ctx context.Context) error {
-	nc, err := nats.Connect(e.Server.ClientURL(), nats.Name("convlog-bench-projector"))
+	nc, err := nats.Connect(e.url, nats.Name("convlog-bench-projector"))
 	if err != nil {
 		return err
 	}
@@ -246,6 +266,9 @@ func (e *Env) Close() {
 	}
 	if e.Server != nil {
 		e.Server.Shutdown()
+	}
+	if e.srvChild != nil {
+		e.srvChild.stop()
 	}
 }
 

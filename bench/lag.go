@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,12 @@ type LagParams struct {
 	// Backlog is how many events are published, round robin over Threads
 	// new threads, while the projector is stopped, to time its catch-up.
 	Backlog int
+	// SplitRates are rates run again, both kinds of publish, on a
+	// deployment whose nats-server runs in a process of its own (as
+	// deploy/ runs it) while the publisher and the projector stay in this
+	// one: what the garbage collection of the server's heap (its block
+	// cache) costs the projection when they share a process.
+	SplitRates []int
 }
 
 // LagRow is one rate's figures.
@@ -52,6 +59,15 @@ type LagRow struct {
 	Drain time.Duration
 	// Errors counts failed publishes.
 	Errors int
+	// Split is true for a row run with the server in its own process
+	// (LagParams.SplitRates).
+	Split bool
+	// GCCycles and GCCPU are the garbage collections of this process (the
+	// publisher and the projector, and the server unless Split) during the
+	// row's warm-up and window, and the CPU time they took
+	// (runtime/metrics: /gc/cycles/total, /cpu/classes/gc/total).
+	GCCycles uint64
+	GCCPU    time.Duration
 	// EventBytes are the bytes of the events published in the row
 	// (warm-up and window), KV what the projector wrote to KV meanwhile
 	// (until everything was projected): KV.Bytes() / EventBytes is the
@@ -109,7 +125,57 @@ func RunLag(ctx context.Context, e *Env, p LagParams, log func(string, ...any)) 
 		}
 		res.Backlog, res.BacklogThreads, res.CatchUp = p.Backlog, p.Threads, took
 	}
+	if len(p.SplitRates) > 0 {
+		rows, err := lagSplit(ctx, e.Dir+"-split", p, log)
+		if err != nil {
+			return nil, fmt.Errorf("server in its own process: %w", err)
+		}
+		res.Rows = append(res.Rows, rows...)
+	}
 	return res, nil
+}
+
+// lagSplit runs p.SplitRates, both kinds of publish, on a new deployment in
+// dir whose server is a child process, and removes dir afterwards.
+func lagSplit(ctx context.Context, dir string, p LagParams, log func(string, ...any)) ([]*LagRow, error) {
+	defer removeAll(dir)
+	e, err := startEnv(ctx, dir, true)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	if err := e.StartProjector(ctx); err != nil {
+		return nil, err
+	}
+	var rows []*LagRow
+	for _, rate := range p.SplitRates {
+		for _, occ := range []bool{true, false} {
+			log("lag: %d events/s, nats-server in its own process, occ %v", rate, occ)
+			row, err := lagAt(ctx, e, p, rate, occ, log)
+			if err != nil {
+				return nil, err
+			}
+			row.Split = true
+			rows = append(rows, row)
+		}
+	}
+	return rows, nil
+}
+
+// gcSample reads this process's garbage-collection cycles and CPU time so
+// far.
+func gcSample() (uint64, time.Duration) {
+	ms := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(ms)
+	var cycles uint64
+	var cpu float64
+	if ms[0].Value.Kind() == metrics.KindUint64 {
+		cycles = ms[0].Value.Uint64()
+	}
+	if ms[1].Value.Kind() == metrics.KindFloat64 {
+		cpu = ms[1].Value.Float64()
+	}
+	return cycles, time.Duration(cpu * float64(time.Second))
 }
 
 // catchUp stops the projector, publishes p.Backlog events over p.Threads
@@ -259,6 +325,7 @@ func lagAt(ctx context.Context, e *Env, p LagParams, rate int, occ bool, log fun
 	// Pace: every millisecond, publish what the rate says should have been
 	// published by now (so a late tick catches up instead of lowering the
 	// rate).
+	gc0, gcCPU0 := gcSample()
 	start := time.Now()
 	measureFrom, end := start.Add(p.Warmup), start.Add(p.Warmup+p.For)
 	sent, inWindow := 0, 0
@@ -290,6 +357,7 @@ func lagAt(ctx context.Context, e *Env, p LagParams, rate int, occ bool, log fun
 		}
 	}
 	published := time.Now()
+	gc1, gcCPU1 := gcSample()
 	if err := waitAsync(ctx, js); err != nil {
 		return nil, err
 	}
@@ -297,7 +365,7 @@ func lagAt(ctx context.Context, e *Env, p LagParams, rate int, occ bool, log fun
 		return nil, err
 	}
 	row := &LagRow{Rate: rate, OCC: occ, Published: inWindow, Drain: time.Since(published), Errors: int(errs.Load()),
-		EventBytes: eventBytes, KV: e.ProjectorWritten().Sub(kv0)}
+		EventBytes: eventBytes, KV: e.ProjectorWritten().Sub(kv0), GCCycles: gc1 - gc0, GCCPU: gcCPU1 - gcCPU0}
 	mu.Lock()
 	defer mu.Unlock()
 	row.MaxBehind = behind
