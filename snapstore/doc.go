@@ -173,11 +173,18 @@
 // generation, an erased head or a missing snapshot drops the thread's
 // cached chunks at once; chunks no head names any more (replaced open
 // chunks) age out. [Snapshot].Bytes counts only what was read from KV,
-// CachedBytes what came from the cache.
+// CachedBytes what came from the cache. For LoadView the Store also keeps
+// the heads it decoded: a head read again with the same revision and the
+// same bytes is not opened and decoded again (its State is shared by
+// those views, read-only), so a warm LoadView of an unchanged thread costs
+// the head's get and no decoding.
 //
 // # Index (bucket "convlog_threads")
 //
 // One [Summary] per thread at [IndexKey] "<tenant>.<thread>" (list a tenant
-// with "<tenant>.*"), written after the head, moved only forward (CAS,
-// keeping the higher Version), deleted when the thread is erased.
+// with "<tenant>.*"), written after the head ([Writer.SyncIndex]; the
+// projector does it at most once per thread per Config.IndexInterval, and
+// acks the events a head holds only once the index covers them too),
+// moved only forward (CAS, keeping the higher Version), deleted when the
+// thread is erased.
 package snapstore
