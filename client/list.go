@@ -74,10 +74,7 @@ const MaxListLimit = 1000
 // missed by that listing, as with any keyset pagination).
 //
 // It reads the projector's index bucket (one KV watch over
-// "<tenant>.*"), so a thread appears once the projector has projected it,
-// and a listed thread's summary may be behind its snapshot by up to
-// projector.Config.IndexInterval (1 s by default: a projector writes a
-// busy thread's index entry at most once per interval).
+// "<tenant>.*"), so a thread appears once the projector has projected it.
 // An index entry that does not decode is listed from the thread's log
 // (a consistent Get) instead of being left out.
 //

@@ -72,18 +72,6 @@ type Config struct {
 	// KiB; at least 256 bytes and at most ChunkBytes.
 	TailBytes int
 
-	// IndexInterval is the shortest time between two writes of one
-	// thread's index entry (what client.List reads) by one instance: a
-	// step inside it writes the head and leaves the entry to the thread's
-	// next step after it, or to a flush when it ends, so that a thread
-	// getting several events a second costs one index write a second, not
-	// one per step. A thread not written for IndexInterval is indexed at
-	// once. The triggers a step folded are acked when the entry covers
-	// them, so a crash never leaves an entry behind its head for longer
-	// than AckWait (index.go). Default 1 s; negative: every step writes
-	// it. At most AckWait/2.
-	IndexInterval time.Duration
-
 	// Workers is how many threads one instance projects at once. Default 8.
 	Workers int
 	// MaxBatch is the most events one projection step folds before it
@@ -218,7 +206,7 @@ func DefaultConfig() Config {
 		Stream: p.Stream, SubjectPrefix: p.SubjectPrefix, SnapshotBucket: p.SnapshotBucket,
 		IndexBucket: p.IndexBucket, KeyBucket: p.KeyBucket, Durable: "convlog-projector",
 		ChunkBytes: 768 << 10, TailBytes: 32 << 10, Workers: 8, MaxBatch: 1000,
-		MaxAckPending: 10_000, AckWait: 5 * time.Second, CacheThreads: 4096, CacheBytes: 64 << 20, IndexInterval: time.Second,
+		MaxAckPending: 10_000, AckWait: 5 * time.Second, CacheThreads: 4096, CacheBytes: 64 << 20,
 	}
 }
 
@@ -252,9 +240,6 @@ func (c Config) withDefaults() Config {
 	seti(&c.CacheBytes, d.CacheBytes)
 	if c.AckWait == 0 {
 		c.AckWait = d.AckWait
-	}
-	if c.IndexInterval == 0 {
-		c.IndexInterval = d.IndexInterval
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -296,9 +281,6 @@ func (c Config) Validate() error {
 	}
 	if c.AckWait < time.Second {
 		bad("AckWait must be at least 1s, got %s", c.AckWait)
-	}
-	if c.IndexInterval > c.AckWait/2 {
-		bad("IndexInterval must be at most AckWait/2 (%s), got %s", c.AckWait/2, c.IndexInterval)
 	}
 	if c.CacheBytes < 0 {
 		bad("CacheBytes must be 0 (default) or more, got %d", c.CacheBytes)

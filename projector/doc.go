@@ -33,7 +33,7 @@
 // head (and maybe an unacked trigger, which the next step finds already
 // applied and just acks).
 //
-// Five shortcuts keep a step cheap without weakening this:
+// Four shortcuts keep a step cheap without weakening this:
 //
 //   - An instance keeps the heads it wrote or read last in memory (an LRU
 //     bounded by Config.CacheThreads, default 4,096, and CacheBytes,
@@ -41,13 +41,6 @@
 //     the compare-and-swap fails and the step reloads.
 //   - A trigger at or below a cached head's version, whose index entry is
 //     written too, is acked as soon as it arrives: versions only grow.
-//   - A thread's index entry is written at most once per
-//     Config.IndexInterval (default 1 s) by an instance: a step inside the
-//     interval writes the head only, and the entry follows with the
-//     thread's first step after it or a flush when it ends. The triggers
-//     are acked once the entry covers them, so a crash before that leaves
-//     them to be delivered again, and their step writes the entry
-//     (index.go).
 //   - Events normally come from a batched direct get of the thread's
 //     subject after V. But when a trigger's previous event on the thread
 //     is known and is V, the trigger is the event right after V: a run of

@@ -321,19 +321,17 @@ func (e *env) waitConsumerIdle(t testing.TB, durable string) {
 	}
 }
 
-// waitIndex polls until the thread's index entry holds version v and
-// returns it. The projector writes it after the head, at most
-// Config.IndexInterval later; until then the entry may be an older one, or
-// one that does not decode (a test that damaged it), which the wait
-// reports only if it lasts.
+// waitIndex polls until the thread's index entry holds version v (it is
+// written right after the head) and returns it.
 func (e *env) waitIndex(t testing.TB, tenant, thread string, v uint64) snapstore.Summary {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		entry, err := e.res.Index.Get(context.Background(), snapstore.IndexKey(tenant, thread))
 		if err == nil {
-			var sum snapstore.Summary
-			if sum, err = e.summary(t, tenant, thread, entry); err == nil && sum.Version >= v {
+			sum, err := e.summary(t, tenant, thread, entry)
+			require.NoError(t, err)
+			if sum.Version >= v {
 				return sum
 			}
 		}

@@ -142,7 +142,7 @@ func (p *Projector) step(ctx context.Context, ts *threadState, behind uint64, tr
 			// Cached heads are shared (the dispatcher reads them): Tidy
 			// returns a copy.
 			c2 := p.store.Tidy(ctx, cur)
-			if err := p.syncIndex(ctx, ts, c2); err != nil {
+			if err := p.store.SyncIndex(ctx, c2); err != nil {
 				return c2.Version(), false, err
 			}
 			p.cache.Put(key, c2, int64(c2.Cost()))
@@ -181,7 +181,7 @@ func (p *Projector) step(ctx context.Context, ts *threadState, behind uint64, tr
 		}
 		written := time.Now()
 		next := p.store.Tidy(ctx, c.Head)
-		idxErr := p.syncIndex(ctx, ts, next)
+		idxErr := p.store.SyncIndex(ctx, next)
 		p.cache.Put(key, next, int64(next.Cost()))
 
 		if p.cfg.OnApply != nil {

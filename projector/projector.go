@@ -52,18 +52,6 @@ type Projector struct {
 	base provision.Config
 	k    int
 
-	// idx is this instance's index writes by thread key, idxHeld the
-	// triggers held in it (index.go); under idxMu.
-	idxMu   sync.Mutex
-	idx     map[string]*indexState
-	idxHeld int
-	// work is Run's queue of threads for the workers; senders other than
-	// Run's goroutine (the index ticker) hold sendMu's read lock and check
-	// workClosed, which Run sets before it closes work.
-	work       chan *threadState
-	sendMu     sync.RWMutex
-	workClosed bool
-
 	mu      sync.Mutex
 	threads map[string]*threadState // threads with queued or running work
 	// cache keeps the heads this instance wrote or read last, least
@@ -80,9 +68,6 @@ type threadState struct {
 	tenant, thread, subject string
 	msgs                    []delivery
 	running                 bool
-	// flush: write the thread's pending index entry (index.go), queued by
-	// the index ticker.
-	flush bool
 	// rebuild: the thread's head or one of its chunks could not be read;
 	// the next step folds the log from the start over it (see cursor).
 	// Only the worker that runs the thread touches it.
@@ -120,7 +105,7 @@ func New(js jetstream.JetStream, cfg Config) (*Projector, error) {
 	cfg.Stream, cfg.SubjectPrefix, cfg.SnapshotBucket, cfg.IndexBucket, cfg.KeyBucket = pc.Stream, pc.SubjectPrefix, pc.SnapshotBucket, pc.IndexBucket, pc.KeyBucket
 	return &Projector{base: base,
 		js: js, cfg: cfg, defaultChunk: defaultChunk, log: cfg.Logger, subjects: events.Subjects{Prefix: cfg.SubjectPrefix},
-		ready: make(chan struct{}), threads: map[string]*threadState{}, idx: map[string]*indexState{}, cache: lru.New[string, *snapstore.Head](cfg.CacheThreads, int64(cfg.CacheBytes)),
+		ready: make(chan struct{}), threads: map[string]*threadState{}, cache: lru.New[string, *snapstore.Head](cfg.CacheThreads, int64(cfg.CacheBytes)),
 		window: newDeliveryWindow(),
 	}, nil
 }
@@ -183,17 +168,11 @@ func (p *Projector) Run(ctx context.Context) error {
 	// so MaxAckPending bounds it and the dispatcher never waits on it:
 	// while a thread waits for a worker, its triggers pile up and one step
 	// folds them all.
-	// Threads with held triggers (index.go) are counted in MaxAckPending
-	// too, so the index ticker's flushes fit as well.
 	work := make(chan *threadState, p.cfg.MaxAckPending+p.cfg.Workers)
-	p.work = work
 	var wg sync.WaitGroup
 	for range p.cfg.Workers {
 		wg.Go(func() { p.worker(ctx, work) })
 	}
-	tctx, stopTicker := context.WithCancel(ctx)
-	var ticker sync.WaitGroup
-	ticker.Go(func() { p.indexTicker(tctx) })
 	stop := context.AfterFunc(ctx, it.Drain)
 	defer stop()
 	close(p.ready)
@@ -215,14 +194,8 @@ func (p *Projector) Run(ctx context.Context) error {
 		p.dispatch(msg, work)
 	}
 	it.Stop()
-	stopTicker()
-	ticker.Wait()
-	p.sendMu.Lock()
-	p.workClosed = true
-	p.sendMu.Unlock()
 	close(work)
 	wg.Wait()
-	p.nakHeld()
 	p.log.Info("projector stopped", "consumer", p.cfg.Durable)
 	return runErr
 }
@@ -355,25 +328,16 @@ func (p *Projector) worker(ctx context.Context, work <-chan *threadState) {
 	for ts := range work {
 		for {
 			p.mu.Lock()
-			msgs, flush := ts.msgs, ts.flush
-			ts.msgs, ts.flush = nil, false
-			if len(msgs) == 0 && !flush {
+			msgs := ts.msgs
+			ts.msgs = nil
+			if len(msgs) == 0 {
 				ts.running = false
 				delete(p.threads, ts.key())
 				p.mu.Unlock()
 				break
 			}
 			p.mu.Unlock()
-			if flush {
-				p.takeFlush(ts)
-			}
-			switch {
-			case len(msgs) > 0:
-				// A step after the interval writes the pending index entry.
-				p.process(ctx, ts, msgs)
-			case ctx.Err() == nil:
-				p.flushIndex(ctx, ts)
-			}
+			p.process(ctx, ts, msgs)
 		}
 	}
 }
@@ -424,18 +388,12 @@ func (p *Projector) process(ctx context.Context, ts *threadState, ds []delivery)
 		nakAll(msgs, delay)
 		return
 	}
-	var late, done []jetstream.Msg
+	var late []jetstream.Msg
 	for i, m := range msgs {
 		if seqs[i] <= version {
-			done = append(done, m)
+			_ = m.Ack()
 		} else {
 			late = append(late, m)
-		}
-	}
-	// Folded: acked once the index entry covers them too (index.go).
-	if !p.holdAcks(ts, done) {
-		for _, m := range done {
-			_ = m.Ack()
 		}
 	}
 	if len(late) == 0 {

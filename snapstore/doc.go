@@ -182,9 +182,6 @@
 // # Index (bucket "convlog_threads")
 //
 // One [Summary] per thread at [IndexKey] "<tenant>.<thread>" (list a tenant
-// with "<tenant>.*"), written after the head ([Writer.SyncIndex]; the
-// projector does it at most once per thread per Config.IndexInterval, and
-// acks the events a head holds only once the index covers them too),
-// moved only forward (CAS, keeping the higher Version), deleted when the
-// thread is erased.
+// with "<tenant>.*"), written after the head, moved only forward (CAS,
+// keeping the higher Version), deleted when the thread is erased.
 package snapstore
