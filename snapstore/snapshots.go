@@ -69,8 +69,8 @@ type Store struct {
 
 // sharedHead is a head LoadView decoded, kept so that the next LoadView
 // that gets the same value (the same revision and the same bytes: a
-// rotation reseals a head in place, a recreated bucket reuses revisions)
-// skips opening and decoding it. Its State is handed to every such
+// bucket deleted and created again reuses revisions) skips opening and
+// decoding it. Its State is handed to every such
 // LoadView and never modified (LoadView's ownership rule).
 type sharedHead struct {
 	rev   uint64
