@@ -19,7 +19,14 @@ import (
 // runProjector runs a projector until the test ends.
 func runProjector(t *testing.T, js jetstream.JetStream) {
 	t.Helper()
-	p, err := projector.New(js, projector.Config{})
+	runProjectorWith(t, js, projector.Config{})
+}
+
+// runProjectorWith runs a projector configured by cfg until the test ends,
+// and returns once it consumes.
+func runProjectorWith(t *testing.T, js jetstream.JetStream, cfg projector.Config) {
+	t.Helper()
+	p, err := projector.New(js, cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

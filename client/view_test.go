@@ -36,13 +36,7 @@ func TestGetViewIsGetWithoutACopy(t *testing.T) {
 	require.Equal(t, "first", early.At(0).Content.Text)
 
 	// Small chunks: a 300-message thread is several chunks and a head.
-	p, err := projector.New(s.JS, projector.Config{ChunkBytes: 4 << 10, TailBytes: 1 << 10})
-	require.NoError(t, err)
-	pctx, pcancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = p.Run(pctx) }()
-	t.Cleanup(func() { pcancel(); <-done })
-	<-p.Ready()
+	runProjectorWith(t, s.JS, projector.Config{ChunkBytes: 4 << 10, TailBytes: 1 << 10})
 	_, _, v, err = c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: "long", ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
 	require.NoError(t, err)
 	for i := range 300 {
@@ -94,13 +88,7 @@ func TestGetViewDecodesAnUnchangedHeadOnce(t *testing.T) {
 	c, s := newClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	p, err := projector.New(s.JS, projector.Config{ChunkBytes: 4 << 10, TailBytes: 1 << 10})
-	require.NoError(t, err)
-	pctx, pcancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = p.Run(pctx) }()
-	t.Cleanup(func() { pcancel(); <-done })
-	<-p.Ready()
+	runProjectorWith(t, s.JS, projector.Config{ChunkBytes: 4 << 10, TailBytes: 1 << 10})
 	_, _, v, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: "kept", ThreadCreated: events.ThreadCreated{
 		Replies: events.RepliesOff, Metadata: map[string]string{"team": "blue"}}})
 	require.NoError(t, err)
