@@ -164,9 +164,14 @@ func (c *Checkpointer) run(ctx context.Context) error {
 	if err := c.load(ctx); err != nil {
 		return err
 	}
+	// No filter subject: the checkpoints themselves come too and are
+	// skipped below; an unfiltered consumer is nats-server's cheapest
+	// next-message path (a filter "<prefix>.*.*" over the stream's two
+	// subjects is matched against every subject of the message block, per
+	// delivery: see client.DurableConfig.AllSubjects).
+	cpSubject := CheckpointSubject(c.cfg.SubjectPrefix)
 	cons, err := c.js.OrderedConsumer(ctx, c.cfg.Stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{c.cfg.SubjectPrefix + ".*.*"},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy, OptStartSeq: c.covered + 1})
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: c.covered + 1})
 	if err != nil {
 		return fmt.Errorf("audit: consumer: %w", err)
 	}
@@ -195,6 +200,10 @@ func (c *Checkpointer) run(ctx context.Context) error {
 		case errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded):
 		case err != nil:
 			return fmt.Errorf("audit: next: %w", err)
+		case m.Subject() == cpSubject:
+			// A checkpoint (this checkpointer's or an earlier one's): not a
+			// thread's event, and no reason to write another.
+			continue
 		default:
 			md, err := m.Metadata()
 			if err != nil {

@@ -147,7 +147,15 @@ func startEnv(ctx context.Context, dir string, split bool) (*Env, error) {
 // connection, and waits until it consumes. Its OnApply and OnStep call the
 // functions set with [Env.SetOnApply] and [Env.SetOnStep].
 func (e *Env) StartProjector(ctx context.Context) error {
-	nc, err := nats.Connect(e.url, nats.Name("convlog-bench-projector"))
+	var nc *nats.Conn
+	var err error
+	if e.Server != nil {
+		// In process, as agentd serve's projector connects to its
+		// embedded server; the writers stay on TCP (other services).
+		nc, err = e.Server.Connect(nats.Name("convlog-bench-projector"))
+	} else {
+		nc, err = nats.Connect(e.url, nats.Name("convlog-bench-projector"))
+	}
 	if err != nil {
 		return err
 	}

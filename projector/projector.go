@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -133,8 +134,11 @@ func (p *Projector) KVWritten() snapstore.Written {
 //
 // Start-up: it looks up the stream, both buckets (they must exist: see
 // internal/provision or `agentd provision`) and creates or updates the
-// durable consumer cfg.Durable (filter "<prefix>.*.*", explicit ack,
-// deliver all), then closes Ready. Several instances (processes or
+// durable consumer cfg.Durable (no filter subject: every message of the
+// stream, the audit checkpoints acked and skipped, which is the server's
+// cheapest next-message path, client.DurableConfig.AllSubjects; explicit
+// ack, deliver all; a consumer of an older version, filtered on
+// "<prefix>.*.*", is updated), then closes Ready. Several instances (processes or
 // Projectors) with the same Durable share the work.
 //
 // Shutdown, when ctx is cancelled:
@@ -254,8 +258,11 @@ func (p *Projector) bind(ctx context.Context) (*client.Durable, error) {
 	// A short pull expiry (heartbeat 2.5 s) notices a consumer leader lost
 	// with its NATS node within seconds instead of the default 30 s.
 	return client.ConsumeDurable(ctx, p.js, c.Stream, p.subjects, client.DurableConfig{
-		Name:            c.Durable,
-		Description:     "convlog projector: triggers snapshot updates (shared by every instance)",
+		Name:        c.Durable,
+		Description: "convlog projector: triggers snapshot updates (shared by every instance)",
+		// Unfiltered: the server's cheapest way to the next message (see
+		// AllSubjects); dispatch acks the audit checkpoints.
+		AllSubjects:     true,
 		AckWait:         c.AckWait,
 		MaxAckPending:   c.MaxAckPending,
 		PullMaxMessages: min(512, c.MaxAckPending),
@@ -289,14 +296,18 @@ func (p *Projector) dispatch(msg jetstream.Msg, work chan<- *threadState) {
 		p.window.observe(key, 0, 0, 0, false)
 	}
 	if err != nil {
-		// Only a raw publisher can put such a subject in the stream; it has
-		// no snapshot key. Nothing to project.
+		// A stream-level message (an audit checkpoint), or a subject only
+		// a raw publisher can put in the stream; it has no snapshot key.
+		// Nothing to project.
+		_ = msg.Ack()
+		if p.streamLevel(msg.Subject()) {
+			return
+		}
 		seq := uint64(0)
 		if md != nil {
 			seq = md.Sequence.Stream
 		}
 		p.log.Warn("projector: skipping a message that is no event of this partition's threads", "subject", msg.Subject(), "seq", seq, "err", err)
-		_ = msg.Ack()
 		return
 	}
 	// Most triggers of a burst are for events an earlier step already
@@ -321,6 +332,15 @@ func (p *Projector) dispatch(msg jetstream.Msg, work chan<- *threadState) {
 		// Workers drain work until it is closed, also after ctx ends.
 		work <- ts
 	}
+}
+
+// streamLevel reports whether subject is one of the stream's own
+// subjects beside the threads' ("<prefix>.<name>": the audit checkpoints
+// on "<prefix>.audit", audit.CheckpointSubject), which the unfiltered
+// consumer delivers too.
+func (p *Projector) streamLevel(subject string) bool {
+	name, ok := strings.CutPrefix(subject, cmp.Or(p.subjects.Prefix, events.DefaultPrefix)+".")
+	return ok && name != "" && !strings.Contains(name, ".")
 }
 
 // worker processes threads until work is closed.

@@ -1,10 +1,13 @@
 package projector_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -385,4 +388,59 @@ func TestChunkBytesFitsTheServersMaxPayload(t *testing.T) {
 		require.LessOrEqual(t, ch.Bytes, maxPayload-64<<10, "chunk %d", i)
 	}
 	requireSameState(t, e.fold(t, tenant, thread), snap.State)
+}
+
+// The projector's consumer takes every message of the stream, with no
+// filter subject (the server's cheapest next-message path, see
+// client.DurableConfig.AllSubjects): a consumer left by an older version,
+// filtered on "conv.*.*", is updated, and the audit checkpoints it now
+// receives are acked without a warning while the threads around them are
+// projected.
+func TestProjectorConsumerTakesTheWholeStream(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	_, err := e.js.CreateOrUpdateConsumer(ctx, "CONVLOG", jetstream.ConsumerConfig{
+		Durable: "convlog-projector", FilterSubject: "conv.*.*", AckPolicy: jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy, MaxDeliver: -1,
+	})
+	require.NoError(t, err)
+	c := &clock{t: time.Unix(1700000000, 0)}
+	e.publish(t, c.ev("acme", "t1", events.ThreadCreated{}))
+	e.publishRaw(t, "conv.audit", []byte(`{"checkpoint":1}`), nil)
+	last := e.publish(t, c.ev("acme", "t1", events.UserMessage{Content: events.Text("hi")}))
+
+	var logs lockedBuffer
+	e.start(t, projector.Config{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	e.waitVersion(t, "acme", "t1", last)
+	e.publishRaw(t, "conv.audit", []byte(`{"checkpoint":2}`), nil)
+	last = e.publish(t, c.ev("acme", "t1", events.UserMessage{Content: events.Text("again")}))
+	e.waitVersion(t, "acme", "t1", last)
+	e.waitConsumerIdle(t, "convlog-projector")
+
+	cons, err := e.js.Consumer(ctx, "CONVLOG", "convlog-projector")
+	require.NoError(t, err)
+	info, err := cons.Info(ctx)
+	require.NoError(t, err)
+	require.Empty(t, info.Config.FilterSubject, "the consumer is still filtered")
+	require.Empty(t, info.Config.FilterSubjects)
+	require.Greater(t, info.AckFloor.Stream, uint64(0))
+	require.Empty(t, logs.String(), "an audit checkpoint was logged as a bad message")
+}
+
+// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

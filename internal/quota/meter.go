@@ -82,7 +82,10 @@ func NewMeter(ctx context.Context, js jetstream.JetStream, cfg MeterConfig) (*Me
 	subjects := events.Subjects{Prefix: cfg.Resources.SubjectPrefix}
 	cons, err := js.CreateOrUpdateConsumer(ctx, cfg.Resources.Stream, jetstream.ConsumerConfig{
 		Durable: cfg.Durable, Description: "convlog usage meters (package quota): headers only",
-		FilterSubject: subjects.StreamSubjects(), HeadersOnly: true, AckPolicy: jetstream.AckExplicitPolicy,
+		// No filter subject: apply skips the audit checkpoints, and an
+		// unfiltered consumer is nats-server's cheapest next-message path
+		// (client.DurableConfig.AllSubjects says why).
+		HeadersOnly: true, AckPolicy: jetstream.AckExplicitPolicy,
 		AckWait: 30 * time.Second, MaxAckPending: 4 * cfg.Batch, DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
@@ -161,7 +164,7 @@ func (m *Meter) apply(ctx context.Context, msgs []jetstream.Msg) error {
 	for _, msg := range msgs {
 		tenant, thread, err := m.subjects.Parse(msg.Subject())
 		if err != nil {
-			continue // not a thread subject (the audit subject is filtered out already)
+			continue // not a thread subject: an audit checkpoint
 		}
 		size, _ := strconv.ParseInt(msg.Headers().Get("Nats-Msg-Size"), 10, 64)
 		t := tallies[tenant]
