@@ -442,3 +442,26 @@ func TestCheckpointsFitASmallMaxPayload(t *testing.T) {
 	require.Eventually(t, func() bool { return covered.Load() >= last-1000 }, 10*time.Second, 10*time.Millisecond,
 		"checkpoints cut by size below the 64 KiB max payload (covered %d of %d)", covered.Load(), last)
 }
+
+// The checkpointer reads the stream with no filter subject, so its own
+// checkpoints come back to it: they are not events to cover. Once every
+// event is covered, no further checkpoint is written, however many
+// intervals pass, and the stream verifies clean.
+func TestCheckpointsDoNotCheckpointThemselves(t *testing.T) {
+	w := newWorld(t, "")
+	n := len(w.thread("acme", "t1", 5, "hello"))
+	w.waitCovered(w.lastThreadSeq())
+	st, err := w.ns.JS.Stream(context.Background(), "CONVLOG")
+	require.NoError(t, err)
+	last := func() uint64 {
+		m, err := st.GetLastMsgForSubject(context.Background(), audit.CheckpointSubject(""))
+		require.NoError(t, err)
+		return m.Sequence
+	}
+	before := last()
+	time.Sleep(15 * 20 * time.Millisecond) // 15 of world's checkpoint intervals
+	require.Equal(t, before, last(), "a checkpoint was written with no new event")
+	rep := w.verify(audit.Scope{})
+	require.True(t, rep.OK, "%+v", rep.Problems)
+	require.Equal(t, uint64(n), rep.Verified)
+}
