@@ -62,6 +62,12 @@ type DurableConfig struct {
 	// PullMaxMessages is how many messages one process buffers ahead of
 	// its Next calls. Default 64, at most MaxAckPending.
 	PullMaxMessages int
+	// PullMaxBytes, when > 0, bounds the buffer by bytes instead of
+	// PullMaxMessages (nats.go's PullMaxBytes: the two exclude each
+	// other). It must exceed the largest message the stream can hold
+	// (the server's max payload plus headers): a message larger than a
+	// pull request's max bytes is never delivered to it.
+	PullMaxBytes int
 	// PullExpiry is how long one pull request lives; its idle heartbeat
 	// (half of it) is how soon a lost consumer leader (a NATS node gone)
 	// is noticed. Default 5 s.
@@ -153,6 +159,9 @@ func ConsumeDurable(ctx context.Context, js jetstream.JetStream, stream string, 
 		MaxAckPending: cfg.MaxAckPending,
 	}
 	opts := []jetstream.PullMessagesOpt{jetstream.PullMaxMessages(cfg.PullMaxMessages), jetstream.PullExpiry(cfg.PullExpiry)}
+	if cfg.PullMaxBytes > 0 {
+		opts[0] = jetstream.PullMaxBytes(cfg.PullMaxBytes)
+	}
 	if cfg.PinnedTTL > 0 {
 		ccfg.PriorityPolicy, ccfg.PriorityGroups, ccfg.PinnedTTL = jetstream.PriorityPolicyPinned, []string{PinnedGroup}, cfg.PinnedTTL
 		opts = append(opts, jetstream.PullPriorityGroup(PinnedGroup))

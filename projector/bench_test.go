@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -400,6 +402,7 @@ func cpuTime() time.Duration {
 //	go test ./projector -run '^$' -bench BenchmarkCatchUp -benchtime 3x
 func BenchmarkCatchUp(b *testing.B) {
 	const threads, perThread = 1000, 100
+	var steps, reads atomic.Int64
 	for b.Loop() {
 		b.StopTimer()
 		e := newEnv(b)
@@ -413,11 +416,21 @@ func BenchmarkCatchUp(b *testing.B) {
 		}
 		seqs := e.publishAsync(b, evs)
 		b.StartTimer()
-		e.start(b, projector.Config{})
+		e.start(b, projector.Config{MaxAckPending: mapFromEnv(), OnStep: func(s projector.Step) {
+			steps.Add(1)
+			reads.Add(int64(s.LogReads))
+		}})
 		e.waitConsumerIdle(b, "convlog-projector")
 		b.StopTimer()
 		e.waitVersion(b, "catchup", fmt.Sprintf("t%d", threads-1), seqs[len(seqs)-1])
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(threads*perThread*b.N)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(threads*perThread*b.N)/float64(steps.Load()), "events/step")
+	b.ReportMetric(float64(reads.Load())/float64(steps.Load()), "log-reads/step")
+}
+
+func mapFromEnv() int {
+	n, _ := strconv.Atoi(os.Getenv("MAP"))
+	return n
 }

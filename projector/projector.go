@@ -55,6 +55,11 @@ type Projector struct {
 
 	mu      sync.Mutex
 	threads map[string]*threadState // threads with queued or running work
+	// held is the bytes of the triggers queued on threads or being
+	// processed (Config.MaxTriggerBytes); drained is signalled when
+	// workers release some. Both under mu.
+	held    int
+	drained *sync.Cond
 	// cache keeps the heads this instance wrote or read last, least
 	// recently used evicted first (Config.CacheThreads, CacheBytes). A
 	// cached head may be stale (another instance wrote since): the
@@ -84,6 +89,7 @@ type delivery struct {
 	md      *jetstream.MsgMetadata
 	prev    uint64
 	hasPrev bool
+	size    int // bytes counted in Projector.held
 }
 
 func (t *threadState) key() string { return t.tenant + "." + t.thread }
@@ -104,11 +110,13 @@ func New(js jetstream.JetStream, cfg Config) (*Projector, error) {
 		IndexBucket: cfg.IndexBucket, KeyBucket: cfg.KeyBucket}
 	pc := base.Partition(cfg.Partition)
 	cfg.Stream, cfg.SubjectPrefix, cfg.SnapshotBucket, cfg.IndexBucket, cfg.KeyBucket = pc.Stream, pc.SubjectPrefix, pc.SnapshotBucket, pc.IndexBucket, pc.KeyBucket
-	return &Projector{base: base,
+	p := &Projector{base: base,
 		js: js, cfg: cfg, defaultChunk: defaultChunk, log: cfg.Logger, subjects: events.Subjects{Prefix: cfg.SubjectPrefix},
 		ready: make(chan struct{}), threads: map[string]*threadState{}, cache: lru.New[string, *snapstore.Head](cfg.CacheThreads, int64(cfg.CacheBytes)),
 		window: newDeliveryWindow(),
-	}, nil
+	}
+	p.drained = sync.NewCond(&p.mu)
+	return p, nil
 }
 
 // Ready is closed once Run has bound the stream and buckets, created or
@@ -266,9 +274,13 @@ func (p *Projector) bind(ctx context.Context) (*client.Durable, error) {
 		AckWait:         c.AckWait,
 		MaxAckPending:   c.MaxAckPending,
 		PullMaxMessages: min(512, c.MaxAckPending),
-		PullExpiry:      5 * time.Second,
-		PinnedTTL:       c.PinnedTTL,
-		Logger:          p.log,
+		// The pull buffer by bytes too (its 512 messages could be 512 of the
+		// largest events): a quarter of MaxTriggerBytes, and room for two
+		// of the largest events the server takes.
+		PullMaxBytes: max(c.MaxTriggerBytes/4, 2*int(p.js.Conn().MaxPayload())+payloadSlack),
+		PullExpiry:   5 * time.Second,
+		PinnedTTL:    c.PinnedTTL,
+		Logger:       p.log,
 	})
 }
 
@@ -289,7 +301,7 @@ func (p *Projector) dispatch(msg jetstream.Msg, work chan<- *threadState) {
 			key = ""
 		}
 	}
-	d := delivery{msg: msg, md: md}
+	d := delivery{msg: msg, md: md, size: len(msg.Data())}
 	if md != nil {
 		d.prev, d.hasPrev = p.window.observe(key, md.Sequence.Consumer, md.Sequence.Stream, md.NumDelivered, true)
 	} else {
@@ -325,6 +337,7 @@ func (p *Projector) dispatch(msg jetstream.Msg, work chan<- *threadState) {
 		p.threads[key] = ts
 	}
 	ts.msgs = append(ts.msgs, d)
+	p.held += d.size
 	start := !ts.running
 	ts.running = true
 	p.mu.Unlock()
@@ -332,6 +345,14 @@ func (p *Projector) dispatch(msg jetstream.Msg, work chan<- *threadState) {
 		// Workers drain work until it is closed, also after ctx ends.
 		work <- ts
 	}
+	// Over MaxTriggerBytes: take no more deliveries until the workers
+	// (which never wait for dispatch, and go on after ctx ends) have
+	// folded some. The trigger just queued has a worker or will get one.
+	p.mu.Lock()
+	for p.held > p.cfg.MaxTriggerBytes {
+		p.drained.Wait()
+	}
+	p.mu.Unlock()
 }
 
 // streamLevel reports whether subject is one of the stream's own
@@ -358,6 +379,14 @@ func (p *Projector) worker(ctx context.Context, work <-chan *threadState) {
 			}
 			p.mu.Unlock()
 			p.process(ctx, ts, msgs)
+			size := 0
+			for _, d := range msgs {
+				size += d.size
+			}
+			p.mu.Lock()
+			p.held -= size
+			p.mu.Unlock()
+			p.drained.Broadcast()
 		}
 	}
 }
