@@ -144,14 +144,16 @@ func startEnv(ctx context.Context, dir string, split bool) (*Env, error) {
 }
 
 // StartProjector runs the projector in this process, on its own
-// connection, and waits until it consumes. Its OnApply and OnStep call the
+// connection (in process when the server is embedded, TCP to a server in
+// a child process), and waits until it consumes. Its OnApply and OnStep call the
 // functions set with [Env.SetOnApply] and [Env.SetOnStep].
 func (e *Env) StartProjector(ctx context.Context) error {
 	var nc *nats.Conn
 	var err error
 	if e.Server != nil {
 		// In process, as agentd serve's projector connects to its
-		// embedded server; the writers stay on TCP (other services).
+		// embedded server (internal/embedded's Connect); the writers and
+		// readers stay on TCP (other services).
 		nc, err = e.Server.Connect(nats.Name("convlog-bench-projector"))
 	} else {
 		nc, err = nats.Connect(e.url, nats.Name("convlog-bench-projector"))
