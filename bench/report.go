@@ -570,7 +570,8 @@ func lagSection(m *md, res *Results) {
 	}
 	m.p("")
 	m.p("**nats-server**: \"in process\" rows run the embedded server, the publisher and the projector in the bench")
-	m.p("process, as `agentd serve` runs them; \"own process\" rows run the server in a child process of its own, as")
+	m.p("process, as `agentd serve` runs them (the projector on an in-process connection, as agentd's; the publisher")
+	m.p("on TCP, as another service); \"own process\" rows run the server in a child process of its own, as")
 	m.p("deploy/ does, with the publisher and the projector still in the bench process. In one process the server's")
 	m.p("heap (its message block cache: every block written or read stays cached 10 s) is most of what each garbage")
 	m.p("collection marks, and the lag's tail follows the collections: the GC column counts those that ran during the")
