@@ -227,7 +227,7 @@ func (c *Client) Erase(ctx context.Context, tenant, thread, reason string) (Eras
 	if _, err := c.Append(ctx, tenant, thread, []events.Event{marker}, ExpectVersion(0)); err != nil && !errors.Is(err, fold.ErrRejected) {
 		return rep, fmt.Errorf("client: erase %s/%s: events purged, marker not written: %w", tenant, thread, err)
 	}
-	purged, err := snapstore.PurgeThread(ctx, c.snapshots, c.index, tenant, thread)
+	purged, err := snapstore.PurgeThread(ctx, c.js, c.snapshots, c.index, tenant, thread)
 	rep.SnapshotKeys, rep.IndexKeys = purged.SnapshotKeys, purged.IndexKeys
 	if err != nil {
 		return rep, fmt.Errorf("client: erase %s/%s: %w", tenant, thread, err)
@@ -267,7 +267,7 @@ func (c *Client) dropForkSnapshots(ctx context.Context, tenant, thread string) (
 			continue
 		}
 		seen[fork] = true
-		if _, err := snapstore.PurgeSnapshot(ctx, c.snapshots, tenant, fork); err != nil {
+		if _, err := snapstore.PurgeSnapshot(ctx, c.js, c.snapshots, tenant, fork); err != nil {
 			return forks, err
 		}
 		c.cache.drop(tenant + "." + fork)

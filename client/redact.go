@@ -174,7 +174,7 @@ func (c *Client) redact(ctx context.Context, tenant, thread, subject string, rep
 	}
 	// The snapshot and the index entry were sealed with a retired value
 	// key: purged, the projector writes them again when it folds rec.
-	p, err := snapstore.PurgeThread(ctx, c.snapshots, c.index, tenant, thread)
+	p, err := snapstore.PurgeThread(ctx, c.js, c.snapshots, c.index, tenant, thread)
 	if err != nil {
 		return 0, nil, fmt.Errorf("client: redact %s/%s: purge snapshot: %w", tenant, thread, err)
 	}
