@@ -57,3 +57,35 @@ func TestPurgeThreadFinishesWhileKeysArePurgedConcurrently(t *testing.T) {
 		require.Error(t, err, "the head is purged")
 	}
 }
+
+// A thread with more keys than one multi-last direct get returns (1,024)
+// is purged by its key prefix: nothing of it is left, and the report
+// names the prefix.
+func TestPurgeThreadOfMoreKeysThanOneDirectGet(t *testing.T) {
+	s, res := natstest.Provisioned(t, provision.Config{})
+	kv := res.Snapshots
+	ctx := context.Background()
+	head := snapstore.HeadKey("acme", "big")
+	_, err := kv.Put(ctx, head, []byte("h"))
+	require.NoError(t, err)
+	for j := range 1100 {
+		_, err := kv.Put(ctx, fmt.Sprintf("%s.c.1.%d.1", head, j), []byte("c"))
+		require.NoError(t, err)
+	}
+	other := snapstore.HeadKey("acme", "bigger") // shares the prefix "big" but not "big."
+	_, err = kv.Put(ctx, other, []byte("o"))
+	require.NoError(t, err)
+
+	purged, err := snapstore.PurgeThread(ctx, s.JS, kv, res.Index, "acme", "big")
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{head, head + ".>"}, purged.SnapshotKeys)
+	lister, err := kv.ListKeysFiltered(ctx, head, head+".>")
+	require.NoError(t, err)
+	var left []string
+	for k := range lister.Keys() {
+		left = append(left, k)
+	}
+	require.Empty(t, left)
+	_, err = kv.Get(ctx, other)
+	require.NoError(t, err, "another thread's head is kept")
+}
