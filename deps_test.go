@@ -23,7 +23,7 @@ const mod = "github.com/convlog/convlog/"
 //	events                         nothing of ours, no NATS
 //	fold (the fold)                events; no NATS: a pure function
 //	snapstore (the snapshot store) events, fold, internal/lru (its head cache); nats.go's KV
-//	                               (sealing through its Sealer interface)
+//	                               and orbit.go's jetstreamext (sealing through its Sealer interface)
 //	threadkey (thread data keys)   events, internal/lru; nats.go's KV
 //	projector (the runner)         client (its durable consume) and below
 //	internal/tenancy               events, threadkey, the internal leaves: the permission

@@ -4,8 +4,9 @@
 // lists are encoded by events' message-list codec (events.AppendMessages,
 // events.ParseMessages), the one codec of events.Message.
 // It owns every fact about keys: other packages name a thread, never a
-// key or a wildcard ([PurgeThread], [WatchIndex]). It imports events and
-// fold, and nats.go's KV API.
+// key or a wildcard ([PurgeThread], [WatchIndex]). It imports events,
+// fold and internal/lru, nats.go's KV API, and orbit.go's jetstreamext
+// (the multi-last direct get that lists a thread's keys for a purge).
 //
 // # Snapshot layout (bucket "convlog_snapshots")
 //
