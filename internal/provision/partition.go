@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -78,8 +79,21 @@ func ReadPartitions(ctx context.Context, js jetstream.JetStream, c Config) (int,
 }
 
 // readRecord returns the recorded K (1 and false when there is none).
+//
+// A direct get of a bucket just created on a cluster can find no server
+// answering yet (nats.ErrNoResponders: the replicas' direct get
+// subscriptions are not up); such a get is tried again, every
+// noRespondersPause, for up to noRespondersWait or until ctx ends.
 func readRecord(ctx context.Context, kv jetstream.KeyValue, c Config) (int, bool, error) {
 	e, err := kv.Get(ctx, PartitionsKey)
+	for deadline := time.Now().Add(noRespondersWait); errors.Is(err, nats.ErrNoResponders) && time.Now().Before(deadline); {
+		select {
+		case <-ctx.Done():
+			return 0, false, fmt.Errorf("provision: %s record in KV %s: %w (%w)", PartitionsKey, c.ConfigBucket, ctx.Err(), err)
+		case <-time.After(noRespondersPause):
+		}
+		e, err = kv.Get(ctx, PartitionsKey)
+	}
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 1, false, nil
 	}
@@ -92,6 +106,13 @@ func readRecord(ctx context.Context, kv jetstream.KeyValue, c Config) (int, bool
 	}
 	return k, true, nil
 }
+
+// noRespondersWait and noRespondersPause bound readRecord's retries of
+// a get nobody answered.
+const (
+	noRespondersWait  = 10 * time.Second
+	noRespondersPause = 50 * time.Millisecond
+)
 
 // ParsePartitions parses the value of the partitions record,
 // {"partitions": K}; the error quotes a value that is not that with K in
