@@ -89,6 +89,8 @@ type Config struct {
 	// instance holds, delivered and not yet folded and acked: over it, the
 	// instance takes no more deliveries until its workers have folded
 	// some. Default 64 MiB. A single trigger larger than it is still taken.
+	// The consumer's pull buffer comes on top: a quarter of it, and at
+	// least two of the largest events the server takes (its max payload).
 	MaxTriggerBytes int
 	// AckWait is how long the server waits for an ack before it delivers a
 	// trigger again: after a crash, and after a clean shutdown for the
