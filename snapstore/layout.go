@@ -55,6 +55,14 @@ const LevelDelta uint8 = 2
 // "<tenant>.*" (or this key) sees every new version.
 func HeadKey(tenant, thread string) string { return tenant + "." + thread }
 
+// kvSubjectPrefix is the prefix of the subjects that hold bucket's keys in
+// its stream ("$KV.<bucket>.", nats.go's KV, ADR-8): a key's subject is
+// it plus the key.
+func kvSubjectPrefix(bucket string) string { return "$KV." + bucket + "." }
+
+// kvStreamName is the name of bucket's stream ("KV_<bucket>", ADR-8).
+func kvStreamName(bucket string) string { return "KV_" + bucket }
+
 // ChunkKey is the key of a chunk in the snapshot bucket:
 // "<tenant>.<thread>.c.<gen>.<first>.<count>". A key names a fixed range of
 // a fixed history generation, so its value never changes: whoever writes it

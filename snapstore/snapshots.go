@@ -364,7 +364,7 @@ func (s *Store) startDeltas(ctx context.Context, f *chunkFetcher, gen uint64, ru
 		f.m[ms[k].key] = ms[k].r
 	}
 	f.mu.Unlock()
-	prefix := "$KV." + s.kv.Bucket() + "."
+	prefix := kvSubjectPrefix(s.kv.Bucket())
 	f.wg.Go(func() {
 		defer cancel()
 		var got []*jetstream.RawStreamMsg

@@ -58,8 +58,8 @@ func PurgeThread(ctx context.Context, js jetstream.JetStream, snapshots, index j
 // "<tenant>.<thread>.>".
 func PurgeSnapshot(ctx context.Context, js jetstream.JetStream, snapshots jetstream.KeyValue, tenant, thread string) ([]string, error) {
 	h := HeadKey(tenant, thread)
-	pfx := "$KV." + snapshots.Bucket() + "."
-	stream := "KV_" + snapshots.Bucket()
+	pfx := kvSubjectPrefix(snapshots.Bucket())
+	stream := kvStreamName(snapshots.Bucket())
 	var keys []string
 	it, err := jetstreamext.GetLastMsgsFor(ctx, js, stream, []string{pfx + h, pfx + h + ".>"})
 	if err == nil {

@@ -82,7 +82,7 @@ func NewWriter(ctx context.Context, js jetstream.JetStream, cfg WriterConfig) (*
 	if w.index, err = js.KeyValue(ctx, cfg.IndexBucket); err != nil {
 		errs = append(errs, fmt.Errorf("snapstore: index bucket %s: %w", cfg.IndexBucket, err))
 	}
-	if w.kvStream, err = js.Stream(ctx, "KV_"+cfg.SnapshotBucket); err != nil {
+	if w.kvStream, err = js.Stream(ctx, kvStreamName(cfg.SnapshotBucket)); err != nil {
 		errs = append(errs, fmt.Errorf("snapstore: snapshot bucket stream KV_%s: %w", cfg.SnapshotBucket, err))
 	}
 	if len(errs) > 0 {
@@ -409,7 +409,7 @@ func (w *Writer) writeChunks(ctx context.Context, e *Edit) ([]uint64, error) {
 // may still name are left (see the loop), and later reports that some
 // were: the next commit sweeps again.
 func (w *Writer) sweep(ctx context.Context, e *Edit) (later bool) {
-	prefix := "$KV." + w.cfg.SnapshotBucket + "."
+	prefix := kvSubjectPrefix(w.cfg.SnapshotBucket)
 	info, err := w.kvStream.Info(ctx, jetstream.WithSubjectFilter(prefix+rangesPattern(e.tenant, e.thread)))
 	if err != nil {
 		w.log.Warn("snapstore: listing the chunks of a thread failed; chunks a crashed step left stay until a later sweep", "tenant", e.tenant, "thread", e.thread, "err", err)
@@ -504,7 +504,7 @@ func (w *Writer) purge(ctx context.Context, garbage []string) []string {
 		return nil
 	})
 	for _, g := range purges {
-		subj := "$KV." + w.cfg.SnapshotBucket + "." + g
+		subj := kvSubjectPrefix(w.cfg.SnapshotBucket) + g
 		if err := w.kvStream.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
 			failed(g, err)
 		}
