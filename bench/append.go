@@ -21,12 +21,15 @@ const (
 	sysConvlogCons = "convlog_consistent"
 	sysConvlogWarm = "convlog_warm" // snapshot Get with the chunk cache warm
 	sysConvlogView = "convlog_view" // snapshot GetView (no copy of the history) with the chunk cache warm
-	sysRaw         = "jetstream"
-	sysRawEnc      = "jetstream_encoding"
-	sysRawKV       = "jetstream_kv"
-	sysPG          = "postgres"
-	sysPGAsync     = "postgres_async"
-	sysRedis       = "redis"
+	// sysConvlogViewLocal is sysConvlogView on an in-process connection to
+	// the embedded server: how agentd serve's HTTP API reads.
+	sysConvlogViewLocal = "convlog_view_inproc"
+	sysRaw              = "jetstream"
+	sysRawEnc           = "jetstream_encoding"
+	sysRawKV            = "jetstream_kv"
+	sysPG               = "postgres"
+	sysPGAsync          = "postgres_async"
+	sysRedis            = "redis"
 )
 
 // appendSize is the content size of the appended message; its msgpack

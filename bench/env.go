@@ -64,6 +64,11 @@ type Env struct {
 	UncachedClient *client.Client
 	// AppendClient is a client of the same connection on appendResources.
 	AppendClient *client.Client
+	// LocalClient is a client with the default configuration on an
+	// in-process connection to the embedded server, as agentd serve's
+	// HTTP API reads (nil when the server runs in a process of its own).
+	LocalClient *client.Client
+	localNC     *nats.Conn
 	// RawKV is the raw KV baseline bucket; Snaps reads convlog snapshots
 	// (chunk cache off: Snapshot.Bytes is the whole snapshot).
 	RawKV jetstream.KeyValue
@@ -124,6 +129,16 @@ func startEnv(ctx context.Context, dir string, split bool) (*Env, error) {
 	if e.AppendClient, err = client.New(ctx, e.NC, client.Config{Provision: true, Resources: appendResources}); err != nil {
 		e.Close()
 		return nil, err
+	}
+	if e.Server != nil {
+		if e.localNC, err = e.Server.Connect(nats.Name("convlog-bench-local-client")); err != nil {
+			e.Close()
+			return nil, err
+		}
+		if e.LocalClient, err = client.New(ctx, e.localNC, client.Config{}); err != nil {
+			e.Close()
+			return nil, err
+		}
 	}
 	raw := provision.Config{Stream: rawStream, SubjectPrefix: rawPrefix}.StreamConfig()
 	if _, err := e.JS.CreateOrUpdateStream(ctx, raw); err != nil {
@@ -270,6 +285,12 @@ func (e *Env) Close() {
 	}
 	if e.AppendClient != nil {
 		e.AppendClient.Close()
+	}
+	if e.LocalClient != nil {
+		e.LocalClient.Close()
+	}
+	if e.localNC != nil {
+		e.localNC.Close()
 	}
 	if e.NC != nil {
 		e.NC.Close()

@@ -83,9 +83,15 @@ type loadedThread struct {
 // measured twice: with the chunk cache off (sysConvlog, every byte read
 // from KV: the figure the targets use) and with the default cache warm
 // (sysConvlogWarm: the warm-up round fills it), and as a GetView with the
-// cache warm (sysConvlogView: no copy of the history).
+// cache warm (sysConvlogView: no copy of the history), also on an
+// in-process connection when the server is embedded (sysConvlogViewLocal:
+// agentd serve's HTTP API reads so).
 func RunGet(ctx context.Context, e *Env, b *Baselines, p GetParams, log func(string, ...any)) (*GetResults, error) {
-	res := &GetResults{Systems: []string{sysConvlog, sysConvlogWarm, sysConvlogView, sysConvlogCons, sysRawKV}, CollectFrom: p.CollectFrom}
+	res := &GetResults{Systems: []string{sysConvlog, sysConvlogWarm, sysConvlogView}, CollectFrom: p.CollectFrom}
+	if e.LocalClient != nil {
+		res.Systems = append(res.Systems, sysConvlogViewLocal)
+	}
+	res.Systems = append(res.Systems, sysConvlogCons, sysRawKV)
 	if b.PG != nil {
 		res.Systems = append(res.Systems, sysPG)
 	}
@@ -194,8 +200,12 @@ func getOnce(ctx context.Context, e *Env, b *Baselines, sys string, row *GetRow)
 			return 0, errors.New("not served from the snapshot")
 		}
 		return th.MessageCount(), nil
-	case sysConvlogView:
-		v, err := e.Client.GetView(ctx, tenant, row.thread)
+	case sysConvlogView, sysConvlogViewLocal:
+		c := e.Client
+		if sys == sysConvlogViewLocal {
+			c = e.LocalClient
+		}
+		v, err := c.GetView(ctx, tenant, row.thread)
 		if err != nil {
 			return 0, err
 		}
@@ -309,6 +319,7 @@ func loadBaselines(ctx context.Context, e *Env, b *Baselines, lt *loadedThread, 
 	}
 	row.EventBytes = len(all)
 	row.Want[sysConvlog], row.Want[sysConvlogWarm], row.Want[sysConvlogView], row.Want[sysConvlogCons] = n, n, n, n
+	row.Want[sysConvlogViewLocal] = n
 	row.Want[sysRawKV], row.Want[sysPG], row.Want[sysRedis] = len(lt.msgs), len(lt.msgs), len(lt.msgs)
 	// A KV value must fit in one NATS message (max_payload, 1 MiB by
 	// default) with its headers.
