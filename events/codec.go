@@ -171,11 +171,25 @@ func Marshal(e Event) ([]byte, error) {
 // other input goes to the reflection decoder, which defines the result:
 // both give the same Event and the same error for every input. Safe for
 // concurrent use; the returned event shares no memory with b.
-func Unmarshal(b []byte) (Event, error) {
+func Unmarshal(b []byte) (Event, error) { return unmarshal(b, false) }
+
+// UnmarshalNoCopy is [Unmarshal] without copying the strings of the event
+// out of b: the ones the hand-written decoder reads (the envelope's, and
+// the text of messages, contents and tool calls) share b's memory, which
+// saves an allocation and a copy per string (the replay's fold: issue 22).
+// b must never be modified afterwards, for as long as the event or
+// anything taken from it (a folded message) is reachable; a buffer
+// nats.go hands out with a message is such a buffer (it copies every
+// message's bytes into a slice of its own). Same results and errors as
+// Unmarshal; safe for concurrent use.
+func UnmarshalNoCopy(b []byte) (Event, error) { return unmarshal(b, true) }
+
+// unmarshal is Unmarshal, with alias UnmarshalNoCopy.
+func unmarshal(b []byte, alias bool) (Event, error) {
 	if err := checkWire(b); err != nil {
 		return Event{}, fmt.Errorf("%w: %v", ErrDecode, err)
 	}
-	if e, ok := decodeFast(b); ok {
+	if e, ok := decodeFast(b, alias); ok {
 		return e, nil
 	}
 	return decodeReflect(b)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"time"
+	"unsafe"
 )
 
 // This file is the hand-written msgpack decoder behind [Unmarshal]: the
@@ -44,23 +45,27 @@ import (
 // complete value, nesting at most maxNesting deep, with every declared
 // length inside the input. The reader still checks every bound.
 
-// reader reads msgpack values from b starting at i.
+// reader reads msgpack values from b starting at i. With alias, the
+// strings it decodes share b's memory instead of copying it
+// ([UnmarshalNoCopy]).
 type reader struct {
-	b []byte
-	i int
+	b     []byte
+	i     int
+	alias bool
 }
 
-// decodeFast decodes an event that checkWire accepted. ok is false when
+// decodeFast decodes an event that checkWire accepted, its strings sharing
+// b's memory with alias (UnmarshalNoCopy). ok is false when
 // the input is outside what this decoder handles (see above); e is then
 // meaningless.
-func decodeFast(b []byte) (e Event, ok bool) {
-	r := reader{b: b}
+func decodeFast(b []byte, alias bool) (e Event, ok bool) {
+	r := reader{b: b, alias: alias}
 	var payload []byte
 	e, payload, ok = r.envelope()
 	if !ok || r.i != len(b) || e.SchemaVersion > SchemaVersion || payload == nil {
 		return Event{}, false
 	}
-	pr := reader{b: payload}
+	pr := reader{b: payload, alias: alias}
 	p, ok := pr.payload(e.Type)
 	if !ok || pr.i != len(payload) {
 		return Event{}, false
@@ -528,7 +533,7 @@ func (r *reader) messagesInto(dst *[]Message) bool {
 		*dst = nil
 		return true
 	}
-	lr := listReader{b: r.b, i: r.i, strict: true}
+	lr := listReader{b: r.b, i: r.i, strict: true, alias: r.alias}
 	n, err := lr.arrayLen()
 	if err != nil || n < 0 || n > len(r.b)-lr.i {
 		return false
@@ -544,7 +549,7 @@ func (r *reader) messagesInto(dst *[]Message) bool {
 
 // toolCallsInto reads a []ToolCall with the message-list codec (strict).
 func (r *reader) toolCallsInto(dst *[]ToolCall) bool {
-	lr := listReader{b: r.b, i: r.i, strict: true}
+	lr := listReader{b: r.b, i: r.i, strict: true, alias: r.alias}
 	if lr.nilNext() {
 		r.i++
 		*dst = nil
@@ -560,7 +565,7 @@ func (r *reader) toolCallsInto(dst *[]ToolCall) bool {
 
 // usageInto reads a *Usage with the message-list codec (strict).
 func (r *reader) usageInto(dst **Usage) bool {
-	lr := listReader{b: r.b, i: r.i, strict: true}
+	lr := listReader{b: r.b, i: r.i, strict: true, alias: r.alias}
 	u, err := lr.usage()
 	if err != nil {
 		return false
@@ -571,7 +576,7 @@ func (r *reader) usageInto(dst **Usage) bool {
 
 // contentInto reads a Content with the message-list codec (strict).
 func (r *reader) contentInto(c *Content) bool {
-	lr := listReader{b: r.b, i: r.i, strict: true}
+	lr := listReader{b: r.b, i: r.i, strict: true, alias: r.alias}
 	v, err := lr.content()
 	if err != nil {
 		return false
@@ -783,6 +788,9 @@ func (r *reader) strBytes() ([]byte, bool) {
 // str reads a str as a string.
 func (r *reader) str() (string, bool) {
 	b, ok := r.strBytes()
+	if r.alias && len(b) > 0 {
+		return unsafe.String(&b[0], len(b)), ok
+	}
 	return string(b), ok
 }
 

@@ -30,6 +30,15 @@ func requireSameDecode(t testing.TB, b []byte) bool {
 		require.Error(t, gerr, "%x", b)
 		require.Equal(t, werr.Error(), gerr.Error(), "%x", b)
 	}
+	// UnmarshalNoCopy gives the same, on a copy of b that stays as it is.
+	shared := bytes.Clone(b)
+	nocopy, nerr := events.UnmarshalNoCopy(shared)
+	require.True(t, reflect.DeepEqual(want, nocopy), "UnmarshalNoCopy of %x:\nreflection:      %#v\nUnmarshalNoCopy: %#v", b, want, nocopy)
+	if werr == nil {
+		require.NoError(t, nerr, "%x", b)
+	} else {
+		require.Equal(t, werr.Error(), nerr.Error(), "%x", b)
+	}
 	fast, ok := events.DecodeFast(b)
 	if !ok {
 		return false
@@ -37,6 +46,29 @@ func requireSameDecode(t testing.TB, b []byte) bool {
 	require.NoError(t, werr, "the hand-written decoder accepted %x, the reflection decoder did not", b)
 	require.True(t, reflect.DeepEqual(want, fast), "decode of %x:\nreflection:   %#v\nhand-written: %#v", b, want, fast)
 	return true
+}
+
+// UnmarshalNoCopy's strings share the input's memory (what saves the
+// copies), Unmarshal's do not: overwriting the input afterwards shows
+// through the first and not the second.
+func TestUnmarshalNoCopySharesTheInput(t *testing.T) {
+	for name, b := range benchEvents() {
+		copied, err := events.Unmarshal(b)
+		require.NoError(t, err, name)
+		b = bytes.Clone(b)
+		shared, err := events.UnmarshalNoCopy(b)
+		require.NoError(t, err, name)
+		require.Equal(t, copied, shared, name)
+		for i := range b {
+			b[i] = 'Z'
+		}
+		require.Equal(t, strings.Repeat("Z", len(shared.ID)), shared.ID, "%s: the event id shares the input", name)
+		require.NotEqual(t, copied, shared, name)
+		require.NotContains(t, copied.ID, "Z", name)
+		if u, ok := shared.Payload.(events.UserMessage); ok {
+			require.Equal(t, strings.Repeat("Z", 512), u.Content.Text, "%s: the message's text shares the input", name)
+		}
+	}
 }
 
 // eventTimes are envelope and message times in each msgpack timestamp

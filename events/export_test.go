@@ -25,5 +25,5 @@ func DecodeFast(b []byte) (Event, bool) {
 	if checkWire(b) != nil {
 		return Event{}, false
 	}
-	return decodeFast(b)
+	return decodeFast(b, false)
 }

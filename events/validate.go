@@ -101,24 +101,28 @@ func (e Event) ValidateLimits(l Limits) error {
 // (8-4-4-4-12 hex digits, RFC 9562 section 4), which is what uuid.Parse
 // followed by String gives back unchanged.
 func canonicalUUID(s string) bool {
-	if len(s) != 36 {
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
 		return false
 	}
-	for i := 0; i < 36; i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-				return false
-			}
+	// OR the class bits of every character: one bad character shows.
+	var bad byte
+	for _, r := range [...][2]int{{0, 8}, {9, 13}, {14, 18}, {19, 23}, {24, 36}} {
+		for _, c := range []byte(s[r[0]:r[1]]) {
+			bad |= notLowerHex[c]
 		}
 	}
-	return true
+	return bad == 0
 }
+
+// notLowerHex is 1 for every byte that is not 0-9 or a-f.
+var notLowerHex = func() (t [256]byte) {
+	for c := range t {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			t[c] = 1
+		}
+	}
+	return t
+}()
 
 // exportedFields caches, per struct type, the indexes of its exported
 // fields (reflect.Type.Field allocates; the fast path must not).

@@ -113,10 +113,24 @@ func applyEvent(s *State, ev events.Stored, o foldOpts) error {
 // unknown type or newer schema, are recorded as rejections; ApplyBytes never
 // panics.
 func ApplyBytes(s *State, seq uint64, storedAt time.Time, data []byte) error {
+	return applyBytes(s, seq, storedAt, data, events.Unmarshal)
+}
+
+// ApplyBytesNoCopy is [ApplyBytes] decoding with [events.UnmarshalNoCopy]:
+// the strings of what it folds into s share data's memory, so data must
+// never be modified afterwards, for as long as s (or a message taken from
+// it) is reachable. The client's replay folds the buffers nats.go hands
+// out so.
+func ApplyBytesNoCopy(s *State, seq uint64, storedAt time.Time, data []byte) error {
+	return applyBytes(s, seq, storedAt, data, events.UnmarshalNoCopy)
+}
+
+// applyBytes is ApplyBytes with its decoder.
+func applyBytes(s *State, seq uint64, storedAt time.Time, data []byte, unmarshal func([]byte) (events.Event, error)) error {
 	if seq != 0 && seq <= s.Version {
 		return nil
 	}
-	ev, err := events.Unmarshal(data)
+	ev, err := unmarshal(data)
 	if err != nil {
 		code := CodeUndecodable
 		switch {

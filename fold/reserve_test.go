@@ -13,8 +13,9 @@ import (
 // BenchmarkApplyBytes folds a thread of 100,000 stored user messages of
 // 512 bytes of text, decoding each (the replay's fold, messages in
 // memory; issue 22 target 2: the fold alone at >= 1M events/s), growing
-// State.Messages as it goes and with State.Reserve first. Reported:
-// events/s.
+// State.Messages as it goes, with State.Reserve first, and with
+// ApplyBytesNoCopy (strings not copied out of the messages) as the
+// client's replay folds. Reported: events/s.
 //
 //	go test ./fold -run '^$' -bench BenchmarkApplyBytes -benchtime 5x
 func BenchmarkApplyBytes(b *testing.B) {
@@ -32,16 +33,20 @@ func BenchmarkApplyBytes(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	for _, reserve := range []bool{false, true} {
-		name := "growing"
-		if reserve {
-			name = "reserved"
-		}
-		b.Run(name, func(b *testing.B) { applyAll(b, msgs, at, reserve) })
+	for _, v := range []struct {
+		name    string
+		reserve bool
+		apply   func(*fold.State, uint64, time.Time, []byte) error
+	}{
+		{"growing", false, fold.ApplyBytes},
+		{"reserved", true, fold.ApplyBytes},
+		{"reserved-nocopy", true, fold.ApplyBytesNoCopy}, // the client's replay
+	} {
+		b.Run(v.name, func(b *testing.B) { applyAll(b, msgs, at, v.reserve, v.apply) })
 	}
 }
 
-func applyAll(b *testing.B, msgs [][]byte, at time.Time, reserve bool) {
+func applyAll(b *testing.B, msgs [][]byte, at time.Time, reserve bool, apply func(*fold.State, uint64, time.Time, []byte) error) {
 	n := len(msgs)
 	for b.Loop() {
 		s := fold.NewState("default", "t")
@@ -49,7 +54,7 @@ func applyAll(b *testing.B, msgs [][]byte, at time.Time, reserve bool) {
 			s.Reserve(n)
 		}
 		for i, m := range msgs {
-			if err := fold.ApplyBytes(s, uint64(i+1), at, m); err != nil {
+			if err := apply(s, uint64(i+1), at, m); err != nil {
 				b.Fatal(err)
 			}
 		}
