@@ -62,13 +62,11 @@ type DurableConfig struct {
 	// PullMaxMessages is how many messages one process buffers ahead of
 	// its Next calls. Default 64, at most MaxAckPending.
 	PullMaxMessages int
-	// PullMaxBytes, when > 0, bounds the buffer by bytes as well as by
-	// PullMaxMessages (nats.go's PullMaxMessagesWithBytesLimit). It must
-	// exceed the largest message the stream can hold (the server's max
-	// payload plus headers): a message larger than a pull request's max
-	// bytes is never delivered to it. A buffered message costs about
-	// 2 KiB of memory besides its bytes (nats.go v1.55: the message, its
-	// headers and reply subject), which the bound by bytes does not see.
+	// PullMaxBytes, when > 0, bounds the buffer by bytes instead of
+	// PullMaxMessages (nats.go's PullMaxBytes: the two exclude each
+	// other). It must exceed the largest message the stream can hold
+	// (the server's max payload plus headers): a message larger than a
+	// pull request's max bytes is never delivered to it.
 	PullMaxBytes int
 	// PullExpiry is how long one pull request lives; its idle heartbeat
 	// (half of it) is how soon a lost consumer leader (a NATS node gone)
@@ -162,7 +160,7 @@ func ConsumeDurable(ctx context.Context, js jetstream.JetStream, stream string, 
 	}
 	opts := []jetstream.PullMessagesOpt{jetstream.PullMaxMessages(cfg.PullMaxMessages), jetstream.PullExpiry(cfg.PullExpiry)}
 	if cfg.PullMaxBytes > 0 {
-		opts[0] = jetstream.PullMaxMessagesWithBytesLimit(cfg.PullMaxMessages, cfg.PullMaxBytes)
+		opts[0] = jetstream.PullMaxBytes(cfg.PullMaxBytes)
 	}
 	if cfg.PinnedTTL > 0 {
 		ccfg.PriorityPolicy, ccfg.PriorityGroups, ccfg.PinnedTTL = jetstream.PriorityPolicyPinned, []string{PinnedGroup}, cfg.PinnedTTL

@@ -83,20 +83,14 @@ type Config struct {
 	// thread has queued, so this bounds the events per step and with them
 	// the rate (BenchmarkCatchUp, 1,000 threads: 3.8 events per step and
 	// 27k events/s at 2,000; 15.5 and 59k/s at 10,000; 40 and 78k/s at
-	// 50,000, counted by data bytes only). The memory it would take is
-	// bounded by MaxTriggerBytes, which with its default binds first: a
-	// trigger counts at least 2 KiB, so at most about 32,000 are held
-	// (about 29 events per step and 72-73k/s in the same benchmark).
+	// 50,000). The memory it would take is bounded by MaxTriggerBytes.
 	MaxAckPending int
-	// MaxTriggerBytes bounds the memory of the triggers (whole events) an
-	// instance holds, delivered and not yet folded and acked: each counts
-	// its event's bytes plus about 2 KiB (nats.go's message and headers,
-	// triggerOverhead); over it, the instance takes no more deliveries
-	// until its workers have folded some. Default 64 MiB (about 23,000
-	// triggers of 800-byte events). A single trigger larger than it is
-	// still taken. The consumer's pull buffer comes on top: a quarter of
-	// it, at most 512 messages, and at least two of the largest events
-	// the server takes (its max payload).
+	// MaxTriggerBytes bounds the bytes of the triggers (whole events) an
+	// instance holds, delivered and not yet folded and acked: over it, the
+	// instance takes no more deliveries until its workers have folded
+	// some. Default 64 MiB. A single trigger larger than it is still taken.
+	// The consumer's pull buffer comes on top: a quarter of it, and at
+	// least two of the largest events the server takes (its max payload).
 	MaxTriggerBytes int
 	// AckWait is how long the server waits for an ack before it delivers a
 	// trigger again: after a crash, and after a clean shutdown for the

@@ -273,10 +273,10 @@ func (p *Projector) bind(ctx context.Context) (*client.Durable, error) {
 		AllSubjects:     true,
 		AckWait:         c.AckWait,
 		MaxAckPending:   c.MaxAckPending,
-		PullMaxMessages: pullMaxMessages(c),
-		// The pull buffer by bytes too (its messages could be the largest
-		// events): a quarter of MaxTriggerBytes, and room for two of the
-		// largest events the server takes.
+		PullMaxMessages: min(512, c.MaxAckPending),
+		// The pull buffer by bytes too (its 512 messages could be 512 of the
+		// largest events): a quarter of MaxTriggerBytes, and room for two
+		// of the largest events the server takes.
 		PullMaxBytes: max(c.MaxTriggerBytes/4, 2*int(p.js.Conn().MaxPayload())+payloadSlack),
 		PullExpiry:   5 * time.Second,
 		PinnedTTL:    c.PinnedTTL,
@@ -301,7 +301,7 @@ func (p *Projector) dispatch(msg jetstream.Msg, work chan<- *threadState) {
 			key = ""
 		}
 	}
-	d := delivery{msg: msg, md: md, size: len(msg.Data()) + triggerOverhead}
+	d := delivery{msg: msg, md: md, size: len(msg.Data())}
 	if md != nil {
 		d.prev, d.hasPrev = p.window.observe(key, md.Sequence.Consumer, md.Sequence.Stream, md.NumDelivered, true)
 	} else {
@@ -353,21 +353,6 @@ func (p *Projector) dispatch(msg jetstream.Msg, work chan<- *threadState) {
 		p.drained.Wait()
 	}
 	p.mu.Unlock()
-}
-
-// triggerOverhead is what a held trigger costs in memory besides its
-// event's bytes: nats.go's message, its headers, reply subject and
-// metadata. Measured with nats.go v1.55: 2,512 bytes of heap per trigger
-// of a 500-byte event with convlog's three headers, held as dispatch
-// holds them. Config.MaxTriggerBytes counts it, so that many small
-// events are bounded by their memory, not by their bytes alone.
-const triggerOverhead = 2 << 10
-
-// pullMaxMessages is the projector's pull buffer in messages: at most 512
-// and MaxAckPending, and a quarter of MaxTriggerBytes by triggerOverhead
-// (at least 1), so that small events do not fill a buffer sized by bytes.
-func pullMaxMessages(c Config) int {
-	return max(1, min(512, c.MaxAckPending, c.MaxTriggerBytes/4/triggerOverhead))
 }
 
 // streamLevel reports whether subject is one of the stream's own
