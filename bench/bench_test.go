@@ -92,10 +92,11 @@ func TestRunTiny(t *testing.T) {
 	t.Run("replay folded the longest thread every way", func(t *testing.T) {
 		require.NotNil(t, res.Replay)
 		assert.Equal(t, p.Get.Sizes[len(p.Get.Sizes)-1]+1, res.Replay.Events)
-		// convlog's replay, the fold alone, the raw read, the decode alone,
-		// the consumer read and the audit verification (no PostgreSQL or
-		// Redis in this run).
-		assert.Len(t, res.Replay.Order, 6)
+		// convlog's replay, the fold alone (without and with copying the
+		// strings), the raw read, the decode alone, the consumer read and
+		// the audit verification (no PostgreSQL or Redis in this run).
+		assert.Len(t, res.Replay.Order, 7)
+		assert.Contains(t, res.Replay.Order, replayFoldCopy)
 		assert.Contains(t, res.Replay.Order, replayVerify)
 		for _, w := range res.Replay.Order {
 			assert.Positive(t, res.Replay.Rates[w], w)
