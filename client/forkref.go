@@ -42,10 +42,9 @@ func (c *Client) ApplyFork(ctx context.Context, s *fold.State, st events.Stored)
 // applyRaw folds the raw message m into s, resolving a fork by reference
 // (ApplyFork). Rejections are recorded in s and returned; errors reading
 // a fork's source are returned with s unchanged. s shares m.Data's memory
-// (fold.ApplyBytesNoCopy): m.Data must not be modified afterwards.
+// (fold.ApplyBytesNoCopy): m.Data, the buffer nats.go gave the message or
+// the one opening it made, must not be modified afterwards.
 func (c *Client) applyRaw(ctx context.Context, s *fold.State, m *RawEvent) error {
-	// m.Data is the buffer nats.go gave the message (or the one opening
-	// it made), which nothing modifies: s may share it.
 	err := fold.ApplyBytesNoCopy(s, m.Sequence, m.Time, m.Data)
 	if !errors.Is(err, fold.ErrNeedParent) {
 		return err
