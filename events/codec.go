@@ -185,12 +185,18 @@ func Unmarshal(b []byte) (Event, error) { return unmarshal(b, false) }
 func UnmarshalNoCopy(b []byte) (Event, error) { return unmarshal(b, true) }
 
 // unmarshal is Unmarshal, with alias UnmarshalNoCopy.
+// The hand-written decoder runs first, on the unchecked bytes: it checks
+// on its own what checkWire checks (every length within b, nesting at
+// most maxNesting deep, nothing after the event), and FuzzDecodeFast
+// holds it to accepting nothing the checked reflection path rejects.
+// checkWire guards the reflection decoder only (a walk of the bytes less
+// per event: 12% of the fold's time, issue 22).
 func unmarshal(b []byte, alias bool) (Event, error) {
-	if err := checkWire(b); err != nil {
-		return Event{}, fmt.Errorf("%w: %v", ErrDecode, err)
-	}
 	if e, ok := decodeFast(b, alias); ok {
 		return e, nil
+	}
+	if err := checkWire(b); err != nil {
+		return Event{}, fmt.Errorf("%w: %v", ErrDecode, err)
 	}
 	return decodeReflect(b)
 }

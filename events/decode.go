@@ -41,9 +41,12 @@ import (
 //     forms), as time.Unix(sec, nsec), in UTC when zero. Not nil.
 //
 // The decoded payload then goes through the same canonical step as the
-// reflection decoder's. The input has passed checkWire: it is one
-// complete value, nesting at most maxNesting deep, with every declared
-// length inside the input. The reader still checks every bound.
+// reflection decoder's. The input has not passed checkWire: the reader
+// checks every bound itself and rejects anything after the event. The
+// fields it knows have shapes of fixed depth (six at most), so only the
+// values of unknown keys, which it skips, can nest deeper than
+// maxNesting: when it skipped one, it runs checkWire over the input
+// before it accepts it.
 
 // reader reads msgpack values from b starting at i. With alias, the
 // strings it decodes share b's memory instead of copying it
@@ -52,12 +55,13 @@ type reader struct {
 	b     []byte
 	i     int
 	alias bool
+	// unknown: the value of an unknown key was skipped.
+	unknown bool
 }
 
-// decodeFast decodes an event that checkWire accepted, its strings sharing
-// b's memory with alias (UnmarshalNoCopy). ok is false when
-// the input is outside what this decoder handles (see above); e is then
-// meaningless.
+// decodeFast decodes an event, its strings sharing b's memory with alias
+// (UnmarshalNoCopy). ok is false when the input is outside what this
+// decoder handles (see above), or malformed; e is then meaningless.
 func decodeFast(b []byte, alias bool) (e Event, ok bool) {
 	r := reader{b: b, alias: alias}
 	var payload []byte
@@ -68,6 +72,9 @@ func decodeFast(b []byte, alias bool) (e Event, ok bool) {
 	pr := reader{b: payload, alias: alias}
 	p, ok := pr.payload(e.Type)
 	if !ok || pr.i != len(payload) {
+		return Event{}, false
+	}
+	if (r.unknown || pr.unknown) && checkWire(b) != nil {
 		return Event{}, false
 	}
 	e.Payload = canonical(p)
@@ -143,6 +150,7 @@ func (r *reader) envelope() (e Event, payload []byte, ok bool) {
 			ok = r.skip(0)
 			payload = r.b[start:r.i]
 		default:
+			r.unknown = true
 			ok = r.skip(0)
 		}
 		if !ok || seen&bit != 0 {
@@ -251,6 +259,7 @@ func (r *reader) fields(field func(k []byte) (bit uint32, ok bool)) bool {
 			return false
 		}
 		if bit == 0 {
+			r.unknown = true
 			if !r.skip(0) {
 				return false
 			}

@@ -19,11 +19,7 @@ var CanonicalUUID = canonicalUUID
 // UnmarshalReflect is Unmarshal with the reflection decoder only.
 var UnmarshalReflect = unmarshalReflect
 
-// DecodeFast is the hand-written decoder alone: ok is false where
-// Unmarshal falls back to the reflection decoder.
-func DecodeFast(b []byte) (Event, bool) {
-	if checkWire(b) != nil {
-		return Event{}, false
-	}
-	return decodeFast(b, false)
-}
+// DecodeFast is the hand-written decoder alone, on unchecked bytes (as
+// Unmarshal runs it): ok is false where Unmarshal falls back to checkWire
+// and the reflection decoder.
+func DecodeFast(b []byte) (Event, bool) { return decodeFast(b, false) }

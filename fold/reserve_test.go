@@ -15,7 +15,9 @@ import (
 // memory; issue 22 target 2: the fold alone at >= 1M events/s), growing
 // State.Messages as it goes, with State.Reserve first, and with
 // ApplyBytesNoCopy (strings not copied out of the messages) as the
-// client's replay folds. Reported: events/s.
+// client's replay folds; "alternating" is that last fold over the bench's
+// replay thread (bench/replay.go): user and assistant messages in turn,
+// the assistant's with an agent and a model. Reported: events/s.
 //
 //	go test ./fold -run '^$' -bench BenchmarkApplyBytes -benchtime 5x
 func BenchmarkApplyBytes(b *testing.B) {
@@ -33,16 +35,29 @@ func BenchmarkApplyBytes(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	alternating := make([][]byte, n)
+	alternating[0] = created
+	for i := 1; i < n; i++ {
+		var p events.Payload = events.UserMessage{Content: events.Text(text)}
+		if i%2 == 0 {
+			p = events.AssistantMessage{Content: events.Text(text), Agent: "demo", Model: "offline"}
+		}
+		if alternating[i], err = events.Marshal(events.New("default", "t", "bench", p)); err != nil {
+			b.Fatal(err)
+		}
+	}
 	for _, v := range []struct {
 		name    string
+		msgs    [][]byte
 		reserve bool
 		apply   func(*fold.State, uint64, time.Time, []byte) error
 	}{
-		{"growing", false, fold.ApplyBytes},
-		{"reserved", true, fold.ApplyBytes},
-		{"reserved-nocopy", true, fold.ApplyBytesNoCopy}, // the client's replay
+		{"growing", msgs, false, fold.ApplyBytes},
+		{"reserved", msgs, true, fold.ApplyBytes},
+		{"reserved-nocopy", msgs, true, fold.ApplyBytesNoCopy}, // the client's replay
+		{"reserved-nocopy-alternating", alternating, true, fold.ApplyBytesNoCopy},
 	} {
-		b.Run(v.name, func(b *testing.B) { applyAll(b, msgs, at, v.reserve, v.apply) })
+		b.Run(v.name, func(b *testing.B) { applyAll(b, v.msgs, at, v.reserve, v.apply) })
 	}
 }
 
