@@ -58,6 +58,9 @@ func TestAuditVerifyCommand(t *testing.T) {
 	require.Regexp(t, `(?m)^convlog_audit_checkpoints_total [1-9]`, string(body))
 	require.Regexp(t, `(?m)^convlog_audit_checkpointed_events_total ([6-9]|[1-9][0-9]+)$`, string(body))
 	require.Regexp(t, `(?m)^convlog_audit_covered_seq [1-9]`, string(body))
+	// The projector's held triggers, by partition (none held once idle).
+	require.Regexp(t, `(?m)^convlog_projector_held_triggers\{partition="0"\} [0-9]+$`, string(body))
+	require.Regexp(t, `(?m)^convlog_projector_held_bytes\{partition="0"\} [0-9]+$`, string(body))
 
 	// --state-file keeps the last verified checkpoint and requires it in
 	// the next run: a log rewritten since (here: an anchor that the

@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/convlog/convlog/agent/model"
 	"github.com/convlog/convlog/agent/tools"
@@ -40,7 +43,19 @@ func newProjector(cl *client.Client, cn *conn, f *serveFlags, logger *slog.Logge
 		}
 		cfg.OnFailure = func(f projector.Failure) { m.projectorError.WithLabelValues(f.Reason).Inc() }
 	}
-	return projector.New(cl.JetStream(), cfg)
+	p, err := projector.New(cl.JetStream(), cfg)
+	if err != nil || m == nil {
+		return p, err
+	}
+	part := prometheus.Labels{"partition": strconv.Itoa(partition)}
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "convlog_projector_held_triggers", ConstLabels: part,
+			Help: "Triggers the projector holds, delivered and not yet folded and acked (projector.Held)."},
+			func() float64 { return float64(p.Held().Triggers) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "convlog_projector_held_bytes", ConstLabels: part,
+			Help: "Heap the projector's held triggers keep, in bytes, bounded by its MaxTriggerBytes (96 MiB) plus one trigger."},
+			func() float64 { return float64(p.Held().Bytes) }))
+	return p, nil
 }
 
 // newHTTPHandler builds the HTTP API (REST, SSE, OpenAI-compatible chat)

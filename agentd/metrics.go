@@ -16,6 +16,7 @@ import (
 // metrics are agentd's Prometheus metrics (libraries expose hooks; agentd
 // turns them into metrics). Names carry units.
 type metrics struct {
+	reg            prometheus.Registerer // for the metrics of parts made later (projectors)
 	turns          *prometheus.CounterVec
 	turnSeconds    *prometheus.HistogramVec
 	turnConflicts  prometheus.Counter
@@ -39,7 +40,7 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
-	m := &metrics{
+	m := &metrics{reg: reg,
 		turns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "convlog_agent_turns_total",
 			Help: "Work items handled by agent workers, by agent and outcome (answered, step, superseded, not_waiting, skipped, error)."},
 			[]string{"agent", "outcome"}),

@@ -55,11 +55,12 @@ type Projector struct {
 
 	mu      sync.Mutex
 	threads map[string]*threadState // threads with queued or running work
-	// held is the bytes of the triggers queued on threads or being
-	// processed (Config.MaxTriggerBytes); drained is signalled when
-	// workers release some. Both under mu.
-	held    int
-	drained *sync.Cond
+	// held is the heap kept by the triggers queued on threads or being
+	// processed (triggerCost; Config.MaxTriggerBytes), heldN how many
+	// they are; drained is signalled when workers release some. All under
+	// mu.
+	held, heldN int
+	drained     *sync.Cond
 	// cache keeps the heads this instance wrote or read last, least
 	// recently used evicted first (Config.CacheThreads, CacheBytes). A
 	// cached head may be stale (another instance wrote since): the
@@ -94,6 +95,33 @@ type delivery struct {
 
 func (t *threadState) key() string { return t.tenant + "." + t.thread }
 
+// newDelivery is msg held as a trigger, with its metadata md (nil if it
+// did not parse), counted at the heap it keeps (triggerCost).
+func newDelivery(msg jetstream.Msg, md *jetstream.MsgMetadata) delivery {
+	return delivery{msg: msg, md: md, size: triggerCost(msg)}
+}
+
+// triggerOverhead is the heap a held trigger keeps beyond the bytes of
+// its subject, reply subject, headers and data: nats.go's message and
+// header map, the jetstream message, its parsed metadata, the delivery
+// and the allocator's rounding. Measured with nats.go v1.55 by
+// TestHeldTriggerCountsTheHeapItKeeps, which fails when it is 25% off.
+const triggerOverhead = 1024
+
+// triggerCost is the heap msg keeps while it is held as a trigger, in
+// bytes: its subject, reply subject, header keys and values and data,
+// and triggerOverhead (Projector.held, Config.MaxTriggerBytes).
+func triggerCost(msg jetstream.Msg) int {
+	n := len(msg.Subject()) + len(msg.Reply()) + len(msg.Data()) + triggerOverhead
+	for k, vs := range msg.Headers() {
+		n += len(k)
+		for _, v := range vs {
+			n += len(v)
+		}
+	}
+	return n
+}
+
 // New returns a projector for the stream and buckets named in cfg, reached
 // through js. It validates cfg (returning every problem at once) but does
 // not contact the server: [Projector.Run] does.
@@ -123,6 +151,28 @@ func New(js jetstream.JetStream, cfg Config) (*Projector, error) {
 // joined the durable consumer, and started consuming. It stays open if Run
 // fails before that.
 func (p *Projector) Ready() <-chan struct{} { return p.ready }
+
+// Held is what a projector instance holds of its consumer's deliveries:
+// the triggers queued on threads or being folded, not yet acked (the
+// consumer's pull buffer not included).
+type Held struct {
+	// Triggers is how many.
+	Triggers int
+	// Bytes is the heap they keep, in bytes, as counted against
+	// Config.MaxTriggerBytes: each one's subject, reply subject, headers
+	// and data, and about 1 KiB for nats.go's message, the parsed headers
+	// and metadata (measured with nats.go v1.55).
+	Bytes int
+}
+
+// Held returns what the projector holds now (zero before Run). Safe for
+// concurrent use; agentd exports it as convlog_projector_held_triggers and
+// convlog_projector_held_bytes.
+func (p *Projector) Held() Held {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return Held{Triggers: p.heldN, Bytes: p.held}
+}
 
 // KVWritten returns what the projector wrote to its snapshot and index
 // buckets so far (snapstore.Written: heads, chunks, index entries, as
@@ -274,10 +324,10 @@ func (p *Projector) bind(ctx context.Context) (*client.Durable, error) {
 		AckWait:         c.AckWait,
 		MaxAckPending:   c.MaxAckPending,
 		PullMaxMessages: min(512, c.MaxAckPending),
-		// The pull buffer by bytes too (its 512 messages could be 512 of the
-		// largest events): a quarter of MaxTriggerBytes, and room for two
-		// of the largest events the server takes.
-		PullMaxBytes: max(c.MaxTriggerBytes/4, 2*int(p.js.Conn().MaxPayload())+payloadSlack),
+		// The pull buffer by bytes (nats.go takes bytes or messages, not
+		// both): room for two of the largest events the server takes.
+		// Its messages are not yet held (not in MaxTriggerBytes).
+		PullMaxBytes: 2*int(p.js.Conn().MaxPayload()) + payloadSlack,
 		PullExpiry:   5 * time.Second,
 		PinnedTTL:    c.PinnedTTL,
 		Logger:       p.log,
@@ -301,7 +351,7 @@ func (p *Projector) dispatch(msg jetstream.Msg, work chan<- *threadState) {
 			key = ""
 		}
 	}
-	d := delivery{msg: msg, md: md, size: len(msg.Data())}
+	d := newDelivery(msg, md)
 	if md != nil {
 		d.prev, d.hasPrev = p.window.observe(key, md.Sequence.Consumer, md.Sequence.Stream, md.NumDelivered, true)
 	} else {
@@ -338,6 +388,7 @@ func (p *Projector) dispatch(msg jetstream.Msg, work chan<- *threadState) {
 	}
 	ts.msgs = append(ts.msgs, d)
 	p.held += d.size
+	p.heldN++
 	start := !ts.running
 	ts.running = true
 	p.mu.Unlock()
@@ -385,6 +436,7 @@ func (p *Projector) worker(ctx context.Context, work <-chan *threadState) {
 			}
 			p.mu.Lock()
 			p.held -= size
+			p.heldN -= len(msgs)
 			p.mu.Unlock()
 			p.drained.Broadcast()
 		}
