@@ -24,7 +24,7 @@ func runProjector(t *testing.T, js jetstream.JetStream) {
 
 // runProjectorWith runs a projector configured by cfg until the test ends,
 // and returns once it consumes.
-func runProjectorWith(t *testing.T, js jetstream.JetStream, cfg projector.Config) {
+func runProjectorWith(t testing.TB, js jetstream.JetStream, cfg projector.Config) {
 	t.Helper()
 	p, err := projector.New(js, cfg)
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/projector"
 )
 
@@ -124,4 +125,44 @@ func TestGetViewDecodesAnUnchangedHeadOnce(t *testing.T) {
 	require.Equal(t, first.Len()+1, third.Len())
 	require.Equal(t, "one more", third.At(third.Len()-1).Content.Text)
 	require.Equal(t, map[string]string{"team": "blue"}, third.Metadata)
+}
+
+// BenchmarkGetView reads a projected thread of 1,000 messages of 512 bytes
+// of text with GetView over an in-process connection (how agentd's HTTP
+// API reads its embedded server), its chunks and head cached: the warm
+// read of issue 22's target 4 (bench/'s get section compares it with
+// Redis).
+//
+//	go test ./client -run '^$' -bench BenchmarkGetView
+func BenchmarkGetView(b *testing.B) {
+	s := natstest.Run(b)
+	nc, err := s.Connect()
+	require.NoError(b, err)
+	b.Cleanup(nc.Close)
+	ctx := context.Background()
+	c, err := client.New(ctx, nc, client.Config{Provision: true})
+	require.NoError(b, err)
+	runProjectorWith(b, s.JS, projector.Config{})
+	_, thread, v, err := c.CreateThread(ctx, client.CreateOptions{ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
+	require.NoError(b, err)
+	text := strings.Repeat("x", 512)
+	for i := 0; i < 1000; i += client.MaxTurnEvents {
+		evs := make([]events.Event, min(client.MaxTurnEvents, 1000-i))
+		for j := range evs {
+			evs[j] = user(text)
+		}
+		res, err := c.Append(ctx, "default", thread, evs, client.ExpectVersion(v))
+		require.NoError(b, err)
+		v = res.Version
+	}
+	require.Eventually(b, func() bool {
+		view, err := c.GetView(ctx, "default", thread)
+		return err == nil && view.FromSnapshot && view.Version == v
+	}, 30*time.Second, 10*time.Millisecond)
+	for b.Loop() {
+		view, err := c.GetView(ctx, "default", thread)
+		if err != nil || view.Len() != 1000 {
+			b.Fatalf("view: %v", err)
+		}
+	}
 }
