@@ -53,7 +53,7 @@ func (f *cliFlags) run(cmd *cobra.Command, lf *logFlags, fn func(ctx context.Con
 	}
 	defer cn.Close()
 	ctx := cmd.Context()
-	cl, err := f.conn.client(ctx, cn, true, "agentd-cli", logger)
+	cl, err := f.conn.client(ctx, cn, true, false, "agentd-cli", logger)
 	if err != nil {
 		return err
 	}

@@ -252,7 +252,9 @@ func (f *connFlags) open(logger *slog.Logger, name string, role dataDirRole) (*c
 // exits.
 const serveConnectWait = time.Minute
 
-// client opens a convlog client on c, provisioning resources if asked.
-func (f *connFlags) client(ctx context.Context, c *conn, provisionRes bool, producer string, logger *slog.Logger) (*client.Client, error) {
-	return client.New(ctx, c.NC, client.Config{Resources: f.resources(), Provision: provisionRes, Producer: producer, Logger: logger})
+// client opens a convlog client on c, provisioning resources if asked;
+// track sets client.Config.TrackSnapshots (agentd serve: its HTTP API's
+// views of hot threads cost no round trip).
+func (f *connFlags) client(ctx context.Context, c *conn, provisionRes, track bool, producer string, logger *slog.Logger) (*client.Client, error) {
+	return client.New(ctx, c.NC, client.Config{Resources: f.resources(), Provision: provisionRes, TrackSnapshots: track, Producer: producer, Logger: logger})
 }

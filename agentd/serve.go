@@ -236,7 +236,7 @@ func runServe(parent context.Context, cmd *cobra.Command, f *serveFlags, logger 
 		logger.Info("connected to NATS", "url", cn.NC.ConnectedUrl())
 	}
 	// 2. provisioning
-	cl, err := f.conn.client(ctx, cn, true, "agentd", logger)
+	cl, err := f.conn.client(ctx, cn, true, true, "agentd", logger)
 	if err != nil {
 		return err
 	}

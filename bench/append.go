@@ -22,14 +22,18 @@ const (
 	sysConvlogWarm = "convlog_warm" // snapshot Get with the chunk cache warm
 	sysConvlogView = "convlog_view" // snapshot GetView (no copy of the history) with the chunk cache warm
 	// sysConvlogViewLocal is sysConvlogView on an in-process connection to
-	// the embedded server: how agentd serve's HTTP API reads.
+	// the embedded server, as agentd serve's HTTP API reads.
 	sysConvlogViewLocal = "convlog_view_inproc"
-	sysRaw              = "jetstream"
-	sysRawEnc           = "jetstream_encoding"
-	sysRawKV            = "jetstream_kv"
-	sysPG               = "postgres"
-	sysPGAsync          = "postgres_async"
-	sysRedis            = "redis"
+	// sysConvlogViewTracked is sysConvlogViewLocal by a client with
+	// TrackSnapshots, as agentd serve's: a head the watch vouches for is
+	// not read again.
+	sysConvlogViewTracked = "convlog_view_tracked"
+	sysRaw                = "jetstream"
+	sysRawEnc             = "jetstream_encoding"
+	sysRawKV              = "jetstream_kv"
+	sysPG                 = "postgres"
+	sysPGAsync            = "postgres_async"
+	sysRedis              = "redis"
 )
 
 // appendSize is the content size of the appended message; its msgpack

@@ -54,7 +54,7 @@ func TestRunTiny(t *testing.T) {
 		require.Len(t, g.Rows, len(p.Get.Sizes))
 		for i, r := range g.Rows {
 			assert.Equal(t, p.Get.Sizes[i], r.N)
-			for _, s := range []string{sysConvlog, sysConvlogWarm, sysConvlogView, sysConvlogViewLocal, sysConvlogCons} {
+			for _, s := range []string{sysConvlog, sysConvlogWarm, sysConvlogView, sysConvlogViewLocal, sysConvlogViewTracked, sysConvlogCons} {
 				assert.Equal(t, r.N, r.Got[s], "%s of %d messages", s, r.N)
 				assert.Equal(t, 2, r.D[s].N, "%s of %d messages", s, r.N)
 			}

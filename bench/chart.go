@@ -22,6 +22,7 @@ var chartLines = []struct {
 	{sysConvlogWarm, "convlog Get (snapshot, chunk cache warm)", color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, []vg.Length{vg.Points(1.5), vg.Points(2.5)}},
 	{sysConvlogView, "convlog GetView (chunk cache warm)", color.RGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff}, []vg.Length{vg.Points(1.5), vg.Points(2.5)}},
 	{sysConvlogViewLocal, "convlog GetView (cache warm, in process)", color.RGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff}, []vg.Length{vg.Points(5), vg.Points(3)}},
+	{sysConvlogViewTracked, "convlog GetView (cache warm, in process, heads tracked)", color.RGBA{R: 0x0b, G: 0x6e, B: 0x78, A: 0xff}, []vg.Length{vg.Points(1), vg.Points(1)}},
 	{sysConvlogCons, "convlog Get (consistent)", color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, []vg.Length{vg.Points(5), vg.Points(3)}},
 	{sysRawKV, "raw JetStream KV get (one value)", color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}, nil},
 	{sysPG, "PostgreSQL SELECT", color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}, nil},

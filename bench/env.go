@@ -68,7 +68,10 @@ type Env struct {
 	// in-process connection to the embedded server, as agentd serve's
 	// HTTP API reads (nil when the server runs in a process of its own).
 	LocalClient *client.Client
-	localNC     *nats.Conn
+	// TrackedClient is LocalClient with Config.TrackSnapshots, as agentd
+	// serve's client (nil when the server runs in a process of its own).
+	TrackedClient *client.Client
+	localNC       *nats.Conn
 	// RawKV is the raw KV baseline bucket; Snaps reads convlog snapshots
 	// (chunk cache off: Snapshot.Bytes is the whole snapshot).
 	RawKV jetstream.KeyValue
@@ -136,6 +139,10 @@ func startEnv(ctx context.Context, dir string, split bool) (*Env, error) {
 			return nil, err
 		}
 		if e.LocalClient, err = client.New(ctx, e.localNC, client.Config{}); err != nil {
+			e.Close()
+			return nil, err
+		}
+		if e.TrackedClient, err = client.New(ctx, e.localNC, client.Config{TrackSnapshots: true}); err != nil {
 			e.Close()
 			return nil, err
 		}
@@ -288,6 +295,9 @@ func (e *Env) Close() {
 	}
 	if e.LocalClient != nil {
 		e.LocalClient.Close()
+	}
+	if e.TrackedClient != nil {
+		e.TrackedClient.Close()
 	}
 	if e.localNC != nil {
 		e.localNC.Close()

@@ -85,11 +85,12 @@ type loadedThread struct {
 // (sysConvlogWarm: the warm-up round fills it), and as a GetView with the
 // cache warm (sysConvlogView: no copy of the history), also on an
 // in-process connection when the server is embedded (sysConvlogViewLocal:
-// agentd serve's HTTP API reads so).
+// agentd serve's HTTP API reads so), and so by a client with
+// TrackSnapshots (sysConvlogViewTracked: agentd serve's client).
 func RunGet(ctx context.Context, e *Env, b *Baselines, p GetParams, log func(string, ...any)) (*GetResults, error) {
 	res := &GetResults{Systems: []string{sysConvlog, sysConvlogWarm, sysConvlogView}, CollectFrom: p.CollectFrom}
 	if e.LocalClient != nil {
-		res.Systems = append(res.Systems, sysConvlogViewLocal)
+		res.Systems = append(res.Systems, sysConvlogViewLocal, sysConvlogViewTracked)
 	}
 	res.Systems = append(res.Systems, sysConvlogCons, sysRawKV)
 	if b.PG != nil {
@@ -200,10 +201,13 @@ func getOnce(ctx context.Context, e *Env, b *Baselines, sys string, row *GetRow)
 			return 0, errors.New("not served from the snapshot")
 		}
 		return th.MessageCount(), nil
-	case sysConvlogView, sysConvlogViewLocal:
+	case sysConvlogView, sysConvlogViewLocal, sysConvlogViewTracked:
 		c := e.Client
-		if sys == sysConvlogViewLocal {
+		switch sys {
+		case sysConvlogViewLocal:
 			c = e.LocalClient
+		case sysConvlogViewTracked:
+			c = e.TrackedClient
 		}
 		v, err := c.GetView(ctx, tenant, row.thread)
 		if err != nil {
@@ -319,7 +323,7 @@ func loadBaselines(ctx context.Context, e *Env, b *Baselines, lt *loadedThread, 
 	}
 	row.EventBytes = len(all)
 	row.Want[sysConvlog], row.Want[sysConvlogWarm], row.Want[sysConvlogView], row.Want[sysConvlogCons] = n, n, n, n
-	row.Want[sysConvlogViewLocal] = n
+	row.Want[sysConvlogViewLocal], row.Want[sysConvlogViewTracked] = n, n
 	row.Want[sysRawKV], row.Want[sysPG], row.Want[sysRedis] = len(lt.msgs), len(lt.msgs), len(lt.msgs)
 	// A KV value must fit in one NATS message (max_payload, 1 MiB by
 	// default) with its headers.

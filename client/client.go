@@ -42,6 +42,8 @@ type Client struct {
 	// Config.NoQuotas).
 	quotas *quota.Checker
 	closed atomic.Bool
+	// untrack stops the watch of Config.TrackSnapshots (nil without).
+	untrack context.CancelFunc
 	// pageSize is readRaw's page size: the constant pageSize (tests of
 	// the paging use smaller pages).
 	pageSize int
@@ -118,6 +120,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Client, error) {
 			createConsumer: js.CreateConsumer, cache: newStateCache(cfg.CacheThreads)}
 		pc.cfg.Resources = c.cfg.Resources.Partition(p)
 		if err := pc.bind(ctx); err != nil {
+			c.Close() // the watches of the partitions bound so far
 			return nil, err
 		}
 		c.parts = append(c.parts, pc)
@@ -162,6 +165,14 @@ func (c *Client) bind(ctx context.Context) error {
 		return err
 	}
 	c.snaps = c.newSnapshots()
+	if c.cfg.TrackSnapshots {
+		tctx, stop := context.WithCancel(context.Background())
+		if err := c.snaps.TrackHeads(tctx, c.js); err != nil {
+			stop()
+			return fmt.Errorf("client: TrackSnapshots: %w", err)
+		}
+		c.untrack = stop
+	}
 	return nil
 }
 
@@ -306,12 +317,15 @@ func (c *Client) newSnapshots() *snapstore.Store {
 	return snapstore.NewWith(c.snapshots, opts)
 }
 
-// Close marks the client closed; later calls return [ErrClosed]. It does
-// not close the NATS connection.
+// Close marks the client closed; later calls return [ErrClosed]. It stops
+// the watch of Config.TrackSnapshots; it does not close the NATS
+// connection.
 func (c *Client) Close() {
-	c.closed.Store(true)
-	for _, p := range c.parts {
+	for _, p := range append([]*Client{c}, c.parts...) {
 		p.closed.Store(true)
+		if p.untrack != nil {
+			p.untrack()
+		}
 	}
 }
 

@@ -88,6 +88,17 @@ type Config struct {
 	// each, and threadkey.CacheBytes in all). Default threadkey.DefaultCacheThreads (65,536);
 	// negative disables the cache.
 	KeyCacheThreads int
+	// TrackSnapshots, when true, makes GetView skip the head's KV get of
+	// a thread it read before while a watch of the snapshot bucket's heads
+	// shows the head unchanged (snapstore.Store.TrackHeads: one ordered
+	// consumer per partition, headers only, for the client's life): a warm
+	// GetView costs no round trip, and may be older than the stored head
+	// by the watch's delivery delay besides the projection lag. It needs
+	// the chunk cache (ChunkCacheBytes not negative), a client with the
+	// deployment's permissions (not Tenant: creating a consumer on the
+	// bucket's stream) and Close to stop the watch. agentd serve sets it
+	// for its HTTP API. Default false.
+	TrackSnapshots bool
 	// NewThreadID generates ids for threads created without one (AgentKit's
 	// createThread hook). Default: a UUIDv7.
 	NewThreadID func() string
@@ -163,6 +174,12 @@ func (c Config) Validate() error {
 		if c.Provision {
 			errs = append(errs, errors.New("client: Provision needs full permissions; a client with Tenant set has a tenant's"))
 		}
+		if c.TrackSnapshots {
+			errs = append(errs, errors.New("client: TrackSnapshots needs full permissions (a consumer on the snapshot bucket's stream); a client with Tenant set has a tenant's"))
+		}
+	}
+	if c.TrackSnapshots && c.ChunkCacheBytes < 0 {
+		errs = append(errs, errors.New("client: TrackSnapshots needs the chunk cache; ChunkCacheBytes is negative"))
 	}
 	return errors.Join(errs...)
 }

@@ -166,3 +166,50 @@ func BenchmarkGetView(b *testing.B) {
 		}
 	}
 }
+
+// With Config.TrackSnapshots a client's GetView is the same thread, and a
+// new event shows in its views once projected; the option asks for what
+// it needs (the chunk cache, the deployment's permissions), and Close
+// stops the watch.
+func TestTrackSnapshotsGetView(t *testing.T) {
+	s := natstest.Run(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, bad := range []struct {
+		cfg  client.Config
+		want string
+	}{
+		{client.Config{TrackSnapshots: true, ChunkCacheBytes: -1}, "TrackSnapshots needs the chunk cache"},
+		{client.Config{TrackSnapshots: true, Tenant: "acme"}, "TrackSnapshots needs full permissions"},
+	} {
+		_, err := client.New(ctx, s.NC, bad.cfg)
+		require.ErrorContains(t, err, bad.want)
+	}
+
+	c, err := client.New(ctx, s.NC, client.Config{Provision: true, TrackSnapshots: true})
+	require.NoError(t, err)
+	runProjectorWith(t, s.JS, projector.Config{})
+	_, thread, v, err := c.CreateThread(ctx, client.CreateOptions{ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
+	require.NoError(t, err)
+	for i := range 3 {
+		res, err := c.Append(ctx, "default", thread, []events.Event{user(fmt.Sprintf("message %d", i))}, client.ExpectVersion(v))
+		require.NoError(t, err)
+		v = res.Version
+		require.Eventually(t, func() bool {
+			view, err := c.GetView(ctx, "default", thread)
+			return err == nil && view.FromSnapshot && view.Version == v && view.Len() == i+1
+		}, 30*time.Second, time.Millisecond, "message %d in the view", i)
+		got, err := c.Get(ctx, "default", thread)
+		require.NoError(t, err)
+		view, err := c.GetView(ctx, "default", thread)
+		require.NoError(t, err)
+		var msgs []events.Message
+		for _, m := range view.All() {
+			msgs = append(msgs, *m)
+		}
+		require.Equal(t, got.Messages, msgs)
+	}
+	c.Close()
+	_, err = c.GetView(ctx, "default", thread)
+	require.ErrorIs(t, err, client.ErrClosed)
+}

@@ -5,8 +5,9 @@
 // events.ParseMessages), the one codec of events.Message.
 // It owns every fact about keys: other packages name a thread, never a
 // key or a wildcard ([PurgeThread], [WatchIndex]). It imports events,
-// fold and internal/lru, nats.go's KV API, and orbit.go's jetstreamext
-// (the multi-last direct get that lists a thread's keys for a purge).
+// fold and internal/lru, nats.go's KV API (and its connection's status,
+// for [Store.TrackHeads]), and orbit.go's jetstreamext (the multi-last
+// direct get that lists a thread's keys for a purge).
 //
 // # Snapshot layout (bucket "convlog_snapshots")
 //

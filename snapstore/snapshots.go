@@ -45,7 +45,9 @@ const loadAttempts = 8
 // For [Store.LoadView] it also keeps the heads it decoded (up to 16,384,
 // about 8 MiB by estimate): a head read again with the same value is not
 // opened and decoded again, so a warm LoadView of an unchanged thread
-// costs the head's get and a comparison of its bytes.
+// costs the head's get and a comparison of its bytes; with
+// [Store.TrackHeads], not even the get while a watch of the heads shows
+// the head unchanged.
 //
 // A Store also remembers the chunk list it last saw for each of up to
 // 16,384 threads (and 65,536 chunk references in all, about 3 MiB), so
@@ -65,6 +67,9 @@ type Store struct {
 	// without a chunk cache): see sharedHead.
 	heads *lru.Cache[string, *sharedHead]
 	batch func(ctx context.Context, subject string, from uint64, n int) ([]*jetstream.RawStreamMsg, error)
+	// tracker vouches for heads in heads while TrackHeads runs (nil
+	// otherwise).
+	tracker atomic.Pointer[tracker]
 }
 
 // sharedHead is a head LoadView decoded, kept so that the next LoadView
@@ -566,19 +571,33 @@ func getHead(ctx context.Context, kv jetstream.KeyValue, seal sealing, tenant, t
 
 // sharedHead is getHead for LoadView: a head whose value is the one the
 // Store decoded last for key is taken from s.heads, not decoded again.
+// With TrackHeads, a decoded head the watch vouches for is taken without
+// the get.
 func (s *Store) sharedHead(ctx context.Context, tenant, thread, key string) (h *head, rev uint64, n int, err error) {
+	t := s.tracker.Load()
+	var mark trackMark
+	if t != nil {
+		if c, ok := s.heads.Get(key); ok && t.trusts(key, c.rev) {
+			return c.h, c.rev, len(c.value), nil
+		}
+		mark = t.mark()
+	}
 	e, err := getHeadEntry(ctx, s.kv, tenant, thread)
 	if err != nil {
 		return nil, 0, 0, err
 	}
 	if c, ok := s.heads.Get(key); ok && c.rev == e.Revision() && bytes.Equal(c.value, e.Value()) {
-		return c.h, c.rev, len(c.value), nil
+		h = c.h
+	} else {
+		if h, err = openHead(ctx, s.seal, tenant, thread, e.Value(), nil); err != nil {
+			s.heads.Remove(key)
+			return nil, 0, 0, err
+		}
+		s.heads.Put(key, &sharedHead{rev: e.Revision(), value: e.Value(), h: h}, headCost(e.Value()))
 	}
-	if h, err = openHead(ctx, s.seal, tenant, thread, e.Value(), nil); err != nil {
-		s.heads.Remove(key)
-		return nil, 0, 0, err
+	if t != nil {
+		t.trust(key, e.Revision(), mark)
 	}
-	s.heads.Put(key, &sharedHead{rev: e.Revision(), value: e.Value(), h: h}, headCost(e.Value()))
 	return h, e.Revision(), len(e.Value()), nil
 }
 

@@ -406,11 +406,38 @@ func (s *Server) getThread(w http.ResponseWriter, r *http.Request) error {
 		}
 		opts = append(opts, client.AsOf(t))
 	}
+	if len(opts) == 0 {
+		return s.getThreadView(w, r, tenant, id)
+	}
 	th, err := s.c.Get(r.Context(), tenant, id, opts...)
 	if err != nil {
 		return err
 	}
 	return writeThread(w, r, http.StatusOK, th)
+}
+
+// getThreadView answers the default read of a thread from a view of its
+// snapshot (client.GetView): with the client's TrackSnapshots (agentd
+// serve) a thread read before costs no round trip while its head is
+// unchanged, and a poll with the current ETag gets 304 Not Modified
+// before any message is copied. Same body as a Get.
+func (s *Server) getThreadView(w http.ResponseWriter, r *http.Request, tenant, id string) error {
+	v, err := s.c.GetView(r.Context(), tenant, id)
+	if err != nil {
+		return err
+	}
+	if tag := etag(v.Version); r.Header.Get("If-None-Match") == tag {
+		w.Header().Set("ETag", tag)
+		w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
+	th := v.Thread
+	th.Messages = make([]events.Message, 0, v.Len())
+	for _, m := range v.All() {
+		th.Messages = append(th.Messages, *m)
+	}
+	th.Base = 0
+	return writeThread(w, r, http.StatusOK, &th)
 }
 
 // appendRequest is the body of POST /v1/threads/{id}/events.
