@@ -541,8 +541,12 @@ func (s *Store) loadWith(ctx context.Context, tenant, thread string, view bool) 
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			// A newer head extended or replaced a chunk of the one read:
 			// read the head again; the chunks fetched already (they never
-			// change) are used again if it still names them.
+			// change) are used again if it still names them. A tracked
+			// head is read too: the newer one may not be delivered yet.
 			f.forgetFailed()
+			if t := s.tracker.Load(); t != nil {
+				t.distrust(HeadKey(tenant, thread))
+			}
 			continue
 		}
 		return snap, err

@@ -157,6 +157,14 @@ func (t *tracker) trusts(key string, rev uint64) bool {
 	return ok && r == rev && t.live()
 }
 
+// distrust stops trusting key's head (a chunk it names is gone: a newer
+// head exists, which the watch has not delivered yet).
+func (t *tracker) distrust(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.trusted, key)
+}
+
 // mark returns where the watch stands, before a head is read.
 func (t *tracker) mark() trackMark {
 	t.mu.Lock()

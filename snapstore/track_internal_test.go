@@ -76,3 +76,14 @@ func TestTrackerTrustsOnlyWhatNoDeliveryContradicts(t *testing.T) {
 	nc.Close()
 	require.False(t, tr.trusts("a.t", 10), "a closed connection")
 }
+
+// A head whose chunk turned out purged is not trusted any more.
+func TestTrackerDistrust(t *testing.T) {
+	srv := natstest.Run(t)
+	tr := &tracker{nc: srv.NC, trusted: map[string]uint64{}}
+	tr.start()
+	tr.trust("a.t", 10, tr.mark())
+	require.True(t, tr.trusts("a.t", 10))
+	tr.distrust("a.t")
+	require.False(t, tr.trusts("a.t", 10))
+}
