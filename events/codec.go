@@ -185,6 +185,7 @@ func Unmarshal(b []byte) (Event, error) { return unmarshal(b, false) }
 func UnmarshalNoCopy(b []byte) (Event, error) { return unmarshal(b, true) }
 
 // unmarshal is Unmarshal, with alias UnmarshalNoCopy.
+//
 // The hand-written decoder runs first, on the unchecked bytes: it checks
 // on its own what checkWire checks (every length within b, nesting at
 // most maxNesting deep, nothing after the event), and FuzzDecodeFast

@@ -93,10 +93,9 @@ type Config struct {
 	// metadata ([Held]): 96 MiB holds about 46,000 triggers of events of
 	// 500 bytes of text (BenchmarkCatchUp: 45 events per step and the
 	// rate of MaxAckPending alone, within noise; 64 MiB: 38 and 10% less).
-	// A single trigger larger
-	// than it is still taken. The consumer's pull buffer comes on top:
-	// two of the largest events the server takes (2 x its max payload +
-	// 64 KiB, in bytes on the wire).
+	// A single trigger larger than it is still taken. The consumer's pull
+	// buffer comes on top: two of the largest events the server takes (2 x
+	// its max payload + 64 KiB, in bytes on the wire).
 	MaxTriggerBytes int
 	// AckWait is how long the server waits for an ack before it delivers a
 	// trigger again: after a crash, and after a clean shutdown for the
