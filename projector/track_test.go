@@ -2,6 +2,7 @@ package projector_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -135,4 +136,26 @@ func TestTrackHeadsTrustsNothingWhileTheWatchIsLost(t *testing.T) {
 		_, err := st.LoadView(ctx, "acme", "lost")
 		return err == nil && kv.gets.Load() == before
 	}, 30*time.Second, 10*time.Millisecond, "trust resumes once the watch has caught up")
+}
+
+// A purged snapshot (what a redaction or an erasure does before the
+// projector writes it again) is not served from a tracked head: the purge
+// marker the watch delivers withdraws the trust, and the next view finds
+// no snapshot.
+func TestTrackHeadsDropsAPurgedHead(t *testing.T) {
+	e := newEnv(t)
+	e.start(t, smallChunks)
+	var c clock
+	e.publish(t, c.ev("acme", "purged", events.ThreadCreated{}))
+	seqs := e.appendMessages(t, &c, "acme", "purged", 0, 10)
+	st, _ := e.trackedReader(t)
+	viewAt(t, st, "acme", "purged", seqs[len(seqs)-1])
+	viewAt(t, st, "acme", "purged", seqs[len(seqs)-1]) // trusted from here on
+
+	_, err := snapstore.PurgeSnapshot(context.Background(), e.js, e.res.Snapshots, "acme", "purged")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := st.LoadView(context.Background(), "acme", "purged")
+		return errors.Is(err, snapstore.ErrNoSnapshot)
+	}, 10*time.Second, time.Millisecond, "a view of the purged snapshot")
 }
