@@ -37,18 +37,28 @@ func viewAt(t *testing.T, st *snapstore.Store, tenant, thread string, v uint64) 
 	return snap
 }
 
+// trackedThread starts a projector, projects thread acme/<thread> with n
+// messages and reads it twice with a tracked reader (the second read finds
+// the head trusted); it returns the env, the reader, its get counter, the
+// clock the events came from and the last view.
+func trackedThread(t *testing.T, thread string, n int) (*env, *snapstore.Store, *countingKV, *clock, *snapstore.Snapshot) {
+	t.Helper()
+	e := newEnv(t)
+	e.start(t, smallChunks)
+	c := &clock{}
+	e.publish(t, c.ev("acme", thread, events.ThreadCreated{}))
+	seqs := e.appendMessages(t, c, "acme", thread, 0, n)
+	st, kv := e.trackedReader(t)
+	viewAt(t, st, "acme", thread, seqs[len(seqs)-1])
+	return e, st, kv, c, viewAt(t, st, "acme", thread, seqs[len(seqs)-1])
+}
+
 // With TrackHeads, a view of a thread whose head has not changed costs no
 // get (the reader without it gets the head every time); a new head is
 // seen by the next views within the watch's delay, and views never go
 // back to an older version once a newer one was served.
 func TestTrackHeadsSkipsTheGetOfAnUnchangedHead(t *testing.T) {
-	e := newEnv(t)
-	e.start(t, smallChunks)
-	var c clock
-	e.publish(t, c.ev("acme", "tracked", events.ThreadCreated{}))
-	seqs := e.appendMessages(t, &c, "acme", "tracked", 0, 40)
-	st, kv := e.trackedReader(t)
-	first := viewAt(t, st, "acme", "tracked", seqs[len(seqs)-1])
+	e, st, kv, c, first := trackedThread(t, "tracked", 40)
 
 	before := kv.gets.Load()
 	for range 100 {
@@ -72,7 +82,7 @@ func TestTrackHeadsSkipsTheGetOfAnUnchangedHead(t *testing.T) {
 	// More events: the next views see them, never an older version after
 	// a newer one.
 	for round := range 5 {
-		more := e.appendMessages(t, &c, "acme", "tracked", 40+round*3, 3)
+		more := e.appendMessages(t, c, "acme", "tracked", 40+round*3, 3)
 		want := more[len(more)-1]
 		var last uint64
 		require.Eventually(t, func() bool {
@@ -93,14 +103,7 @@ func TestTrackHeadsSkipsTheGetOfAnUnchangedHead(t *testing.T) {
 // at once; once the watch has caught up again (a new consumer, a delivery
 // with none pending), unchanged heads are served without a get again.
 func TestTrackHeadsTrustsNothingWhileTheWatchIsLost(t *testing.T) {
-	e := newEnv(t)
-	e.start(t, smallChunks)
-	var c clock
-	e.publish(t, c.ev("acme", "lost", events.ThreadCreated{}))
-	seqs := e.appendMessages(t, &c, "acme", "lost", 0, 10)
-	st, kv := e.trackedReader(t)
-	viewAt(t, st, "acme", "lost", seqs[len(seqs)-1])
-	viewAt(t, st, "acme", "lost", seqs[len(seqs)-1]) // trusted from here on
+	e, st, kv, c, _ := trackedThread(t, "lost", 10)
 
 	ctx := context.Background()
 	stream, err := e.js.Stream(ctx, "KV_"+e.res.Snapshots.Bucket())
@@ -129,7 +132,7 @@ func TestTrackHeadsTrustsNothingWhileTheWatchIsLost(t *testing.T) {
 
 	// A new head: the recreated watch delivers it with nothing pending,
 	// and trust resumes.
-	more := e.appendMessages(t, &c, "acme", "lost", 10, 1)
+	more := e.appendMessages(t, c, "acme", "lost", 10, 1)
 	viewAt(t, st, "acme", "lost", more[0])
 	require.Eventually(t, func() bool {
 		before := kv.gets.Load()
@@ -143,14 +146,7 @@ func TestTrackHeadsTrustsNothingWhileTheWatchIsLost(t *testing.T) {
 // marker the watch delivers withdraws the trust, and the next view finds
 // no snapshot.
 func TestTrackHeadsDropsAPurgedHead(t *testing.T) {
-	e := newEnv(t)
-	e.start(t, smallChunks)
-	var c clock
-	e.publish(t, c.ev("acme", "purged", events.ThreadCreated{}))
-	seqs := e.appendMessages(t, &c, "acme", "purged", 0, 10)
-	st, _ := e.trackedReader(t)
-	viewAt(t, st, "acme", "purged", seqs[len(seqs)-1])
-	viewAt(t, st, "acme", "purged", seqs[len(seqs)-1]) // trusted from here on
+	e, st, _, _, _ := trackedThread(t, "purged", 10)
 
 	_, err := snapstore.PurgeSnapshot(context.Background(), e.js, e.res.Snapshots, "acme", "purged")
 	require.NoError(t, err)

@@ -204,13 +204,23 @@ func threadJSON(th *client.Thread) threadBody {
 
 // writeThread writes th with its ETag.
 func writeThread(w http.ResponseWriter, r *http.Request, status int, th *client.Thread) error {
-	tag := etag(th.Version)
-	w.Header().Set("ETag", tag)
-	if status == http.StatusOK && r.Header.Get("If-None-Match") == tag {
-		w.WriteHeader(http.StatusNotModified)
+	if status == http.StatusOK && notModified(w, r, th.Version) {
 		return nil
 	}
+	w.Header().Set("ETag", etag(th.Version))
 	return writeJSON(w, status, threadJSON(th))
+}
+
+// notModified answers 304 Not Modified, with the ETag, when the request's
+// If-None-Match is the ETag of version; it reports whether it did.
+func notModified(w http.ResponseWriter, r *http.Request, version uint64) bool {
+	tag := etag(version)
+	if r.Header.Get("If-None-Match") != tag {
+		return false
+	}
+	w.Header().Set("ETag", tag)
+	w.WriteHeader(http.StatusNotModified)
+	return true
 }
 
 // createRequest is the body of POST /v1/threads.
@@ -426,9 +436,7 @@ func (s *Server) getThreadView(w http.ResponseWriter, r *http.Request, tenant, i
 	if err != nil {
 		return err
 	}
-	if tag := etag(v.Version); r.Header.Get("If-None-Match") == tag {
-		w.Header().Set("ETag", tag)
-		w.WriteHeader(http.StatusNotModified)
+	if notModified(w, r, v.Version) {
 		return nil
 	}
 	th := v.Thread
