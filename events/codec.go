@@ -236,7 +236,7 @@ func decodeReflect(b []byte) (Event, error) {
 	if err := noPanic(func() error { return msgpack.Unmarshal(w.Payload, p) }); err != nil {
 		return e, fmt.Errorf("%w: %s payload of event %s: %v", ErrDecode, e.Type, e.ID, err)
 	}
-	e.Payload = canonical(deref(p))
+	e.Payload = canonical(p)
 	return e, nil
 }
 
@@ -291,7 +291,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		}
 		return fmt.Errorf("%w: %s payload of event %s: %v", ErrDecode, e.Type, e.ID, err)
 	}
-	e.Payload = canonical(deref(p))
+	e.Payload = canonical(p)
 	return nil
 }
 
@@ -303,41 +303,41 @@ func deref(p Payload) Payload {
 	return p
 }
 
-// canonical makes the choices the wire does not record: fields that are
+// canonicalizer is implemented by the pointer types of the payloads whose
+// decoded form has choices the wire does not record: fields that are
 // omitted when empty (maps, tool call lists, raw JSON metadata) become nil
 // when a decoder produced an empty non-nil value, and message times become
 // UTC (msgpack decodes timestamps in the local zone, JSON in the written
 // offset). Message lists of Restore and Forked are not touched: they are
-// always encoded, so nil and empty stay distinct.
+// always encoded, so nil and empty stay distinct. The hand-written decoder
+// calls canonicalize on the value it built, before boxing it (one
+// allocation per event, not two); the reflection and JSON decoders through
+// canonical.
+type canonicalizer interface{ canonicalize() }
+
+// canonical makes the pointer newPayload returned canonical and returns
+// the payload value.
 func canonical(p Payload) Payload {
-	switch v := p.(type) {
-	case ThreadCreated:
-		v.Metadata = nilIfEmptyMap(v.Metadata)
-		return v
-	case ThreadUpdated:
-		v.Metadata = nilIfEmptyMap(v.Metadata)
-		return v
-	case UserMessage:
-		v.Metadata = nilIfEmpty(v.Metadata)
-		return v
-	case AssistantMessage:
-		v.ToolCalls = nilIfEmpty(v.ToolCalls)
-		v.Metadata = nilIfEmpty(v.Metadata)
-		return v
-	case Restore:
-		canonicalMessages(v.Messages)
-		return v
-	case Forked:
-		v.Created.Metadata = nilIfEmptyMap(v.Created.Metadata)
-		v.State = nilIfEmptyMap(v.State)
-		canonicalMessages(v.Messages)
-		return v
-	case Redacted:
-		v.Fields = nilIfEmpty(v.Fields)
-		return v
+	if c, ok := p.(canonicalizer); ok {
+		c.canonicalize()
 	}
-	return p
+	return deref(p)
 }
+
+func (v *ThreadCreated) canonicalize() { v.Metadata = nilIfEmptyMap(v.Metadata) }
+func (v *ThreadUpdated) canonicalize() { v.Metadata = nilIfEmptyMap(v.Metadata) }
+func (v *UserMessage) canonicalize()   { v.Metadata = nilIfEmpty(v.Metadata) }
+func (v *AssistantMessage) canonicalize() {
+	v.ToolCalls = nilIfEmpty(v.ToolCalls)
+	v.Metadata = nilIfEmpty(v.Metadata)
+}
+func (v *Restore) canonicalize() { canonicalMessages(v.Messages) }
+func (v *Forked) canonicalize() {
+	v.Created.canonicalize()
+	v.State = nilIfEmptyMap(v.State)
+	canonicalMessages(v.Messages)
+}
+func (v *Redacted) canonicalize() { v.Fields = nilIfEmpty(v.Fields) }
 
 // canonicalMessages fixes freshly decoded messages in place.
 func canonicalMessages(ms []Message) {

@@ -77,7 +77,7 @@ func decodeFast(b []byte, alias bool) (e Event, ok bool) {
 	if (r.unknown || pr.unknown) && checkWire(b) != nil {
 		return Event{}, false
 	}
-	e.Payload = canonical(p)
+	e.Payload = p
 	return e, true
 }
 
@@ -295,6 +295,7 @@ func (r *reader) threadCreated() (p ThreadCreated, ok bool) {
 		}
 		return 0, true
 	})
+	p.canonicalize()
 	return p, ok
 }
 
@@ -314,6 +315,7 @@ func (r *reader) threadUpdated() (p ThreadUpdated, ok bool) {
 		}
 		return 0, true
 	})
+	p.canonicalize()
 	return p, ok
 }
 
@@ -329,6 +331,7 @@ func (r *reader) userMessage() (p UserMessage, ok bool) {
 		}
 		return 0, true
 	})
+	p.canonicalize()
 	return p, ok
 }
 
@@ -356,6 +359,7 @@ func (r *reader) assistantMessage() (p AssistantMessage, ok bool) {
 		}
 		return 0, true
 	})
+	p.canonicalize()
 	return p, ok
 }
 
@@ -396,6 +400,8 @@ func (r *reader) restore() (p Restore, ok bool) {
 		}
 		return 0, true
 	})
+	// messagesInto gives canonical messages (the list codec does what
+	// Restore.canonicalize would).
 	return p, ok
 }
 
@@ -459,6 +465,7 @@ func (r *reader) forked() (p Forked, ok bool) {
 		}
 		return 0, true
 	})
+	p.canonicalize()
 	return p, ok
 }
 
@@ -493,6 +500,7 @@ func (r *reader) redacted() (p Redacted, ok bool) {
 		}
 		return 0, true
 	})
+	p.canonicalize()
 	return p, ok
 }
 
