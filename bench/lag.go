@@ -91,6 +91,18 @@ type LagResults struct {
 	// Backlog events (over Threads threads) published while it was stopped.
 	Backlog, BacklogThreads int
 	CatchUp                 time.Duration
+	// Workers is the projector's Config.Workers in the run (its default;
+	// 0 in the results of runs before it was recorded, which ran 8).
+	Workers int
+}
+
+// workers is the projector's worker count in the run: 8 in the results of
+// runs before Workers was recorded (the default until 2026-11-27).
+func (l *LagResults) workers() int {
+	if l == nil || l.Workers == 0 {
+		return 8
+	}
+	return l.Workers
 }
 
 // RunLag publishes user messages at steady rates over many threads
@@ -98,7 +110,7 @@ type LagResults struct {
 // bottleneck) while the projector runs, and reports the projection lag
 // each event saw (Config.OnApply: stream timestamp to head written).
 func RunLag(ctx context.Context, e *Env, p LagParams, log func(string, ...any)) (*LagResults, error) {
-	res := &LagResults{}
+	res := &LagResults{Workers: projector.DefaultConfig().Workers}
 	// Both kinds of publish at one rate before the next rate: a rate the
 	// projector cannot hold (5,000/s) leaves the machine busier for a while
 	// (garbage collection, the store compacting replaced heads), which

@@ -553,7 +553,7 @@ func lagSection(m *md, res *Results) {
 	m.p("## 3. Projection lag at a steady rate")
 	m.p("")
 	m.p("User messages published at a paced, steady rate, round robin over %s threads (async publishes of valid", fmtInt(res.lagThreads()))
-	m.p("events, so the publisher is never the bottleneck), with the projector (8 workers, in process) keeping the")
+	m.p("events, so the publisher is never the bottleneck), with the projector (%d workers, in process) keeping the", l.workers())
 	m.p("snapshots up to date. Lag is OnApply's `Lag` of every event of the measured window (after a warm-up):")
 	m.p("from the event's stream timestamp to the moment the snapshot head holding it was written. PostgreSQL and")
 	m.p("Redis have no projection (a reader of them decodes and folds on every read), so there is no ratio here.")

@@ -72,7 +72,18 @@ type Config struct {
 	// KiB; at least 256 bytes and at most ChunkBytes.
 	TailBytes int
 
-	// Workers is how many threads one instance projects at once. Default 8.
+	// Workers is how many threads one instance projects at once. Default
+	// 64. A step spends most of its time waiting for the server (the delta,
+	// the head and the index entry are three round trips), so the steps an
+	// instance can take per second are about Workers divided by a step's
+	// time, and a slow moment of the server (its garbage collection, a
+	// block flush) becomes a queue when the workers are mostly busy. With
+	// nats-server in a process of its own on 2 cores (bench/, section 3,
+	// 5,000 events/s over 1,000 threads, a step about 0.8 ms), lag p99 was
+	// 56-80 ms with 8 workers and 16-44 ms with 64 (eight runs each,
+	// alternated), 10-18 against 12-26 ms with the server in process, and
+	// catch-up the same (58-72k/s either way); a server across a network
+	// makes each round trip longer and the difference larger.
 	Workers int
 	// MaxBatch is the most events one projection step folds before it
 	// writes the head. Default 1000.
@@ -222,7 +233,7 @@ func DefaultConfig() Config {
 	return Config{
 		Stream: p.Stream, SubjectPrefix: p.SubjectPrefix, SnapshotBucket: p.SnapshotBucket,
 		IndexBucket: p.IndexBucket, KeyBucket: p.KeyBucket, Durable: "convlog-projector",
-		ChunkBytes: 768 << 10, TailBytes: 32 << 10, Workers: 8, MaxBatch: 1000,
+		ChunkBytes: 768 << 10, TailBytes: 32 << 10, Workers: 64, MaxBatch: 1000,
 		MaxAckPending: 50_000, MaxTriggerBytes: 96 << 20, AckWait: 5 * time.Second, CacheThreads: 4096, CacheBytes: 64 << 20,
 	}
 }
