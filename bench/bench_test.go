@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"image/png"
 	"os"
 	"os/exec"
@@ -218,4 +220,35 @@ func TestClusterSectionTiny(t *testing.T) {
 	assert.Contains(t, md, "### K=3 partitions")
 	assert.Contains(t, md, "## 7. A 3-node cluster (replicas 3)")
 	assert.Contains(t, md, "### Capacity model")
+}
+
+// whileRecovering tries again what timed out (a request a recovering
+// cluster left unanswered), and nothing else: another error, success and
+// the end of ctx stop it.
+func TestWhileRecoveringRetriesOnlyTimeouts(t *testing.T) {
+	ctx := context.Background()
+	calls := 0
+	err := whileRecovering(ctx, func(actx context.Context) error {
+		calls++
+		_, ok := actx.Deadline()
+		require.True(t, ok, "each attempt has a deadline of its own")
+		if calls < 3 {
+			return fmt.Errorf("provision: KV bucket x: %w", context.DeadlineExceeded)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 3, calls, "two timeouts, then success")
+
+	calls = 0
+	other := errors.New("stream name already in use with a different configuration")
+	err = whileRecovering(ctx, func(context.Context) error { calls++; return other })
+	require.ErrorIs(t, err, other)
+	assert.Equal(t, 1, calls, "an error other than a timeout is not tried again")
+
+	cctx, cancel := context.WithCancel(ctx)
+	calls = 0
+	err = whileRecovering(cctx, func(context.Context) error { calls++; cancel(); return context.DeadlineExceeded })
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Equal(t, 1, calls, "the end of ctx stops it")
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -277,8 +278,11 @@ var partitionedResources = provision.Config{Stream: "CONVLOG_PARTS", SubjectPref
 func runPartitioned(ctx context.Context, c *benchCluster, e *Env, js jetstream.JetStream, p ClusterParams, log func(string, ...any)) (*PartitionedResults, error) {
 	rc := partitionedResources
 	rc.Partitions = p.Partitions
-	cl, err := client.New(ctx, e.NC, client.Config{Provision: true, Resources: rc, NoQuotas: true})
-	if err != nil {
+	var cl *client.Client
+	if err := whileRecovering(ctx, func(ctx context.Context) (err error) {
+		cl, err = client.New(ctx, e.NC, client.Config{Provision: true, Resources: rc, NoQuotas: true})
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	out := &PartitionedResults{K: p.Partitions}
@@ -297,6 +301,7 @@ func runPartitioned(ctx context.Context, c *benchCluster, e *Env, js jetstream.J
 	k1 := e.AppendClient
 	e.AppendClient = cl
 	defer func() { e.AppendClient = k1 }()
+	var err error
 	if out.Append, err = RunAppend(ctx, e, &Baselines{}, p.Append, log); err != nil {
 		return nil, err
 	}
@@ -306,7 +311,10 @@ func runPartitioned(ctx context.Context, c *benchCluster, e *Env, js jetstream.J
 			// A restarted node leads nothing: provisioning again moves the
 			// leaders back to one node each (provision spreads them), so
 			// that every kill stops exactly one partition's leader.
-			if _, err := provision.Ensure(ctx, js, rc); err != nil {
+			if err := whileRecovering(ctx, func(ctx context.Context) error {
+				_, err := provision.Ensure(ctx, js, rc)
+				return err
+			}); err != nil {
 				return nil, err
 			}
 		}
@@ -322,6 +330,29 @@ func runPartitioned(ctx context.Context, c *benchCluster, e *Env, js jetstream.J
 		out.Lost += k.lost
 	}
 	return out, nil
+}
+
+// whileRecovering runs f, each attempt given 10 s, until it succeeds, fails
+// otherwise than by a timeout, or ctx ends. Right after a node was killed
+// and restarted, a JetStream API request (a stream or bucket update while
+// provisioning) can go unanswered while a group elects its leader: NATS
+// does not resend a request, and a request bounded only by ctx waited for
+// ctx's deadline (TestClusterSectionTiny failed so, once, after 3 minutes).
+// The section measures appends, not that.
+func whileRecovering(ctx context.Context, f func(context.Context) error) error {
+	for {
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := f(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // killed is what one kill of the stream leader under load showed.
