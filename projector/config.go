@@ -80,10 +80,14 @@ type Config struct {
 	// block flush) becomes a queue when the workers are mostly busy. With
 	// nats-server in a process of its own on 2 cores (bench/, section 3,
 	// 5,000 events/s over 1,000 threads, a step about 0.8 ms), lag p99 was
-	// 56-80 ms with 8 workers and 16-44 ms with 64 (eight runs each,
-	// alternated), 10-18 against 12-26 ms with the server in process, and
-	// catch-up the same (58-72k/s either way); a server across a network
-	// makes each round trip longer and the difference larger.
+	// 56-80 ms with 8 workers and 16-44 ms with 64 (four runs each,
+	// alternated, both kinds of publish), 12-26 and 9-18 ms with the
+	// server in process, and catch-up the same (58-72k/s either way); a
+	// server across a network makes each round trip longer and the
+	// difference larger. A worker holds one thread's step at a time (its
+	// head and the events it folds, which MaxBatch and MaxTriggerBytes
+	// bound), so more workers cost little memory: the projector's peak RSS
+	// in bench/'s memory section was 481 MiB with 64 (497 with 8).
 	Workers int
 	// MaxBatch is the most events one projection step folds before it
 	// writes the head. Default 1000.
