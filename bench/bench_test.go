@@ -228,7 +228,7 @@ func TestClusterSectionTiny(t *testing.T) {
 func TestWhileRecoveringRetriesOnlyTimeouts(t *testing.T) {
 	ctx := context.Background()
 	calls := 0
-	err := whileRecovering(ctx, func(actx context.Context) error {
+	err := whileRecovering(ctx, time.Second, func(actx context.Context) error {
 		calls++
 		_, ok := actx.Deadline()
 		require.True(t, ok, "each attempt has a deadline of its own")
@@ -240,15 +240,29 @@ func TestWhileRecoveringRetriesOnlyTimeouts(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 3, calls, "two timeouts, then success")
 
+	// A request nobody answers: the attempt's own deadline ends it, and
+	// the next attempt is made.
+	calls = 0
+	err = whileRecovering(ctx, 50*time.Millisecond, func(actx context.Context) error {
+		calls++
+		if calls == 1 {
+			<-actx.Done()
+			return fmt.Errorf("directget: x from seq 1: %w", actx.Err())
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 2, calls, "an unanswered attempt, then one that is answered")
+
 	calls = 0
 	other := errors.New("stream name already in use with a different configuration")
-	err = whileRecovering(ctx, func(context.Context) error { calls++; return other })
+	err = whileRecovering(ctx, time.Second, func(context.Context) error { calls++; return other })
 	require.ErrorIs(t, err, other)
 	assert.Equal(t, 1, calls, "an error other than a timeout is not tried again")
 
 	cctx, cancel := context.WithCancel(ctx)
 	calls = 0
-	err = whileRecovering(cctx, func(context.Context) error { calls++; cancel(); return context.DeadlineExceeded })
+	err = whileRecovering(cctx, time.Second, func(context.Context) error { calls++; cancel(); return context.DeadlineExceeded })
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Equal(t, 1, calls, "the end of ctx stops it")
 }

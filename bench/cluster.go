@@ -279,7 +279,7 @@ func runPartitioned(ctx context.Context, c *benchCluster, e *Env, js jetstream.J
 	rc := partitionedResources
 	rc.Partitions = p.Partitions
 	var cl *client.Client
-	if err := whileRecovering(ctx, func(ctx context.Context) (err error) {
+	if err := whileRecovering(ctx, 10*time.Second, func(ctx context.Context) (err error) {
 		cl, err = client.New(ctx, e.NC, client.Config{Provision: true, Resources: rc, NoQuotas: true})
 		return err
 	}); err != nil {
@@ -311,7 +311,7 @@ func runPartitioned(ctx context.Context, c *benchCluster, e *Env, js jetstream.J
 			// A restarted node leads nothing: provisioning again moves the
 			// leaders back to one node each (provision spreads them), so
 			// that every kill stops exactly one partition's leader.
-			if err := whileRecovering(ctx, func(ctx context.Context) error {
+			if err := whileRecovering(ctx, 10*time.Second, func(ctx context.Context) error {
 				_, err := provision.Ensure(ctx, js, rc)
 				return err
 			}); err != nil {
@@ -332,16 +332,19 @@ func runPartitioned(ctx context.Context, c *benchCluster, e *Env, js jetstream.J
 	return out, nil
 }
 
-// whileRecovering runs f, each attempt given 10 s, until it succeeds, fails
-// otherwise than by a timeout, or ctx ends. Right after a node was killed
-// and restarted, a JetStream API request (a stream or bucket update while
-// provisioning) can go unanswered while a group elects its leader: NATS
-// does not resend a request, and a request bounded only by ctx waited for
-// ctx's deadline (TestClusterSectionTiny failed so, once, after 3 minutes).
-// The section measures appends, not that.
-func whileRecovering(ctx context.Context, f func(context.Context) error) error {
+// whileRecovering runs f, each attempt given the time attempt, until it
+// succeeds, fails otherwise than by a timeout, or ctx ends. Right after a
+// node was killed and restarted, a request to the cluster (a stream or
+// bucket update while provisioning, a batched direct get while reading a
+// thread back) can go unanswered while the node catches up or a group
+// elects its leader: NATS does not resend a request, and one bounded only
+// by ctx waited for ctx's deadline (TestClusterSectionTiny failed so twice
+// in clean-clone CI on 2026-11-27: a provisioning after 3 minutes, a
+// direct get after 1). The section measures appends and checks that every
+// acknowledged one is stored, not how long a lost request waits.
+func whileRecovering(ctx context.Context, attempt time.Duration, f func(context.Context) error) error {
 	for {
-		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		actx, cancel := context.WithTimeout(ctx, attempt)
 		err := f(actx)
 		cancel()
 		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
@@ -469,16 +472,20 @@ func killLeaderUnderLoad(ctx context.Context, c *benchCluster, cl *client.Client
 	ids := map[string]map[string]bool{}
 	for _, a := range acks {
 		if ids[a.thread] == nil {
-			ids[a.thread] = map[string]bool{}
-			rctx, rcancel := context.WithTimeout(ctx, time.Minute)
-			for ev, err := range cl.Events(rctx, tenant, a.thread, 0, 0) {
-				if err != nil {
-					rcancel()
-					return killed{}, err
+			seen := map[string]bool{}
+			if err := whileRecovering(ctx, 30*time.Second, func(rctx context.Context) error {
+				clear(seen)
+				for ev, err := range cl.Events(rctx, tenant, a.thread, 0, 0) {
+					if err != nil {
+						return err
+					}
+					seen[ev.ID] = true
 				}
-				ids[a.thread][ev.ID] = true
+				return nil
+			}); err != nil {
+				return killed{}, err
 			}
-			rcancel()
+			ids[a.thread] = seen
 		}
 		if !ids[a.thread][a.id] {
 			lost++
