@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -245,6 +246,9 @@ func RunCluster(ctx context.Context, bin, dir string, p ClusterParams, log func(
 	if _, err := js.CreateOrUpdateStream(ctx, raw); err != nil {
 		return nil, fmt.Errorf("raw stream: %w", err)
 	}
+	if err := waitSettled(ctx, js); err != nil {
+		return nil, err
+	}
 	log("cluster: appends, replicas 3")
 	if res.Append, err = RunAppend(ctx, e, &Baselines{}, p.Append, log); err != nil {
 		return nil, err
@@ -283,6 +287,9 @@ func runPartitioned(ctx context.Context, c *benchCluster, e *Env, js jetstream.J
 		cl, err = client.New(ctx, e.NC, client.Config{Provision: true, Resources: rc, NoQuotas: true})
 		return err
 	}); err != nil {
+		return nil, err
+	}
+	if err := waitSettled(ctx, js); err != nil {
 		return nil, err
 	}
 	out := &PartitionedResults{K: p.Partitions}
@@ -354,6 +361,83 @@ func whileRecovering(ctx context.Context, attempt time.Duration, f func(context.
 		case <-ctx.Done():
 			return err
 		case <-time.After(time.Second):
+		}
+	}
+}
+
+// waitSettled waits, up to 60 s, until every stream of the cluster (KV
+// buckets included) has a leader and all its replicas are current: a
+// stream just created, or a node just restarted, may not answer yet (a KV
+// get then finds no responders: TestClusterSectionTiny failed so in
+// clean-clone CI on 2026-11-27, at the first append after provisioning).
+func waitSettled(ctx context.Context, js jetstream.JetStream) error {
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		// Each request gets 2 s: one the cluster leaves unanswered is
+		// asked again, not waited for until the deadline.
+		why := ""
+		lctx, lcancel := context.WithTimeout(wctx, 2*time.Second)
+		for name, err := range iterStreamNames(lctx, js) {
+			if err != nil {
+				why = fmt.Sprintf("listing streams: %v", err)
+				break
+			}
+			sctx, scancel := context.WithTimeout(wctx, 2*time.Second)
+			why = unsettled(sctx, js, name)
+			scancel()
+			if why != "" {
+				break
+			}
+		}
+		lcancel()
+		if why == "" {
+			return nil
+		}
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("cluster: streams not settled after 60 s: %s", why)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// unsettled says why stream name is not settled ("" when it is): it has
+// no leader, or a replica is not current.
+func unsettled(ctx context.Context, js jetstream.JetStream, name string) string {
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		return fmt.Sprintf("stream %s: %v", name, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return fmt.Sprintf("stream %s: %v", name, err)
+	}
+	if info.Cluster == nil || info.Cluster.Leader == "" {
+		return fmt.Sprintf("stream %s has no leader", name)
+	}
+	if n := max(info.Config.Replicas, 1) - 1; len(info.Cluster.Replicas) != n {
+		return fmt.Sprintf("stream %s lists %d replicas besides its leader, want %d", name, len(info.Cluster.Replicas), n)
+	}
+	for _, r := range info.Cluster.Replicas {
+		if !r.Current || r.Offline {
+			return fmt.Sprintf("stream %s: replica %s current %v, offline %v", name, r.Name, r.Current, r.Offline)
+		}
+	}
+	return ""
+}
+
+// iterStreamNames lists the cluster's stream names.
+func iterStreamNames(ctx context.Context, js jetstream.JetStream) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		l := js.StreamNames(ctx)
+		for name := range l.Name() {
+			if !yield(name, nil) {
+				return
+			}
+		}
+		if err := l.Err(); err != nil {
+			yield("", err)
 		}
 	}
 }
@@ -444,6 +528,9 @@ func killLeaderUnderLoad(ctx context.Context, c *benchCluster, cl *client.Client
 		return killed{}, err
 	}
 	wg.Wait()
+	if err := waitSettled(ctx, js); err != nil {
+		return killed{}, err
+	}
 	// Each thread's longest gap between acknowledgements from the kill on
 	// (until the writers stopped).
 	var pause, otherPause time.Duration
