@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -378,17 +377,17 @@ func waitSettled(ctx context.Context, js jetstream.JetStream) error {
 		// asked again, not waited for until the deadline.
 		why := ""
 		lctx, lcancel := context.WithTimeout(wctx, 2*time.Second)
-		for name, err := range iterStreamNames(lctx, js) {
-			if err != nil {
-				why = fmt.Sprintf("listing streams: %v", err)
-				break
+		names := js.StreamNames(lctx)
+		for name := range names.Name() {
+			if why != "" {
+				continue // drain the lister
 			}
 			sctx, scancel := context.WithTimeout(wctx, 2*time.Second)
 			why = unsettled(sctx, js, name)
 			scancel()
-			if why != "" {
-				break
-			}
+		}
+		if err := names.Err(); err != nil && why == "" {
+			why = fmt.Sprintf("listing streams: %v", err)
 		}
 		lcancel()
 		if why == "" {
@@ -402,8 +401,8 @@ func waitSettled(ctx context.Context, js jetstream.JetStream) error {
 	}
 }
 
-// unsettled says why stream name is not settled ("" when it is): it has
-// no leader, or a replica is not current.
+// unsettled says why stream name is not settled ("" when it is): its
+// info is not answered, or provision.ReplicasCurrent says why.
 func unsettled(ctx context.Context, js jetstream.JetStream, name string) string {
 	st, err := js.Stream(ctx, name)
 	if err != nil {
@@ -413,33 +412,13 @@ func unsettled(ctx context.Context, js jetstream.JetStream, name string) string 
 	if err != nil {
 		return fmt.Sprintf("stream %s: %v", name, err)
 	}
-	if info.Cluster == nil || info.Cluster.Leader == "" {
-		return fmt.Sprintf("stream %s has no leader", name)
+	if info.Cluster == nil {
+		return fmt.Sprintf("stream %s has no cluster information", name)
 	}
-	if n := max(info.Config.Replicas, 1) - 1; len(info.Cluster.Replicas) != n {
-		return fmt.Sprintf("stream %s lists %d replicas besides its leader, want %d", name, len(info.Cluster.Replicas), n)
-	}
-	for _, r := range info.Cluster.Replicas {
-		if !r.Current || r.Offline {
-			return fmt.Sprintf("stream %s: replica %s current %v, offline %v", name, r.Name, r.Current, r.Offline)
-		}
+	if err := provision.ReplicasCurrent(info); err != nil {
+		return err.Error()
 	}
 	return ""
-}
-
-// iterStreamNames lists the cluster's stream names.
-func iterStreamNames(ctx context.Context, js jetstream.JetStream) iter.Seq2[string, error] {
-	return func(yield func(string, error) bool) {
-		l := js.StreamNames(ctx)
-		for name := range l.Name() {
-			if !yield(name, nil) {
-				return
-			}
-		}
-		if err := l.Err(); err != nil {
-			yield("", err)
-		}
-	}
 }
 
 // killed is what one kill of the stream leader under load showed.

@@ -18,6 +18,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
+
+	"github.com/convlog/convlog/internal/provision"
 )
 
 // natsNode is one nats-server process running a deploy/nats config file.
@@ -234,18 +236,13 @@ func (c *natsCluster) waitStreamCurrent(t *testing.T, js jetstream.JetStream, st
 		if err != nil {
 			return err
 		}
-		if info.Cluster == nil || info.Cluster.Leader == "" {
-			return fmt.Errorf("stream %s has no leader", stream)
+		if info.Cluster == nil {
+			return fmt.Errorf("stream %s has no cluster information", stream)
 		}
-		if len(info.Cluster.Replicas) != len(c.nodes)-1 {
-			return fmt.Errorf("stream %s has %d replicas besides the leader", stream, len(info.Cluster.Replicas))
+		if info.Config.Replicas != len(c.nodes) {
+			return fmt.Errorf("stream %s has %d replicas, want one per node (%d)", stream, info.Config.Replicas, len(c.nodes))
 		}
-		for _, r := range info.Cluster.Replicas {
-			if !r.Current || r.Offline || r.Lag > 0 {
-				return fmt.Errorf("stream %s replica %s: current %v offline %v lag %d", stream, r.Name, r.Current, r.Offline, r.Lag)
-			}
-		}
-		return nil
+		return provision.ReplicasCurrent(info)
 	}))
 }
 

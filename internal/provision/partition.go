@@ -265,3 +265,29 @@ func moveLeader(ctx context.Context, js jetstream.JetStream, stream string, p in
 	}
 	return true, fmt.Errorf("provision: place leader of %s on %s: not leader after 10 s", stream, want)
 }
+
+// ReplicasCurrent returns nil when info's stream has a leader and every
+// other replica its config asks for is online, current and without lag:
+// what a replicated stream needs before every request to it is answered
+// (a stream just created, or one with a node just restarted, may leave a
+// direct get without responders or a request unanswered). Otherwise the
+// error says which condition fails. A stream without cluster information
+// (a single server) counts as current.
+func ReplicasCurrent(info *jetstream.StreamInfo) error {
+	name := info.Config.Name
+	if info.Cluster == nil {
+		return nil
+	}
+	if info.Cluster.Leader == "" {
+		return fmt.Errorf("stream %s has no leader", name)
+	}
+	if n := max(info.Config.Replicas, 1) - 1; len(info.Cluster.Replicas) != n {
+		return fmt.Errorf("stream %s lists %d replicas besides its leader, want %d", name, len(info.Cluster.Replicas), n)
+	}
+	for _, r := range info.Cluster.Replicas {
+		if !r.Current || r.Offline || r.Lag > 0 {
+			return fmt.Errorf("stream %s replica %s: current %v, offline %v, lag %d", name, r.Name, r.Current, r.Offline, r.Lag)
+		}
+	}
+	return nil
+}

@@ -61,3 +61,26 @@ func TestReadRecordWaitsForResponders(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, nats.ErrNoResponders)
 }
+
+// A replicated stream is current only with a leader and every other
+// replica online, current and without lag; a single server's stream (no
+// cluster information) always is.
+func TestReplicasCurrent(t *testing.T) {
+	peer := func(name string, current, offline bool, lag uint64) *jetstream.PeerInfo {
+		return &jetstream.PeerInfo{Name: name, Current: current, Offline: offline, Lag: lag}
+	}
+	info := func(leader string, peers ...*jetstream.PeerInfo) *jetstream.StreamInfo {
+		return &jetstream.StreamInfo{Config: jetstream.StreamConfig{Name: "S", Replicas: 3}, Cluster: &jetstream.ClusterInfo{Leader: leader, Replicas: peers}}
+	}
+	require.NoError(t, ReplicasCurrent(info("n1", peer("n2", true, false, 0), peer("n3", true, false, 0))))
+	require.NoError(t, ReplicasCurrent(&jetstream.StreamInfo{Config: jetstream.StreamConfig{Name: "S"}}))
+	for want, in := range map[string]*jetstream.StreamInfo{
+		"no leader":                      info("", peer("n2", true, false, 0), peer("n3", true, false, 0)),
+		"lists 1 replicas":               info("n1", peer("n2", true, false, 0)),
+		"n3: current false":              info("n1", peer("n2", true, false, 0), peer("n3", false, false, 0)),
+		"n3: current true, offline true": info("n1", peer("n2", true, false, 0), peer("n3", true, true, 0)),
+		"lag 5":                          info("n1", peer("n2", true, false, 5), peer("n3", true, false, 0)),
+	} {
+		require.ErrorContains(t, ReplicasCurrent(in), want)
+	}
+}
