@@ -130,7 +130,8 @@ func (f *connFlags) startOwner(lock *datadir.Lock, role dataDirRole, opts []nats
 	cfg := embedded.Config{StoreDir: f.DataDir, Host: host, Port: port, MaxPayload: f.MaxPayload, NKeySeed: seed,
 		TLSCert: f.NATSTLSCert, TLSKey: f.NATSTLSKey, DontListen: role != roleServe, OnStorage: f.OnStorage}
 	if role == roleServe {
-		if cfg.Users, err = loadTenantUsers(f.DataDir, f.resources()); err != nil {
+		cfg.GlobalAccount = tenancy.ConvlogAccount
+		if cfg.Accounts, err = loadTenantAccounts(f.DataDir, f.resources()); err != nil {
 			return nil, err
 		}
 	}
@@ -217,12 +218,11 @@ func localURL(u string) string {
 
 // tenantUsersFile keeps, in the data directory, the tenant-scoped users
 // serve last gave its embedded server (from the registry in JetStream) and
-// the deployment's partition count their permissions cover: the next start
+// the deployment's partition count their accounts cover: the next start
 // listens with them at once, so that the registry's first application
-// changes nothing (embedded.Server.SetUsers reloads only on a change) and a
-// tenant's service can reconnect as soon as NATS is up. Format:
-// {"partitions": K, "users": [...]} (a bare list of users, as written
-// before partitions existed, means K = 1).
+// changes nothing (embedded.Server.SetAccounts reloads only on a change)
+// and a tenant's service can reconnect as soon as NATS is up. Format:
+// {"partitions": K, "users": [...]} (a bare list of users means K = 1).
 const tenantUsersFile = "credentials/tenant-users.json"
 
 // savedTenantUsers is tenantUsersFile's content.
@@ -231,27 +231,27 @@ type savedTenantUsers struct {
 	Users      []tenancy.User `json:"users"`
 }
 
-// loadTenantUsers reads tenantUsersFile (none: no users) into server
-// users with their tenants' permissions on res's names and the saved
-// partition count.
-func loadTenantUsers(dir string, res provision.Config) ([]embedded.User, error) {
+// loadTenantAccounts reads tenantUsersFile (none: no users) and returns
+// the embedded server's accounts for them (tenantAccounts) on res's names
+// and the saved partition count.
+func loadTenantAccounts(dir string, res provision.Config) (string, error) {
 	path := filepath.Join(dir, tenantUsersFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return tenantAccounts(nil, res, nil)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("tenant users: %w", err)
+		return "", fmt.Errorf("tenant users: %w", err)
 	}
 	saved := savedTenantUsers{Partitions: 1}
 	if err = json.Unmarshal(b, &saved); err != nil {
 		err = json.Unmarshal(b, &saved.Users)
 	}
 	if err != nil || saved.Partitions < 1 || saved.Partitions > provision.MaxPartitions {
-		return nil, fmt.Errorf("tenant users %s: not {\"partitions\": K, \"users\": [...]} (%v): delete it, serve writes it again from the registry", path, err)
+		return "", fmt.Errorf("tenant users %s: not {\"partitions\": K, \"users\": [...]} (%v): delete it, serve writes it again from the registry", path, err)
 	}
 	res.Partitions = saved.Partitions
-	return serverUsers(saved.Users, res, nil)
+	return tenantAccounts(saved.Users, res, nil)
 }
 
 // saveTenantUsers writes users and the deployment's partition count k to
@@ -272,21 +272,11 @@ func saveTenantUsers(dir string, k int, users []tenancy.User) error {
 	return nil
 }
 
-// serverUsers gives each registered user its tenant's permissions
-// (tenancy.For; tenancy.ForReadOnly for the tenants readOnly names). It
-// returns an error naming a user whose tenant id is invalid.
-func serverUsers(users []tenancy.User, res provision.Config, readOnly map[string]bool) ([]embedded.User, error) {
-	out := make([]embedded.User, 0, len(users))
-	for _, u := range users {
-		perms := tenancy.For
-		if readOnly[u.Tenant] {
-			perms = tenancy.ForReadOnly
-		}
-		p, err := perms(res, u.Tenant)
-		if err != nil {
-			return nil, fmt.Errorf("tenant user %s: %w", u.PublicKey, err)
-		}
-		out = append(out, embedded.User{PublicKey: u.PublicKey, Publish: p.Publish, Subscribe: p.Subscribe})
-	}
-	return out, nil
+// tenantAccounts is the embedded server's accounts (Config.Accounts):
+// convlog's own, and one per tenant of users holding them with their
+// tenant's permissions and imports (tenancy.AccountsConf; read-only for
+// the tenants readOnly names). It returns an error naming a user whose
+// tenant id or key is invalid.
+func tenantAccounts(users []tenancy.User, res provision.Config, readOnly map[string]bool) (string, error) {
+	return tenancy.AccountsConf(tenancy.AccountsConfig{Resources: res, Users: users, ReadOnly: readOnly})
 }

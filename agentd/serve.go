@@ -470,10 +470,11 @@ func (tn *tenants) setOverQuota(tenant string, over bool) {
 }
 
 // startTenancy starts the tenant service (package tenancy) on cn and, when
-// this process runs the embedded NATS server, keeps the server's
-// tenant-scoped users equal to the registry's: each with the permissions
-// tenancy.For gives its tenant (tenancy.ForReadOnly while the tenant is
-// over its storage quota), and keeps the users it applied in the data
+// this process runs the embedded NATS server, keeps the server's tenant
+// accounts equal to the registry's users: each tenant an account of its
+// own holding its users, with the permissions and imports tenancy.For
+// gives it (tenancy.ForReadOnly while the tenant is over its storage
+// quota; tenancy.AccountsConf), and keeps the users it applied in the data
 // directory dataDir for the next start (loadTenantUsers). A registry the
 // server refuses is logged and the previous users stay.
 func startTenancy(ctx context.Context, cl *client.Client, cn *conn, dataDir string, res provision.Config, logger *slog.Logger,
@@ -500,9 +501,9 @@ func startTenancy(ctx context.Context, cl *client.Client, cn *conn, dataDir stri
 		tn.mu.Lock()
 		users, over := slices.Clone(tn.users), maps.Clone(tn.over)
 		tn.mu.Unlock()
-		list, err := serverUsers(users, res, over)
+		conf, err := tenantAccounts(users, res, over)
 		if err == nil {
-			err = cn.Server.SetUsers(list)
+			err = cn.Server.SetAccounts(conf)
 		}
 		if err == nil {
 			err = saveTenantUsers(dataDir, max(res.Partitions, 1), users)
@@ -511,7 +512,7 @@ func startTenancy(ctx context.Context, cl *client.Client, cn *conn, dataDir stri
 			log.Error("tenant users not applied", "err", err)
 			return
 		}
-		log.Info("tenant-scoped NATS users applied", "users", len(list), "read_only_tenants", len(over))
+		log.Info("tenant accounts applied", "users", len(users), "read_only_tenants", len(over))
 	}
 	start("tenants", func(ctx context.Context) error {
 		return tenancy.NewRegistry(kv).Watch(ctx, func(users []tenancy.User) {

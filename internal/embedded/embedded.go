@@ -9,14 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nkeys"
 )
 
 // Config configures an embedded server. The zero value is not usable:
@@ -44,12 +42,20 @@ type Config struct {
 	// requires every client to authenticate as that user (over TCP and in
 	// process); Connect does so. Empty: no authentication (tests).
 	NKeySeed string
-	// Users are NKey users the server accepts besides NKeySeed's (which
-	// has every permission), each limited to its allow lists: the
-	// tenant-scoped users of package tenancy. They need NKeySeed (without
-	// it the server has no authentication). Change them on a running
-	// server with [Server.SetUsers].
-	Users []User
+	// Accounts is a nats-server configuration "accounts { … }" block
+	// (nats-server's configuration syntax): the accounts of the
+	// server's other users, such as package tenancy's tenant accounts
+	// (tenancy.AccountsConf). The account it names GlobalAccount holds
+	// the NKeySeed user and must enable JetStream ("jetstream: enabled");
+	// the server runs it as its global account "$G", the account of a
+	// server without accounts, so a data directory keeps its streams
+	// whether accounts are set or not. Empty: every user is the
+	// NKeySeed user, in the global account. Needs NKeySeed. Change it on
+	// a running server with [Server.SetAccounts].
+	Accounts string
+	// GlobalAccount names the account of Accounts that is the global
+	// account. Default DefaultGlobalAccount.
+	GlobalAccount string
 	// TLSCert and TLSKey are certificate and key files for the client
 	// listener; when set, TCP clients must use TLS (in-process
 	// connections need not). Both or neither.
@@ -75,106 +81,114 @@ type ClusterConfig struct {
 	Routes []string
 }
 
-// User is an NKey user limited to the subjects it may publish to and
-// subscribe to (NATS subject patterns; nothing else is allowed, and
-// replies to its requests must come to a subject in Subscribe).
-type User struct {
-	// PublicKey is the user's public NKey ("U...").
-	PublicKey string
-	// Publish and Subscribe are the allow lists.
-	Publish, Subscribe []string
-}
+// DefaultGlobalAccount is Config.GlobalAccount's default.
+const DefaultGlobalAccount = "CONVLOG"
 
 // Server is a running embedded nats-server.
 type Server struct {
 	s    *server.Server
 	auth []nats.Option
 	st   *storage
-	// opts are the options the server runs with, kept for SetUsers;
-	// admin is the NKeySeed user ("" without authentication).
-	mu    sync.Mutex
-	opts  *server.Options
-	admin string
+	// opts are the options the server runs with, kept for SetAccounts;
+	// admin is the NKeySeed user ("" without authentication); accounts
+	// and global are Config.Accounts and Config.GlobalAccount as applied.
+	mu       sync.Mutex
+	opts     *server.Options
+	admin    string
+	accounts string
+	global   string
 }
 
-// nkeyUsers returns the server's NKey users: admin with every permission
-// and users with theirs. It returns an error naming a user whose public
-// key is not a user NKey.
-func nkeyUsers(admin string, users []User) ([]*server.NkeyUser, error) {
-	out := []*server.NkeyUser{{Nkey: admin}}
-	for i, u := range users {
-		if !nkeys.IsValidPublicUserKey(u.PublicKey) {
-			return nil, fmt.Errorf("embedded: user %d: %q is not a public user NKey", i, u.PublicKey)
-		}
-		out = append(out, &server.NkeyUser{Nkey: u.PublicKey, Permissions: &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: slices.Clone(u.Publish)},
-			Subscribe: &server.SubjectPermission{Allow: slices.Clone(u.Subscribe)},
-		}})
+// withAccounts sets o's accounts and NKey users: the accounts conf
+// declares, the one named global renamed to the server's global account
+// "$G" (nats-server reserves that name in configuration), their users,
+// and admin as a user of the global account (with conf empty, the only
+// user). It returns an error naming what is wrong in conf.
+func withAccounts(o *server.Options, admin, conf, global string) error {
+	o.Accounts, o.Nkeys = nil, []*server.NkeyUser{{Nkey: admin}}
+	if conf == "" {
+		return nil
 	}
-	return out, nil
+	var p server.Options
+	if err := p.ProcessConfigString(conf); err != nil {
+		return fmt.Errorf("embedded: accounts: %w", err)
+	}
+	if len(p.Users) > 0 || p.Username != "" || p.Authorization != "" {
+		return errors.New("embedded: accounts: only NKey users are allowed (users with a password or token are not)")
+	}
+	var g *server.Account
+	for _, a := range p.Accounts {
+		if a.Name == global {
+			g = a
+		}
+	}
+	if g == nil {
+		return fmt.Errorf("embedded: accounts: no account %q (the global account, which holds JetStream)", global)
+	}
+	g.Name = server.DEFAULT_GLOBAL_ACCOUNT
+	o.Accounts = p.Accounts
+	o.Nkeys = append(p.Nkeys, &server.NkeyUser{Nkey: admin, Account: g})
+	return nil
 }
 
-// sameUsers reports whether a and b hold the same users with the same
-// allow lists, in any order.
-func sameUsers(a, b []*server.NkeyUser) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	key := func(u *server.NkeyUser) string {
-		k := u.Nkey
-		if p := u.Permissions; p != nil {
-			if p.Publish != nil {
-				k += "|p:" + strings.Join(p.Publish.Allow, ",")
-			}
-			if p.Subscribe != nil {
-				k += "|s:" + strings.Join(p.Subscribe.Allow, ",")
-			}
-		}
-		return k
-	}
-	seen := make(map[string]int, len(a))
-	for _, u := range a {
-		seen[key(u)]++
-	}
-	for _, u := range b {
-		if seen[key(u)] == 0 {
-			return false
-		}
-		seen[key(u)]--
-	}
-	return true
-}
-
-// SetUsers replaces the scoped users (Config.Users) of a running server
+// SetAccounts replaces the accounts (Config.Accounts) of a running server
 // (a configuration reload): a new user may connect at once, and a removed
 // user's connections are closed with an authorization error. The same
-// users again change nothing. A reload also closes connections that are
-// authenticating at that moment (nats-server 2.15); clients reconnect. It returns
-// an error when the server runs without NKeySeed or a key is invalid;
-// the users are then unchanged. Safe for concurrent use.
-func (s *Server) SetUsers(users []User) error {
+// accounts again change nothing. A reload also closes connections that
+// are authenticating at that moment (nats-server 2.15); clients reconnect.
+// It returns an error when the server runs without NKeySeed or conf is
+// invalid; the accounts are then unchanged. Safe for concurrent use.
+func (s *Server) SetAccounts(conf string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.admin == "" {
-		return errors.New("embedded: scoped users need NKeySeed (the server has no authentication)")
+		return errors.New("embedded: accounts need NKeySeed (the server has no authentication)")
 	}
-	nk, err := nkeyUsers(s.admin, users)
-	if err != nil {
-		return err
-	}
-	if sameUsers(s.opts.Nkeys, nk) {
+	if conf == s.accounts {
 		// No reload: a reload closes the connections that are still
 		// authenticating while it runs (nats-server sees them as moved
 		// to another account), so only a real change pays for that.
 		return nil
 	}
 	o := s.opts.Clone()
-	o.Nkeys = nk
-	if err := s.s.ReloadOptions(o); err != nil {
-		return fmt.Errorf("embedded: reload users: %w", err)
+	if err := withAccounts(o, s.admin, conf, s.global); err != nil {
+		return err
 	}
-	s.opts = o
+	added := false
+	for _, a := range o.Accounts {
+		if a.Name != server.DEFAULT_GLOBAL_ACCOUNT && !hasAccount(s.opts.Accounts, a.Name) {
+			added = true
+		}
+	}
+	if err := s.s.ReloadOptions(o); err != nil {
+		return fmt.Errorf("embedded: reload accounts: %w", err)
+	}
+	s.opts, s.accounts = o, conf
+	if added {
+		// A reload registers a new account without subscribing its
+		// service imports (nats-server 2.15 does that only at start or
+		// for an account that existed before the reload): the same
+		// options again subscribe them.
+		o = o.Clone()
+		if err := withAccounts(o, s.admin, conf, s.global); err != nil {
+			return err
+		}
+		if err := s.s.ReloadOptions(o); err != nil {
+			return fmt.Errorf("embedded: reload accounts: %w", err)
+		}
+		s.opts = o
+	}
 	return nil
+}
+
+// hasAccount reports whether accounts holds one named name.
+func hasAccount(accounts []*server.Account, name string) bool {
+	for _, a := range accounts {
+		if a.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // Start starts the server and waits until it accepts connections. It
@@ -217,6 +231,7 @@ func Start(cfg Config) (*Server, error) {
 		opts.Routes = server.RoutesFromStr(strings.Join(c.Routes, ","))
 	}
 	var auth []nats.Option
+	var admin string
 	if cfg.NKeySeed != "" {
 		o, err := nats.NkeyOptionFromSeed(cfg.NKeySeed)
 		if err != nil {
@@ -226,12 +241,16 @@ func Start(cfg Config) (*Server, error) {
 		if err := o(&co); err != nil {
 			return nil, fmt.Errorf("embedded: NKeySeed: %w", err)
 		}
-		if opts.Nkeys, err = nkeyUsers(co.Nkey, cfg.Users); err != nil {
+		if cfg.GlobalAccount == "" {
+			cfg.GlobalAccount = DefaultGlobalAccount
+		}
+		admin = co.Nkey
+		if err := withAccounts(opts, admin, cfg.Accounts, cfg.GlobalAccount); err != nil {
 			return nil, err
 		}
 		auth = []nats.Option{o}
-	} else if len(cfg.Users) > 0 {
-		return nil, errors.New("embedded: Users need NKeySeed (the server would have no authentication)")
+	} else if cfg.Accounts != "" {
+		return nil, errors.New("embedded: Accounts need NKeySeed (the server would have no authentication)")
 	}
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
 		return nil, errors.New("embedded: TLSCert and TLSKey go together")
@@ -269,10 +288,7 @@ func Start(cfg Config) (*Server, error) {
 	} else {
 		close(st.done)
 	}
-	srv := &Server{s: s, auth: auth, st: st, opts: opts}
-	if len(opts.Nkeys) > 0 {
-		srv.admin = opts.Nkeys[0].Nkey
-	}
+	srv := &Server{s: s, auth: auth, st: st, opts: opts, admin: admin, accounts: cfg.Accounts, global: cfg.GlobalAccount}
 	return srv, nil
 }
 

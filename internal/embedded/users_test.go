@@ -1,22 +1,38 @@
 package embedded_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/internal/embedded"
 )
 
-// SetUsers changes the scoped users of a running server: a new user can
+// userAccount is an accounts block with the global account (JetStream,
+// exporting "ok.>") and, when pub is set, an account of that user allowed
+// to publish to "ok.>" only.
+func userAccount(pub string) string {
+	conf := "accounts {\n  CONVLOG: { jetstream: enabled, exports: [ { service: \"ok.>\" } ] }\n"
+	if pub != "" {
+		conf += `  other: { users: [ { nkey: "` + pub + `", permissions: { publish: { allow: ["ok.>"] }, subscribe: { allow: ["_INBOX.>"] } } } ]
+    imports: [ { service: { account: CONVLOG, subject: "ok.>" } } ] }
+`
+	}
+	return conf + "}\n"
+}
+
+// SetAccounts changes the accounts of a running server: a new user can
 // connect and is held to its allow lists, a removed one is disconnected,
-// and the admin's connections (in process and over TCP) stay.
-func TestSetUsersKeepsTheAdminAndRevokesRemovedUsers(t *testing.T) {
+// and the admin's connections (in process and over TCP) stay, with the
+// streams they made before accounts were set.
+func TestSetAccountsKeepsTheAdminAndRevokesRemovedUsers(t *testing.T) {
 	dir := t.TempDir()
 	admin, _ := nkeys.CreateUser()
 	seed, _ := admin.Seed()
@@ -41,7 +57,12 @@ func TestSetUsersKeepsTheAdminAndRevokesRemovedUsers(t *testing.T) {
 	}
 	_, err = connectUser()
 	require.Error(t, err, "an unknown user is refused")
-	require.NoError(t, s.SetUsers([]embedded.User{{PublicKey: pub, Publish: []string{"ok.>"}, Subscribe: []string{"_INBOX.>"}}}))
+	js, err := jetstream.New(inProc)
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "OK", Subjects: []string{"ok.>"}})
+	require.NoError(t, err)
+	require.NoError(t, s.SetAccounts(userAccount(pub)))
 	nc, err := connectUser()
 	require.NoError(t, err)
 	defer nc.Close()
@@ -55,13 +76,22 @@ func TestSetUsersKeepsTheAdminAndRevokesRemovedUsers(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("a publish outside the allow list was not denied")
 	}
-	require.Error(t, s.SetUsers([]embedded.User{{PublicKey: "not-a-key"}}), "a bad key is refused")
+	// The user's publish crosses the import into the stream of the
+	// global account, made before accounts were set.
+	ack, err := nc.Request("ok.1", []byte("x"), 5*time.Second)
+	require.NoError(t, err)
+	require.Contains(t, string(ack.Data), `"stream":"OK"`)
+	require.Error(t, s.SetAccounts(`accounts { other: { users: [ { nkey: "not-a-key" } ] } }`), "a bad configuration is refused")
+	require.Error(t, s.SetAccounts(`accounts { other: {} }`), "accounts without the global account are refused")
 	require.True(t, nc.IsConnected(), "a refused change keeps the users")
 
-	require.NoError(t, s.SetUsers(nil))
+	require.NoError(t, s.SetAccounts(userAccount("")))
 	require.Eventually(t, func() bool { return !nc.IsConnected() }, 5*time.Second, 10*time.Millisecond)
 	time.Sleep(100 * time.Millisecond)
 	require.True(t, inProc.IsConnected())
 	require.True(t, overTCP.IsConnected())
 	require.NoError(t, overTCP.Flush())
+	info, err := js.Stream(ctx, "OK")
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), info.CachedInfo().State.Msgs)
 }

@@ -47,7 +47,12 @@ func newDeployment(t testing.TB, k int) *deployment {
 	seed, _ := kp.Seed()
 	seedFile := filepath.Join(dir, "admin.nk")
 	require.NoError(t, os.WriteFile(seedFile, seed, 0o600))
-	srv, err := embedded.Start(embedded.Config{StoreDir: filepath.Join(dir, "js"), NKeySeed: seedFile})
+	res := provision.DefaultConfig()
+	res.Partitions = k
+	accounts, err := tenancy.AccountsConf(tenancy.AccountsConfig{Resources: res})
+	require.NoError(t, err)
+	srv, err := embedded.Start(embedded.Config{StoreDir: filepath.Join(dir, "js"), NKeySeed: seedFile,
+		Accounts: accounts, GlobalAccount: tenancy.ConvlogAccount})
 	require.NoError(t, err)
 	t.Cleanup(srv.Shutdown)
 	nc, err := srv.Connect()
@@ -55,8 +60,7 @@ func newDeployment(t testing.TB, k int) *deployment {
 	t.Cleanup(nc.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	d := &deployment{srv: srv, seeds: map[string][]byte{}, res: provision.DefaultConfig(), adminSeed: seedFile}
-	d.res.Partitions = k
+	d := &deployment{srv: srv, seeds: map[string][]byte{}, res: res, adminSeed: seedFile}
 	d.admin, err = client.New(ctx, nc, client.Config{Provision: true, Resources: d.res})
 	require.NoError(t, err)
 	d.js = d.admin.JetStream()
@@ -79,7 +83,7 @@ func newDeployment(t testing.TB, k int) *deployment {
 }
 
 // addUser registers a user of tenant and gives the server every
-// registered user, as agentd serve does on each registry change.
+// registered user's account, as agentd serve does on each registry change.
 func (d *deployment) addUser(t testing.TB, tenant string) {
 	t.Helper()
 	ctx := context.Background()
@@ -93,13 +97,9 @@ func (d *deployment) apply(t testing.TB) {
 	t.Helper()
 	users, err := d.reg.List(context.Background(), "")
 	require.NoError(t, err)
-	var list []embedded.User
-	for _, u := range users {
-		p, err := tenancy.For(d.res, u.Tenant)
-		require.NoError(t, err)
-		list = append(list, embedded.User{PublicKey: u.PublicKey, Publish: p.Publish, Subscribe: p.Subscribe})
-	}
-	require.NoError(t, d.srv.SetUsers(list))
+	conf, err := tenancy.AccountsConf(tenancy.AccountsConfig{Resources: d.res, Users: users})
+	require.NoError(t, err)
+	require.NoError(t, d.srv.SetAccounts(conf))
 }
 
 // tenantConn is a connection as one of tenant's users; errs collects

@@ -49,6 +49,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nats-io/nkeys"
+
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/internal/provision"
 )
@@ -87,8 +89,12 @@ func forTenant(res provision.Config, tenant string, appends bool) (Permissions, 
 	if err := events.ValidateTenant(tenant); err != nil {
 		return Permissions{}, err
 	}
-	res = res.WithDefaults()
-	t := tenant
+	return forToken(res.WithDefaults(), tenant, appends), nil
+}
+
+// forToken is the permission layout with t in the tenant's place: a
+// tenant id, or "*" for every tenant ([ExportsFor]). res has its defaults.
+func forToken(res provision.Config, t string, appends bool) Permissions {
 	direct := func(stream, subjects string) string {
 		return fmt.Sprintf("$JS.API.DIRECT.GET.%s.%s", stream, subjects)
 	}
@@ -116,8 +122,11 @@ func forTenant(res provision.Config, tenant string, appends bool) (Permissions, 
 		direct("KV_"+res.ConfigBucket, "$KV."+res.ConfigBucket+"."+provision.PartitionsKey),
 		res.TenantAPI+"."+t+".>",
 	)
-	return Permissions{Publish: pub, Subscribe: append(sub, InboxPrefix(t)+".>")}, nil
+	return Permissions{Publish: pub, Subscribe: append(sub, InboxPrefix(t)+".>")}
 }
+
+// isUserKey reports whether k is a public user NKey ("U…").
+func isUserKey(k string) bool { return nkeys.IsValidPublicUserKey(k) }
 
 // ServerConf returns p as one entry of a nats-server configuration's
 // authorization users list for the NKey user publicKey (nats-server

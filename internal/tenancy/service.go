@@ -106,15 +106,30 @@ func (s *Service) Stop() error { return s.svc.Stop() }
 // handle runs fn for each request in a goroutine of its own, at most
 // cfg.Concurrency at once (beyond that the subscription's goroutine waits,
 // and requests queue in its pending limits). An error fn returns is
-// answered as 500 and logged.
+// answered as 500 and logged. A request whose reply subject is neither
+// under its tenant's inbox prefix nor a cross-account answer subject
+// ([ReplyPrefix]) is logged and not answered: the service publishes with
+// every permission, so it answers only where the caller's own account
+// receives the answer.
 func (s *Service) handle(cfg ServiceConfig, fn func(context.Context, string, micro.Request) error) micro.HandlerFunc {
 	return func(req micro.Request) {
 		s.sem <- struct{}{}
 		go func() {
 			defer func() { <-s.sem }()
 			tenant, err := tenantOf(cfg.Resources.TenantAPI, req.Subject())
+			if err == nil && !replyAllowed(tenant, req.Reply()) {
+				// Answering would publish with the service's rights to a
+				// subject the caller chose (another tenant's inbox, a KV
+				// key, the JetStream API): refuse without an answer.
+				cfg.Logger.Warn("tenant service request refused: its reply subject is not the caller's inbox",
+					"tenant", tenant, "subject", req.Subject(), "reply", req.Reply(),
+					"want", InboxPrefix(tenant)+".> or "+ReplyPrefix+"> (an import's answer)")
+				return
+			}
 			if err != nil {
-				_ = req.Error(codeBadRequest, err.Error(), nil)
+				if strings.HasPrefix(req.Reply(), ReplyPrefix) {
+					_ = req.Error(codeBadRequest, err.Error(), nil)
+				}
 				return
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
