@@ -509,7 +509,7 @@ func startTenancy(ctx context.Context, cl *client.Client, cn *conn, dataDir stri
 			err = saveTenantUsers(dataDir, max(res.Partitions, 1), users)
 		}
 		if err != nil {
-			log.Error("tenant users not applied", "err", err)
+			log.Error("tenant accounts not applied", "err", err)
 			return
 		}
 		log.Info("tenant accounts applied", "users", len(users), "read_only_tenants", len(over))

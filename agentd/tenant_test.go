@@ -91,7 +91,7 @@ func TestTenantUserOfARunningServe(t *testing.T) {
 	require.Eventually(t, func() bool { return !nc.IsConnected() }, 10*time.Second, 20*time.Millisecond)
 	_, err = nats.Connect(p.natsURL, auth, nats.MaxReconnects(0))
 	require.Error(t, err)
-	require.True(t, strings.Contains(p.log(), "tenant-scoped NATS users applied"), "serve logs each application of the registry")
+	require.True(t, strings.Contains(p.log(), "tenant accounts applied"), "serve logs each application of the registry")
 }
 
 // A user revoked while no serve runs (the command owns the data

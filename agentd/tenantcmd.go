@@ -10,21 +10,28 @@ import (
 	"github.com/nats-io/nkeys"
 	"github.com/spf13/cobra"
 
+	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/internal/tenancy"
 )
 
 func newTenantCmd(lf *logFlags) *cobra.Command {
 	var f cliFlags
-	cmd := &cobra.Command{Use: "tenant", Short: "Tenant-scoped NATS users: create, list, revoke, show permissions",
+	cmd := &cobra.Command{Use: "tenant", Short: "Tenant-scoped NATS users: create, list, revoke, show their accounts",
 		Long: `A tenant-scoped NATS user may append to and read one tenant's threads over NATS and
-nothing else (the permission set is in the README and 'agentd tenant permissions'). 'agentd
-serve' gives its embedded NATS server the users of the registry (KV bucket convlog_tenants) as
-they change: a created user can connect at once, a revoked user's connections are closed. With
---nats-url (your own NATS servers) the registry is kept the same way, but the servers' configuration
-must grant each user its permissions: 'agentd tenant permissions' prints them.
+nothing else. Each tenant is a NATS account of its own that imports exactly its tenant's
+subjects from convlog's account (CONVLOG: the streams, buckets and the tenant service), so no
+subject a tenant names, as subject or as reply subject, reaches another tenant or convlog's own
+streams, consumers and API ('agentd tenant accounts' prints the configuration). 'agentd serve'
+gives its embedded NATS server these accounts from the registry (KV bucket convlog_tenants) as
+it changes: a created user can connect at once, a revoked user's connections are closed. With
+--nats-url (your own NATS servers) the registry is kept the same way, and you put the block
+'agentd tenant accounts' prints into the servers' configuration and reload them.
 
 A service connects with the seed file 'create' writes (nats.NkeyOptionFromSeed) and
-nats.CustomInboxPrefix("_INBOX_<tenant>"), and uses client.Config{Tenant: "<tenant>"}.`}
+nats.CustomInboxPrefix("_INBOX_<tenant>"), and uses client.Config{Tenant: "<tenant>"}.
+
+  agentd tenant create acme --out acme.nk
+  agentd tenant accounts --convlog-nkey UAGENTD... > accounts.conf`}
 	f.register(cmd)
 	var out, name string
 	create := &cobra.Command{Use: "create TENANT --out SEED_FILE", Short: "Create a user of TENANT and write its NKey seed to --out (mode 0600)",
@@ -109,13 +116,14 @@ nats.CustomInboxPrefix("_INBOX_<tenant>"), and uses client.Config{Tenant: "<tena
 			})
 		}}
 	revoke.Flags().StringVar(&user, "user", "", "public NKey of the user to revoke (default: every user of the tenant)")
-	var format, nkey string
-	perms := &cobra.Command{Use: "permissions TENANT [--format conf --nkey U...]", Short: "Print the NATS permissions of TENANT's users (for your own nats-server configuration)",
+	var format string
+	perms := &cobra.Command{Use: "permissions TENANT", Short: "Print the NATS allow lists of TENANT's users (JSON)",
 		Long: `permissions prints the allow lists of a tenant-scoped user of TENANT for the configured
-stream, buckets and subject prefix: as JSON (default), or with --format conf as one entry of a
-nats-server configuration's authorization { users: [...] } list for the user --nkey (its public
-NKey, from 'agentd tenant create' or 'agentd tenant list'). For a deployment of K partitions give
---partitions K (the lists name every partition's stream, subjects and buckets).`,
+stream, buckets and subject prefix, as JSON: the subjects its account imports from convlog's and
+its users may use. For a deployment of K partitions give --partitions K (the lists name every
+partition's stream, subjects and buckets). The nats-server configuration of tenants is
+'agentd tenant accounts': allow lists inside one account cannot stop a reply subject from
+crossing into another tenant's data.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.conn.validate(); err != nil {
@@ -125,21 +133,66 @@ NKey, from 'agentd tenant create' or 'agentd tenant list'). For a deployment of 
 			if err != nil {
 				return usageError{err}
 			}
-			switch format {
-			case "json":
-				return (&cliEnv{out: cmd.OutOrStdout()}).printJSON(p)
-			case "conf":
-				if !nkeys.IsValidPublicUserKey(nkey) {
-					return usageError{fmt.Errorf("--format conf needs --nkey, the user's public NKey (U...), got %q", nkey)}
+			if format != "json" {
+				return usageError{fmt.Errorf("--format %q: only json; a users entry of one account cannot isolate tenants (NATS does not check reply subjects): use 'agentd tenant accounts'", format)}
+			}
+			return (&cliEnv{out: cmd.OutOrStdout()}).printJSON(p)
+		}}
+	perms.Flags().StringVar(&format, "format", "json", "json (the only format)")
+	var convlogKeys []string
+	var noRegistry bool
+	accounts := &cobra.Command{Use: "accounts --convlog-nkey U... [--no-registry]", Short: "Print the nats-server accounts block that isolates the tenants",
+		Long: `accounts prints the "accounts { ... }" block of a nats-server configuration for the
+deployment: convlog's account CONVLOG (JetStream, the users --convlog-nkey names, which agentd
+and your services with every permission connect as, and the exports of every tenant-scoped
+subject) and one account per tenant of the registry's users, importing exactly its tenant's
+subjects. Put it in each server's configuration in place of any authorization block, reload
+the servers (nats-server --signal reload), and print it again after each create or revoke.
+With --no-registry it prints the block without tenants (to start a new server before agentd
+has made the registry). For K partitions give --partitions K.
+
+  agentd tenant accounts --nats-url nats://n1:4222 --nkey agentd.nk --convlog-nkey UAGENTD... > accounts.conf`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(convlogKeys) == 0 {
+				return usageError{errors.New("--convlog-nkey is required: the public NKey (U...) of agentd's own NATS user, which goes into convlog's account")}
+			}
+			for _, k := range convlogKeys {
+				if !nkeys.IsValidPublicUserKey(k) {
+					return usageError{fmt.Errorf("--convlog-nkey %q is not a public user NKey (U...)", k)}
 				}
-				fmt.Fprint(cmd.OutOrStdout(), p.ServerConf(nkey))
+			}
+			print := func(users []tenancy.User, res provision.Config) error {
+				conf, err := tenancy.AccountsConf(tenancy.AccountsConfig{Resources: res, Users: users, ConvlogUsers: convlogKeys})
+				if err != nil {
+					return err
+				}
+				fmt.Fprint(cmd.OutOrStdout(), conf)
 				return nil
 			}
-			return usageError{fmt.Errorf("--format %q: want json or conf", format)}
+			if noRegistry {
+				if err := f.conn.validate(); err != nil {
+					return usageError{err}
+				}
+				return print(nil, f.conn.resources())
+			}
+			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
+				reg, err := e.registry(ctx)
+				if err != nil {
+					return err
+				}
+				users, err := reg.List(ctx, "")
+				if err != nil {
+					return err
+				}
+				res := e.c.Config().Resources
+				res.Partitions = len(e.c.Partitions())
+				return print(users, res)
+			})
 		}}
-	perms.Flags().StringVar(&format, "format", "json", "json, or conf: a nats-server authorization users entry (with --nkey)")
-	perms.Flags().StringVar(&nkey, "nkey", "", "public NKey of the user, for --format conf")
-	cmd.AddCommand(create, list, revoke, perms)
+	accounts.Flags().StringSliceVar(&convlogKeys, "convlog-nkey", nil, "public NKey of a user of convlog's account (agentd's own); repeat for several")
+	accounts.Flags().BoolVar(&noRegistry, "no-registry", false, "print the block without reading the registry (no tenant accounts)")
+	cmd.AddCommand(create, list, revoke, perms, accounts)
 	return cmd
 }
 

@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,13 +22,15 @@ import (
 	"github.com/convlog/convlog/events"
 )
 
-// Issue 21 item 1 on your own NATS: a nats-server process whose
-// configuration grants a tenant's user exactly what `agentd tenant
-// permissions --format conf` prints, and agentd serve against it with
+// Tenant accounts on your own NATS: a nats-server process whose
+// configuration includes the accounts block `agentd tenant accounts`
+// prints (first without tenants, then, after `agentd tenant create`, with
+// the registry's, and a reload), and agentd serve against it with
 // --nats-url (which runs the tenant service): the tenant's service uses
-// client/ with Config.Tenant, and the server denies it another tenant's
-// subjects.
-func TestTenantPermissionsInANATSServerConfig(t *testing.T) {
+// client/ with Config.Tenant, the server denies it another tenant's
+// subjects, and a reply subject naming the JetStream API or another
+// tenant's thread changes nothing.
+func TestTenantAccountsInANATSServerConfig(t *testing.T) {
 	natsBin, agentdBin := buildBinaries(t)
 	dir := t.TempDir()
 	admin, _ := nkeys.CreateUser()
@@ -34,21 +38,21 @@ func TestTenantPermissionsInANATSServerConfig(t *testing.T) {
 	adminSeed, _ := admin.Seed()
 	adminFile := filepath.Join(dir, "admin.nk")
 	require.NoError(t, os.WriteFile(adminFile, adminSeed, 0o600))
-	user, _ := nkeys.CreateUser()
-	userPub, _ := user.PublicKey()
 
-	entry, err := exec.Command(agentdBin, "tenant", "permissions", "acme", "--format", "conf", "--nkey", userPub).CombinedOutput()
-	require.NoError(t, err, "%s", entry)
+	accounts := filepath.Join(dir, "accounts.conf")
+	writeAccounts := func(args ...string) {
+		t.Helper()
+		out, err := exec.Command(agentdBin, append([]string{"tenant", "accounts", "--convlog-nkey", adminPub}, args...)...).Output()
+		require.NoError(t, err, "%s", out)
+		require.NoError(t, os.WriteFile(accounts, out, 0o600))
+	}
+	writeAccounts("--no-registry")
 	port := freePort(t)
 	conf := filepath.Join(dir, "nats.conf")
 	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf(`listen: 127.0.0.1:%d
 jetstream { store_dir: %q }
-authorization {
-  users: [
-    { nkey: %q }
-    %s  ]
-}
-`, port, filepath.Join(dir, "js"), adminPub, entry)), 0o600))
+include 'accounts.conf'
+`, port, filepath.Join(dir, "js"))), 0o600))
 	out, err := exec.Command(natsBin, "-t", "-c", conf).CombinedOutput()
 	require.NoError(t, err, "nats-server -t: %s", out)
 	ns := newProc(t, dir, "nats", natsBin, []string{"-c", conf}, nil)
@@ -71,10 +75,36 @@ authorization {
 		return nil
 	}), "agentd serve did not start: %s", tail(agent.log, 20))
 
-	var denied []string
-	nc, err := nats.Connect(url, nats.Nkey(userPub, user.Sign), nats.CustomInboxPrefix(client.TenantInboxPrefix("acme")),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { denied = append(denied, err.Error()) }))
+	// A user of acme in the registry, its account in the configuration.
+	seedFile := filepath.Join(dir, "acme.nk")
+	out, err = exec.Command(agentdBin, "tenant", "create", "acme", "--out", seedFile, "--nats-url", url, "--nkey", adminFile).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	writeAccounts("--nats-url", url, "--nkey", adminFile)
+	// nats-server subscribes the service imports of an account a reload
+	// adds only at the next reload: reload twice.
+	ns.kill(syscall.SIGHUP)
+	require.NoError(t, poll(10*time.Second, 50*time.Millisecond, func() error {
+		if n := strings.Count(tail(ns.log, 200), "Reloaded server configuration"); n < 1 {
+			return fmt.Errorf("%d reloads", n)
+		}
+		return nil
+	}))
+	ns.kill(syscall.SIGHUP)
+	auth, err := nats.NkeyOptionFromSeed(seedFile)
 	require.NoError(t, err)
+
+	var denied []string
+	var mu sync.Mutex
+	var nc *nats.Conn
+	require.NoError(t, poll(30*time.Second, 100*time.Millisecond, func() error { // the reload is done
+		nc, err = nats.Connect(url, auth, nats.CustomInboxPrefix(client.TenantInboxPrefix("acme")),
+			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+				mu.Lock()
+				denied = append(denied, err.Error())
+				mu.Unlock()
+			}))
+		return err
+	}))
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -106,8 +136,28 @@ authorization {
 	_, err = nc.Request("$JS.API.DIRECT.GET.CONVLOG", []byte(`{"seq":1,"batch":10}`), 500*time.Millisecond)
 	require.Error(t, err)
 	require.NoError(t, nc.Flush())
-	time.Sleep(200 * time.Millisecond)
+	// Replies aimed at the stream's purge and another tenant's thread.
+	admin2, err := nats.NkeyOptionFromSeed(adminFile)
+	require.NoError(t, err)
+	anc, err := nats.Connect(url, admin2)
+	require.NoError(t, err)
+	defer anc.Close()
+	_, err = anc.Request("conv.globex.g1", []byte("globex's"), 5*time.Second)
+	require.NoError(t, err)
+	m := nats.NewMsg("$JS.API.DIRECT.GET.CONVLOG.conv.acme.t1")
+	m.Reply = "$JS.API.STREAM.PURGE.CONVLOG"
+	require.NoError(t, nc.PublishMsg(m))
+	m = nats.NewMsg("conv.acme.t1")
+	m.Reply, m.Data = "conv.globex.g1", []byte("x")
+	require.NoError(t, nc.PublishMsg(m))
+	require.NoError(t, nc.Flush())
+	time.Sleep(500 * time.Millisecond)
+	last, err := anc.Request("$JS.API.DIRECT.GET.CONVLOG.conv.globex.g1", nil, 5*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "globex's", string(last.Data), "globex's thread holds what globex wrote")
+	mu.Lock()
 	all := strings.Join(denied, "\n")
+	mu.Unlock()
 	for _, want := range []string{`Publish to "conv.globex.t1"`, `Subscription to "conv.>"`, `Publish to "$JS.API.DIRECT.GET.CONVLOG"`} {
 		require.Contains(t, all, "Permissions Violation for "+want)
 	}

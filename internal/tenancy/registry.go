@@ -28,10 +28,10 @@ type User struct {
 }
 
 // Registry keeps the tenant-scoped users in a KV bucket. agentd serve
-// watches it and gives its embedded NATS server the users it lists; for
-// an external NATS, the operator puts each user's permissions in the
-// server's configuration (agentd tenant permissions). Safe for concurrent
-// use.
+// watches it and gives its embedded NATS server the tenant accounts
+// ([AccountsConf]) of the users it lists; for an external NATS, the
+// operator puts the accounts block `agentd tenant accounts` prints in the
+// servers' configuration. Safe for concurrent use.
 type Registry struct {
 	kv jetstream.KeyValue
 }
