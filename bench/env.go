@@ -12,10 +12,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/internal/embedded"
 	"github.com/convlog/convlog/internal/provision"
+	"github.com/convlog/convlog/internal/tenancy"
 	"github.com/convlog/convlog/projector"
 	"github.com/convlog/convlog/snapstore"
 )
@@ -52,6 +54,9 @@ type Env struct {
 	Server   *embedded.Server
 	srvChild *child
 	url      string
+	// auth authenticates a TCP connection to Server (its NKey user);
+	// a no-op option for a server in a child process.
+	auth nats.Option
 	// NC is the connection of the client and of the raw JetStream
 	// baseline (the same connection, so both pay the same).
 	NC *nats.Conn
@@ -98,7 +103,7 @@ func StartEnv(ctx context.Context, dir string) (*Env, error) {
 // its own (the shape of deploy/: nats-server beside the services), while
 // the clients and the projector stay in this process.
 func startEnv(ctx context.Context, dir string, split bool) (*Env, error) {
-	e := &Env{Dir: dir}
+	e := &Env{Dir: dir, auth: func(*nats.Options) error { return nil }}
 	if split {
 		c, err := startChild(roleServer, "", filepath.Join(dir, "nats"))
 		if err != nil {
@@ -106,14 +111,22 @@ func startEnv(ctx context.Context, dir string, split bool) (*Env, error) {
 		}
 		e.srvChild, e.url = c, c.URL
 	} else {
-		srv, err := embedded.Start(embedded.Config{StoreDir: filepath.Join(dir, "nats")})
+		cfg, err := tenantAccounts(dir)
+		if err != nil {
+			return nil, err
+		}
+		srv, err := embedded.Start(cfg)
 		if err != nil {
 			return nil, err
 		}
 		e.Server, e.url = srv, srv.ClientURL()
+		if e.auth, err = nats.NkeyOptionFromSeed(cfg.NKeySeed); err != nil {
+			srv.Shutdown()
+			return nil, err
+		}
 	}
 	var err error
-	if e.NC, err = nats.Connect(e.url, nats.Name("convlog-bench-client")); err != nil {
+	if e.NC, err = nats.Connect(e.url, nats.Name("convlog-bench-client"), e.auth); err != nil {
 		e.Close()
 		return nil, err
 	}
@@ -178,7 +191,7 @@ func (e *Env) StartProjector(ctx context.Context) error {
 		// readers stay on TCP (other services).
 		nc, err = e.Server.Connect(nats.Name("convlog-bench-projector"))
 	} else {
-		nc, err = nats.Connect(e.url, nats.Name("convlog-bench-projector"))
+		nc, err = nats.Connect(e.url, nats.Name("convlog-bench-projector"), e.auth)
 	}
 	if err != nil {
 		return err
@@ -321,4 +334,41 @@ func removeAll(dir string) {
 	if err := os.RemoveAll(dir); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: removing %s: %v\n", dir, err)
 	}
+}
+
+// benchTenants is how many tenant accounts the in-process server holds.
+const benchTenants = 100
+
+// tenantAccounts is the configuration of an in-process server as agentd
+// serve runs its embedded server: authentication by an NKey user (its
+// seed written in dir) and convlog's account beside benchTenants tenant
+// accounts, one user each, that import their tenants' subjects
+// (tenancy.AccountsConf), so that the figures include what accounts cost.
+func tenantAccounts(dir string) (embedded.Config, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return embedded.Config{}, err
+	}
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return embedded.Config{}, err
+	}
+	seed, _ := kp.Seed()
+	seedFile := filepath.Join(dir, "bench.nk")
+	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
+		return embedded.Config{}, err
+	}
+	var users []tenancy.User
+	for i := range benchTenants {
+		u, err := nkeys.CreateUser()
+		if err != nil {
+			return embedded.Config{}, err
+		}
+		pub, _ := u.PublicKey()
+		users = append(users, tenancy.User{Tenant: fmt.Sprintf("t%d", i), PublicKey: pub})
+	}
+	conf, err := tenancy.AccountsConf(tenancy.AccountsConfig{Resources: provision.DefaultConfig(), Users: users})
+	if err != nil {
+		return embedded.Config{}, err
+	}
+	return embedded.Config{StoreDir: filepath.Join(dir, "nats"), NKeySeed: seedFile, Accounts: conf, GlobalAccount: tenancy.ConvlogAccount}, nil
 }

@@ -36,10 +36,17 @@ type deployment struct {
 	res   provision.Config
 	// adminSeed is the admin user's seed file (every permission).
 	adminSeed string
+	// oneAccount puts the tenants' users in convlog's account with their
+	// permissions ([oneAccountConf]) in place of accounts of their own.
+	oneAccount bool
 }
 
 // newDeployment starts a deployment of k partitions (a projector each).
-func newDeployment(t testing.TB, k int) *deployment {
+func newDeployment(t testing.TB, k int) *deployment { return newDeploymentOf(t, k, false) }
+
+// newDeploymentOf starts a deployment of k partitions whose tenant users
+// are in accounts of their own, or with oneAccount in convlog's.
+func newDeploymentOf(t testing.TB, k int, oneAccount bool) *deployment {
 	t.Helper()
 	dir := t.TempDir()
 	kp, err := nkeys.CreateUser()
@@ -60,7 +67,7 @@ func newDeployment(t testing.TB, k int) *deployment {
 	t.Cleanup(nc.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	d := &deployment{srv: srv, seeds: map[string][]byte{}, res: res, adminSeed: seedFile}
+	d := &deployment{srv: srv, seeds: map[string][]byte{}, res: res, adminSeed: seedFile, oneAccount: oneAccount}
 	d.admin, err = client.New(ctx, nc, client.Config{Provision: true, Resources: d.res})
 	require.NoError(t, err)
 	d.js = d.admin.JetStream()
@@ -98,8 +105,29 @@ func (d *deployment) apply(t testing.TB) {
 	users, err := d.reg.List(context.Background(), "")
 	require.NoError(t, err)
 	conf, err := tenancy.AccountsConf(tenancy.AccountsConfig{Resources: d.res, Users: users})
+	if d.oneAccount {
+		conf, err = oneAccountConf(d.res, users)
+	}
 	require.NoError(t, err)
 	require.NoError(t, d.srv.SetAccounts(conf))
+}
+
+// oneAccountConf is the accounts block of tenant users inside convlog's
+// account, each with its tenant's permissions ([tenancy.For]): the model
+// that cannot stop reply subjects, kept as the baseline of the cost of
+// accounts.
+func oneAccountConf(res provision.Config, users []tenancy.User) (string, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "accounts {\n  %s: {\n    jetstream: enabled\n    users: [\n", tenancy.ConvlogAccount)
+	for _, u := range users {
+		p, err := tenancy.For(res, u.Tenant)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(p.ServerConf(u.PublicKey))
+	}
+	b.WriteString("    ]\n  }\n}\n")
+	return b.String(), nil
 }
 
 // tenantConn is a connection as one of tenant's users; errs collects
