@@ -93,8 +93,8 @@ type AppendResult struct {
 // fold.ErrRejected), and nothing is published.
 //
 // Idempotency (invariant 4): the event id is the Nats-Msg-Id. A retry of
-// the same events returns the original sequences with Duplicate set and
-// stores nothing:
+// the same events (the same append: the same events in the same order)
+// returns the original sequences with Duplicate set and stores nothing:
 //   - with [ExpectVersion] (the version the first attempt used), inside or
 //     outside the server's duplicate window, on R1 and replicated streams:
 //     the server's duplicate ack, or its version conflict (which is what R1
@@ -112,7 +112,9 @@ type AppendResult struct {
 // *fold.RejectionError; *ConflictError (not retryable as is: reload,
 // re-decide, append with the new version); [ErrStorageFull] (the server
 // refused it for lack of storage; nothing stored); [ErrIdempotencyMismatch]
-// (an event id already used by another event); [ErrClosed]; ctx errors.
+// (an event id already used by another event, or by another append: one
+// of other events, or of the same events in another order; not
+// retryable); [ErrClosed]; ctx errors.
 //
 // Transient server errors are retried with backoff, each attempt waiting
 // at most a quarter of Config.Timeout (at least 250 ms) for its ack, up to
@@ -215,9 +217,13 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 			if p.fresh {
 				return AppendResult{}, err
 			}
-			if res, ok, ferr := c.findAnywhere(ctx, p, s, o.any); ferr == nil && ok {
+			res, ok, ferr := c.findAnywhere(ctx, p, s, o.any)
+			if ferr == nil && ok {
 				c.logDuplicate(p, "already_stored", 0, res.Version)
 				return c.sameAsStored(ctx, p, res)
+			}
+			if errors.Is(ferr, ErrIdempotencyMismatch) {
+				return AppendResult{}, ferr // the ids are another append's
 			}
 			return AppendResult{}, err
 		}

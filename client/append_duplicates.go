@@ -63,7 +63,9 @@ func (c *Client) resolve(ctx context.Context, p *prepared, expect uint64, sc *se
 // from on the thread: where an earlier attempt of an append conditional on
 // from must have stored them. atLeast is the thread's version when known
 // (0 = unknown): a read that shows less came from a replica that lags, and
-// is repeated.
+// is repeated. p's first event stored right after from but not followed by
+// the rest of p (another event, or none on the leader either) was stored by
+// another append: an *IdempotencyMismatchError.
 func (c *Client) findAfter(ctx context.Context, p *prepared, from, atLeast uint64) (AppendResult, bool, error) {
 	n := len(p.ids)
 	askedLeader := false
@@ -75,12 +77,16 @@ func (c *Client) findAfter(ctx context.Context, p *prepared, from, atLeast uint6
 		if len(msgs) > 0 && msgs[0].Header.Get(jetstream.MsgIDHeader) != p.ids[0] {
 			return AppendResult{}, false, nil // another writer's event
 		}
+		for i, m := range msgs {
+			if m.Header.Get(jetstream.MsgIDHeader) != p.ids[i] {
+				// An atomic batch is stored at consecutive sequences: p's
+				// first event is followed by another's.
+				return AppendResult{}, false, p.otherAppend(0, msgs[0])
+			}
+		}
 		if len(msgs) == n {
 			seqs := make([]uint64, n)
 			for i, m := range msgs {
-				if m.Header.Get(jetstream.MsgIDHeader) != p.ids[i] {
-					return AppendResult{}, false, nil
-				}
 				seqs[i] = m.Sequence
 			}
 			return p.result(seqs, msgs, true), true, nil
@@ -97,6 +103,10 @@ func (c *Client) findAfter(ctx context.Context, p *prepared, from, atLeast uint6
 			seen = msgs[len(msgs)-1].Sequence
 		}
 		if atLeast <= max(from, seen) {
+			if len(msgs) > 0 {
+				// The thread ends before the rest of p.
+				return AppendResult{}, false, p.otherAppend(0, msgs[0])
+			}
 			return AppendResult{}, false, nil
 		}
 		if err := sleep(ctx, wait); err != nil {
@@ -163,6 +173,8 @@ func (c *Client) dupWindow() time.Duration {
 
 // findByIDTime looks for p's events among the thread's events stored since
 // the time of the first event's id (UUIDv7; other ids are not searched).
+// Some of them found, not all, is an *IdempotencyMismatchError naming the
+// first found.
 func (c *Client) findByIDTime(ctx context.Context, p *prepared) (AppendResult, bool, error) {
 	t, ok := idTime(p.ids[0])
 	if !ok {
@@ -203,6 +215,14 @@ func (c *Client) findByIDTime(ctx context.Context, p *prepared) (AppendResult, b
 			}
 		}
 		if n < pageSize {
+			for i, m := range stored {
+				if m != nil {
+					// Some of p's ids are on the thread, not all: an
+					// atomic batch is visible whole or not at all, so
+					// another append stored them.
+					return AppendResult{}, false, p.otherAppend(i, m)
+				}
+			}
 			return AppendResult{}, false, nil
 		}
 		opt = jetstreamext.GetBatchSeq(last + 1)

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -69,4 +70,72 @@ func TestHTTPIdempotencyKeyReusedWithAnotherBody(t *testing.T) {
 		require.Equal(t, http.StatusUnprocessableEntity, r.status, "%s", r.body)
 		require.Equal(t, "Idempotency-Key", r.problem(t)["field"])
 	})
+}
+
+// An Idempotency-Key reused with another number of events is another
+// request: 422 idempotency-mismatch naming the key and the first event the
+// earlier request stored, and nothing is stored, with or without If-Match
+// (the thread's version, or the version the first request was made at).
+func TestHTTPIdempotencyKeyReusedWithAnotherNumberOfEvents(t *testing.T) {
+	e := newEnv(t, withoutWorkers())
+	type ifMatch int
+	const (
+		none ifMatch = iota
+		current
+		first
+	)
+	cases := []struct {
+		name        string
+		first, then int
+		ifMatch     ifMatch
+	}{
+		{"one event, then two", 1, 2, none},
+		{"one event, then two at the thread's version", 1, 2, current},
+		{"one event, then two at the first request's version", 1, 2, first},
+		{"two events, then one", 2, 1, none},
+		{"two events, then one at the first request's version", 2, 1, first},
+		{"two events, then three", 2, 3, none},
+	}
+	events := func(n int) map[string]any {
+		evs := make([]any, n)
+		for i := range evs {
+			evs[i] = userEvent("hello " + strconv.Itoa(i))
+		}
+		return map[string]any{"events": evs}
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			id := e.createThread(map[string]any{"replies": "off"})
+			path := "/v1/threads/" + id + "/events"
+			v0 := e.do("GET", "/v1/threads/"+id, keyAcme, nil).header.Get("ETag")
+			r := e.do("POST", path, keyAcme, events(tc.first), "Idempotency-Key", "k1")
+			require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+			var out struct {
+				Events []struct {
+					ID  string `json:"id"`
+					Seq uint64 `json:"seq"`
+				} `json:"events"`
+			}
+			r.json(t, &out)
+			kv := []string{"Idempotency-Key", "k1"}
+			switch tc.ifMatch {
+			case current:
+				kv = append(kv, "If-Match", r.header.Get("ETag"))
+			case first:
+				kv = append(kv, "If-Match", v0)
+			}
+			before := e.streamMsgs()
+
+			r = e.do("POST", path, keyAcme, events(tc.then), kv...)
+			require.Equal(t, http.StatusUnprocessableEntity, r.status, "%s", r.body)
+			p := r.problem(t)
+			require.True(t, strings.HasSuffix(p["type"].(string), "idempotency-mismatch"), "%v", p["type"])
+			require.Equal(t, "Idempotency-Key", p["field"])
+			require.Contains(t, p["detail"], `Idempotency-Key "k1" was first used with a different request`)
+			require.Equal(t, float64(0), p["index"])
+			require.Equal(t, out.Events[0].ID, p["event_id"])
+			require.Equal(t, float64(out.Events[0].Seq), p["seq"])
+			require.Equal(t, before, e.streamMsgs(), "nothing stored")
+		})
+	}
 }
