@@ -11,12 +11,13 @@ import (
 // goNames matches what a Go type or decoder message looks like in a detail.
 var goNames = regexp.MustCompile(`Go struct|Go value|map\[|\[\]|events\.|json: |of type |\(event \)|payload of event :`)
 
-// Finding 8 of the reliability issue: unknown fields are refused at every
-// depth of a payload, type errors name the exact field, no detail shows Go
-// type names or an empty event id, and a malformed query string is a 400
-// naming the parameter. Before, unknown payload fields were dropped (201),
-// type errors named the parent ("events[0].payload", "metadata") with Go
-// type names, and "?owner=%zz" was ignored (200).
+// Finding 8 of the reliability issue: unknown fields are refused in an
+// event's envelope and at every depth of its payload, type errors name the
+// exact field, no detail shows Go type names or an empty event id, and a
+// malformed query string is a 400 naming the parameter. Before, unknown
+// payload and envelope fields were dropped (201), type errors named the
+// parent ("events[0].payload", "metadata") with Go type names, and
+// "?owner=%zz" was ignored (200).
 func TestHTTPBoundaryValues(t *testing.T) {
 	e := newEnv(t)
 	id := e.createThread(map[string]any{"replies": "off"})
@@ -29,6 +30,8 @@ func TestHTTPBoundaryValues(t *testing.T) {
 		{"an unknown field in a payload", "POST", events, `{"events":[{"type":"message.user","payload":{"content":"x","foo":1}}]}`, 422, "events[0].payload.foo"},
 		{"an unknown field in a content part", "POST", events, `{"events":[{"type":"message.user","payload":{"content":[{"type":"text","text":"a","zz":1}]}}]}`, 422, "events[0].payload.content[0].zz"},
 		{"an unknown field in a tool call", "POST", events, `{"events":[{"type":"message.assistant","payload":{"tool_calls":[{"id":"c","name":"n","arguments":"{}","x":1}]}}]}`, 422, "events[0].payload.tool_calls[0].x"},
+		{"an unknown envelope field", "POST", events, `{"events":[{"type":"message.user","seq":1,"payload":{"content":"x"}}]}`, 422, "events[0].seq"},
+		{"an unknown envelope field after the payload", "POST", events, `{"events":[{"type":"message.user","payload":{"content":"x"}},{"type":"message.user","payload":{"content":"y"},"stored_at":"2025-01-01T00:00:00Z"}]}`, 422, "events[1].stored_at"},
 		{"content of the wrong type", "POST", events, `{"events":[{"type":"message.user","payload":{"content":5}}]}`, 422, "events[0].payload.content"},
 		{"a state key of the wrong type", "POST", events, `{"events":[{"type":"state.set","payload":{"key":5,"value":1}}]}`, 422, "events[0].payload.key"},
 		{"an envelope field of the wrong type", "POST", events, `{"events":[{"id":5,"type":"message.user","payload":{"content":"x"}}]}`, 422, "events[0].id"},

@@ -36,7 +36,12 @@
 // ([client.AnyVersion]). An Idempotency-Key header derives the ids of events
 // that carry none (UUIDv5 of tenant, thread, key and index), so a retried
 // request stores nothing twice; on create and fork it also derives the new
-// thread's id. Request bodies are limited (Config.MaxBodyBytes).
+// thread's id. Request bodies are limited (Config.MaxBodyBytes). A JSON
+// body is sent as Content-Type: application/json, with no parameter but
+// charset=utf-8, and without a content coding (Content-Encoding: identity
+// or none); a request without a body, where the route takes none, needs no
+// Content-Type. An event of an append holds the members of
+// schemas/envelope.json only ("seq" and "stored_at" are the log's).
 //
 // A thread id is 1..128 bytes of [A-Za-z0-9_-]. Any other UTF-8 string of
 // up to 1,024 bytes (percent-encoded in the path) is an external id, as
@@ -69,9 +74,11 @@
 //	chat history diverged from the thread             409 history-diverged
 //	If-Match names another version                    412 version-conflict (current_version, ETag)
 //	body or event too large                           413 too-large       (limit)
-//	body not application/json                         415 unsupported-media-type
+//	body not application/json (charset=utf-8 or none) 415 unsupported-media-type (field "Content-Type"; also when it is missing)
+//	body sent with a Content-Encoding but identity    415 unsupported-media-type (field "Content-Encoding"; Accept-Encoding: identity)
 //	wrong JSON type, unknown field, invalid request   422 invalid-request (field: the exact path, e.g. "events[0].payload.content[1].text";
-//	                                                      payloads and create bodies are checked against schemas/, unknown fields refused at any depth)
+//	                                                      payloads and create bodies are checked against schemas/, unknown fields refused at any
+//	                                                      depth, an event's envelope included, e.g. "events[0].seq")
 //	event fails validation                            422 invalid-event   (field "events[i].payload....")
 //	event rejected by the fold                        422 rejected        (code = the fold's code, seq, event_id)
 //	Idempotency-Key / event id reused, other request  422 idempotency-mismatch (field "Idempotency-Key" or "events[i].id", seq)

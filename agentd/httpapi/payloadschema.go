@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -139,10 +140,10 @@ func joinPath(a, b string) string {
 // createBodyProblem checks the body of a thread create, which is a
 // thread.created payload plus "id", against that payload's schema, so that
 // its errors name the exact field ("metadata.a") as for events. It reads
-// the body (and puts it back); nil when the body is not a JSON object (the
-// decoder reports that) or is valid.
+// the body (and puts it back); nil when the body is not declared as JSON
+// or is not a JSON object (decodeJSON reports those) or is valid.
 func createBodyProblem(r *http.Request) *Problem {
-	if r.Body == nil {
+	if r.Body == nil || !declaresJSON(r) {
 		return nil
 	}
 	b, err := io.ReadAll(r.Body)
@@ -163,4 +164,64 @@ func createBodyProblem(r *http.Request) *Problem {
 		return invalid(path, orBody(path)+": "+msg)
 	}
 	return nil
+}
+
+// envelopeFields are the members of an event's JSON form, in order: the
+// properties of schemas/envelope.json.
+var envelopeFields = sync.OnceValues(func() ([]string, error) {
+	b, err := fs.ReadFile(schemas.FS, "envelope.json")
+	if err != nil {
+		return nil, err
+	}
+	var doc struct {
+		Properties json.RawMessage `json:"properties"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, err
+	}
+	return objectKeys(doc.Properties)
+})
+
+// unknownEnvelopeField returns the first member of ev, an event object of
+// a request, that schemas/envelope.json does not name ("" when none, or
+// when ev is not a JSON object: the event decoder reports that). The
+// stream sequence and the store time are not members: the log assigns
+// them.
+func unknownEnvelopeField(ev json.RawMessage) string {
+	known, err := envelopeFields()
+	if err != nil {
+		return "" // the schemas package's tests keep the file valid
+	}
+	keys, err := objectKeys(ev)
+	if err != nil {
+		return ""
+	}
+	for _, k := range keys {
+		if !slices.Contains(known, k) {
+			return k
+		}
+	}
+	return ""
+}
+
+// objectKeys returns the member names of the JSON object b in the order
+// they are written.
+func objectKeys(b []byte) ([]string, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, errors.New("not a JSON object")
+	}
+	var keys []string
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil, err
+		}
+		keys = append(keys, t.(string))
+	}
+	return keys, nil
 }

@@ -316,16 +316,19 @@ func tooLargeBody(limit int64) *Problem {
 }
 
 // decodeJSON decodes the request body into v. An empty body is allowed
-// when allowEmpty (v is left as is). Unknown fields are rejected when
-// strict. Errors are problems: malformed JSON 400, wrong types and unknown
-// fields 422, too large 413, wrong content type 415.
+// when allowEmpty (v is left as is); it needs no Content-Type. Unknown
+// fields are rejected when strict. Errors are problems: malformed JSON
+// 400, wrong types and unknown fields 422, too large 413, a Content-Type
+// other than application/json (charset=utf-8 or none), or none for a body,
+// and a Content-Encoding other than identity 415 (mediatype.go).
 func decodeJSON(r *http.Request, v any, strict, allowEmpty bool) *Problem {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, _ := strings.Cut(ct, ";")
-		mt = strings.ToLower(strings.TrimSpace(mt))
-		if mt != "application/json" && !strings.HasSuffix(mt, "+json") {
-			return newProblem(http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type",
-				fmt.Sprintf("the body must be application/json, not %q", mt)).field("Content-Type")
+	if p := codingProblem(r); p != nil {
+		return p
+	}
+	ct, hasCT := r.Header["Content-Type"]
+	if hasCT || !allowEmpty {
+		if p := mediaTypeProblem(strings.Join(ct, ", ")); p != nil {
+			return p
 		}
 	}
 	body, err := io.ReadAll(r.Body)
@@ -341,6 +344,9 @@ func decodeJSON(r *http.Request, v any, strict, allowEmpty bool) *Problem {
 			return nil
 		}
 		return badRequest("malformed-json", "the request body is empty; send a JSON object")
+	}
+	if !hasCT {
+		return mediaTypeProblem("")
 	}
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	if strict {

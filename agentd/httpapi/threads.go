@@ -502,6 +502,15 @@ func (s *Server) appendEvents(w http.ResponseWriter, r *http.Request) error {
 		if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
 			return invalid(f, f+" must be an event object {\"type\": ..., \"payload\": {...}}").index(i)
 		}
+		if name := unknownEnvelopeField(raw); name != "" {
+			// Refused as an unknown field at any depth of the payload is.
+			field := f + "." + name
+			detail := field + ": unknown field"
+			if name == "seq" || name == "stored_at" {
+				detail += " (a stored event's; the log assigns it)"
+			}
+			return invalid(field, detail).index(i).thread(id)
+		}
 		var shape struct {
 			Type    events.Type     `json:"type"`
 			Payload json.RawMessage `json:"payload"`
