@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -85,6 +86,7 @@ func newAuditCmd(lf *logFlags) *cobra.Command {
 	var (
 		thread, pubKey, anchorHash, stateFile string
 		anchorSeq                             uint64
+		interval, maxLag                      time.Duration
 	)
 	trusted := func() (ed25519.PublicKey, error) {
 		if pubKey != "" {
@@ -111,10 +113,22 @@ func newAuditCmd(lf *logFlags) *cobra.Command {
 --tenant, or one --thread of --tenant), recomputes every thread's hash chain,
 checks each checkpoint's signature and place in the checkpoint chain, and
 prints what differs, by stream sequence. Exit code 1 when anything does: an
-event altered, missing (and its thread not erased) or inserted behind
-convlog's back, a checkpoint altered or missing. Erased threads are listed,
-not counted as problems. Events after the last checkpoint (its cadence is a
-second) are counted as unsigned.`,
+event altered, missing (and its thread not erased) or inserted into a range
+a checkpoint covers, a checkpoint altered or missing, or events that no
+checkpoint covers though one should by now (uncovered: they and the newest
+checkpoint are older than the cadence it records, a second for agentd
+serve, plus --max-lag, so the checkpoints were removed or no checkpointer
+runs; or a checkpoint starts after events no earlier one covers). Erased
+threads are listed, not counted as problems. Other events after the last
+checkpoint are counted as unsigned.
+
+A clean run proves that every stored event is as it was when the key
+signed it, at most a second after it was stored. It cannot tell an event
+published with the server's own credentials before its checkpoint from a
+real one:
+the checkpointer signs what the stream holds. Keep --state-file where those
+credentials cannot write (docs/audit.md, "What a clean verification
+proves").`,
 		Example: `  agentd audit verify --data-dir ./convlog-data
   agentd audit verify --tenant acme --thread t1 --json
   agentd audit verify --nats-url nats://n1:4222 --public-key audit.pub --anchor-seq 812 --anchor-hash 5e0c...`,
@@ -137,7 +151,11 @@ second) are counted as unsigned.`,
 				}
 				scope.Thread = id
 			}
-			opts := audit.VerifyOptions{Trusted: []ed25519.PublicKey{pub}, Stream: f.conn.Stream, SubjectPrefix: f.conn.Prefix}
+			if interval <= 0 || maxLag <= 0 {
+				return usageError{errors.New("--checkpoint-interval and --max-lag must be positive durations")}
+			}
+			opts := audit.VerifyOptions{Trusted: []ed25519.PublicKey{pub}, Stream: f.conn.Stream, SubjectPrefix: f.conn.Prefix,
+				Interval: interval, MaxLag: maxLag}
 			if (anchorSeq == 0) != (anchorHash == "") {
 				return usageError{errors.New("--anchor-seq and --anchor-hash go together")}
 			}
@@ -170,7 +188,7 @@ second) are counted as unsigned.`,
 				return err
 			}
 			if !rep.OK {
-				return fmt.Errorf("verification failed: %d problem(s), the first at stream sequence %d", rep.ProblemCount, rep.FirstBadSeq)
+				return verifyFailure(rep)
 			}
 			if stateFile != "" && rep.LastCheckpoint != nil {
 				return writeAnchor(stateFile, rep.LastCheckpoint.Anchor)
@@ -182,6 +200,8 @@ second) are counted as unsigned.`,
 	verify.Flags().StringVar(&stateFile, "state-file", "", "keep the last verified checkpoint in this file: each run must find it in the stream as it was (a rewritten log fails) and, when clean, records the new one (as immudb clients keep their last verified state)")
 	verify.Flags().Uint64Var(&anchorSeq, "anchor-seq", 0, "a checkpoint trusted earlier: its message's stream sequence (a report's last_checkpoint.msg_seq)")
 	verify.Flags().StringVar(&anchorHash, "anchor-hash", "", "that checkpoint's body hash (last_checkpoint.hash)")
+	verify.Flags().DurationVar(&interval, "checkpoint-interval", audit.DefaultInterval, "the checkpoint cadence assumed when the stream holds no signed checkpoint recording its own (each checkpoint records its checkpointer's)")
+	verify.Flags().DurationVar(&maxLag, "max-lag", audit.DefaultMaxLag, "the grace beyond the cadence: events no checkpoint covers fail the verification (uncovered) once they and the newest checkpoint are older than the cadence plus this")
 	key := &cobra.Command{Use: "key", Short: "Print the public key that verifies the checkpoints", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pub, err := trusted()
@@ -230,6 +250,20 @@ func printReport(e *cliEnv, r *audit.Report) {
 	if r.ProblemCount > len(r.Problems) {
 		fmt.Fprintf(e.out, "  ... and %d more\n", r.ProblemCount-len(r.Problems))
 	}
+}
+
+// verifyFailure is the error of a failed verification: the count, the
+// first sequence, and the first problem's kind and detail.
+func verifyFailure(r *audit.Report) error {
+	msg := fmt.Sprintf("verification failed: %d problem(s)", r.ProblemCount)
+	if r.FirstBadSeq != 0 {
+		msg += fmt.Sprintf(", the first at stream sequence %d", r.FirstBadSeq)
+	}
+	if len(r.Problems) > 0 {
+		p := r.Problems[0]
+		msg += fmt.Sprintf(" (%s: %s)", p.Kind, p.Detail)
+	}
+	return errors.New(msg)
 }
 
 func fieldsOrAll(fs []string) string {

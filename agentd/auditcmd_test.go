@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/audit"
@@ -122,4 +123,76 @@ func mustNKey(t *testing.T, seed string) nats.Option {
 	o, err := nats.NkeyOptionFromSeed(seed)
 	require.NoError(t, err)
 	return o
+}
+
+// The checkpoint subject purged beside a running agentd serve: `agentd
+// audit verify` (no state file, no anchor) fails with exit code 1 once the
+// events are older than the cadence allows, naming them uncovered; after
+// the next event, serve's checkpointer goes on from its position rather
+// than signing the old events again, and verify names the broken
+// checkpoint chain too.
+func TestAuditVerifyFailsWhenTheCheckpointsArePurged(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startServe(t, dir, "--workers", "0")
+	post := func(path, body string) {
+		res, err := http.Post(p.httpURL+path, "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		res.Body.Close()
+		require.Less(t, res.StatusCode, 300, path)
+	}
+	post("/v1/threads", `{"id":"t1","replies":"off"}`)
+	for i := range 3 {
+		post("/v1/threads/t1/events", `{"events":[{"type":"message.user","payload":{"content":"m`+strconv.Itoa(i)+`"}}]}`)
+	}
+	verifyJSON := func() (audit.Report, error) {
+		out, _, err := runCLIFull(t, "audit", "verify", "--data-dir", dir, "--json")
+		var rep audit.Report
+		if jerr := json.Unmarshal([]byte(out), &rep); jerr != nil {
+			return rep, errors.Join(err, jerr)
+		}
+		return rep, err
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		rep, err := verifyJSON()
+		require.NoError(c, err)
+		require.True(c, rep.OK && rep.Verified == 4 && rep.Unsigned == 0, "%+v", rep)
+	}, 30*time.Second, 200*time.Millisecond, "a clean verification of 4 events")
+
+	nc, err := nats.Connect(p.natsURL, mustNKey(t, filepath.Join(dir, "credentials", "agentd.nk")))
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	st, err := js.Stream(context.Background(), "CONVLOG")
+	require.NoError(t, err)
+	require.NoError(t, st.Purge(context.Background(), jetstream.WithPurgeSubject(audit.CheckpointSubject(""))))
+	first, err := st.GetMsg(context.Background(), 1, jetstream.WithGetMsgSubject("conv.default.t1"))
+	require.NoError(t, err)
+
+	var stdout, stderr string
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		stdout, stderr, err = runCLIFull(t, "audit", "verify", "--data-dir", dir)
+		var exit *exec.ExitError
+		require.True(c, errors.As(err, &exit) && exit.ExitCode() == 1, "exit status %v\n%s\n%s", err, stdout, stderr)
+	}, 60*time.Second, 200*time.Millisecond, "verify fails once the checkpoints are gone")
+	require.Contains(t, stdout, "FAILED: 1 problem(s), the first at stream sequence "+strconv.FormatUint(first.Sequence, 10))
+	require.Contains(t, stdout, "0 checkpoint(s)")
+	require.Contains(t, stdout, audit.KindUncovered)
+	require.Contains(t, stderr, "verification failed")
+	require.Contains(t, stderr, audit.KindUncovered)
+
+	post("/v1/threads/t1/events", `{"events":[{"type":"message.user","payload":{"content":"after the purge"}}]}`)
+	var rep audit.Report
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		rep, err = verifyJSON()
+		require.True(c, rep.Checkpoints == 1 && rep.Unsigned == 0, "a checkpoint of the new event: %v %+v", err, rep)
+	}, 30*time.Second, 200*time.Millisecond)
+	require.False(t, rep.OK)
+	require.EqualValues(t, 1, rep.Verified, "only the event after the purge is signed: %+v", rep.Problems)
+	require.Equal(t, first.Sequence, rep.FirstBadSeq)
+	kinds := map[string]bool{}
+	for _, pr := range rep.Problems {
+		kinds[pr.Kind] = true
+	}
+	require.Equal(t, map[string]bool{audit.KindUncovered: true, audit.KindCheckpointChain: true}, kinds, "%+v", rep.Problems)
 }

@@ -35,18 +35,26 @@ const CheckpointVersion = 1
 //
 //	{"v":1,"stream":"CONVLOG","from":1,"seq":42,"time":"2026-11-26T08:00:00Z",
 //	 "prev":"<hex SHA-256 of the previous checkpoint's body, or empty>",
+//	 "interval_ms":1000,
 //	 "threads":[{"subject":"conv.acme.t1","prev":"<hex head before>","prev_cp":12,
 //	             "head":"<hex head after>","leaves":[[7,"<hex leaf>"],...]}]}
 //
 // threads is sorted by subject, each thread's leaves by sequence.
 type Checkpoint struct {
-	V       int           `json:"v"`
-	Stream  string        `json:"stream"`
-	From    uint64        `json:"from"`
-	Seq     uint64        `json:"seq"`
-	Time    time.Time     `json:"time"`
-	Prev    string        `json:"prev"`
-	Threads []ThreadHeads `json:"threads"`
+	V      int       `json:"v"`
+	Stream string    `json:"stream"`
+	From   uint64    `json:"from"`
+	Seq    uint64    `json:"seq"`
+	Time   time.Time `json:"time"`
+	Prev   string    `json:"prev"`
+	// IntervalMS is the cadence of the checkpointer that signed it
+	// (Config.Interval in milliseconds, rounded up): a checkpoint comes at
+	// most this long after the first event it covers reached the
+	// checkpointer. Verify takes the newest signed checkpoint's as the
+	// cadence that stored events after it must meet; 0 (absent) means
+	// VerifyOptions.Interval.
+	IntervalMS int64         `json:"interval_ms,omitempty"`
+	Threads    []ThreadHeads `json:"threads"`
 }
 
 // ThreadHeads is one thread subject's part of a [Checkpoint]: its chain
@@ -165,13 +173,14 @@ func Open(body []byte, sig string, trusted []ed25519.PublicKey) (Checkpoint, err
 // until asked for: a verifier of one thread or tenant decodes only its
 // own, a checkpointer loading heads none.
 type lazyCheckpoint struct {
-	V       int          `json:"v"`
-	Stream  string       `json:"stream"`
-	From    uint64       `json:"from"`
-	Seq     uint64       `json:"seq"`
-	Time    time.Time    `json:"time"`
-	Prev    string       `json:"prev"`
-	Threads []lazyThread `json:"threads"`
+	V          int          `json:"v"`
+	Stream     string       `json:"stream"`
+	From       uint64       `json:"from"`
+	Seq        uint64       `json:"seq"`
+	Time       time.Time    `json:"time"`
+	Prev       string       `json:"prev"`
+	IntervalMS int64        `json:"interval_ms"`
+	Threads    []lazyThread `json:"threads"`
 }
 
 type lazyThread struct {
@@ -220,7 +229,7 @@ func decodeCheckpoint(body []byte) (Checkpoint, error) {
 	if err != nil {
 		return Checkpoint{}, err
 	}
-	c := Checkpoint{V: lc.V, Stream: lc.Stream, From: lc.From, Seq: lc.Seq, Time: lc.Time, Prev: lc.Prev}
+	c := Checkpoint{V: lc.V, Stream: lc.Stream, From: lc.From, Seq: lc.Seq, Time: lc.Time, Prev: lc.Prev, IntervalMS: lc.IntervalMS}
 	for _, th := range lc.Threads {
 		leaves, err := parseLeaves(th.Leaves)
 		if err != nil {
@@ -274,29 +283,47 @@ func slowLeaves(raw []byte) ([]LeafEntry, error) {
 	return out, err
 }
 
-// checkpointSeq reads only the "seq" member of a checkpoint body (it comes
-// before the threads), without decoding the rest.
-func checkpointSeq(body []byte) (uint64, error) {
+// checkpointMeta reads only the "seq" and "interval_ms" members of a
+// checkpoint body, without decoding its threads when they come after both
+// (as every checkpointer writes them).
+func checkpointMeta(body []byte) (seq uint64, intervalMS int64, err error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return 0, fmt.Errorf("audit: a checkpoint body is a JSON object")
+		return 0, 0, fmt.Errorf("audit: a checkpoint body is a JSON object")
 	}
+	haveSeq := false
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
-			return 0, fmt.Errorf("audit: checkpoint body: %w", err)
+			return 0, 0, fmt.Errorf("audit: checkpoint body: %w", err)
 		}
-		if t == "seq" {
-			var seq uint64
-			if err := dec.Decode(&seq); err != nil {
-				return 0, fmt.Errorf("audit: checkpoint seq: %w", err)
+		switch t {
+		case "threads":
+			if haveSeq {
+				return seq, intervalMS, nil
 			}
-			return seq, nil
-		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return 0, fmt.Errorf("audit: checkpoint body: %w", err)
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return 0, 0, fmt.Errorf("audit: checkpoint body: %w", err)
+			}
+		case "seq":
+			if err := dec.Decode(&seq); err != nil {
+				return 0, 0, fmt.Errorf("audit: checkpoint seq: %w", err)
+			}
+			haveSeq = true
+		case "interval_ms":
+			if err := dec.Decode(&intervalMS); err != nil {
+				return 0, 0, fmt.Errorf("audit: checkpoint interval_ms: %w", err)
+			}
+		default:
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return 0, 0, fmt.Errorf("audit: checkpoint body: %w", err)
+			}
 		}
 	}
-	return 0, fmt.Errorf("audit: checkpoint body has no seq")
+	if !haveSeq {
+		return 0, 0, fmt.Errorf("audit: checkpoint body has no seq")
+	}
+	return seq, intervalMS, nil
 }

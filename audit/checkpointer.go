@@ -25,7 +25,8 @@ const (
 	DefaultStream        = "CONVLOG"
 	DefaultSubjectPrefix = "conv"
 	// DefaultInterval is the cadence: a checkpoint at most this long after
-	// the first event it covers was delivered to the checkpointer.
+	// the first event it covers was delivered to the checkpointer. Each
+	// checkpoint records its checkpointer's (Checkpoint.IntervalMS).
 	DefaultInterval = time.Second
 	// DefaultMaxBytes caps one checkpoint's body (about 3,000 events of
 	// one thread; fewer across many threads): a burst is cut into several
@@ -53,7 +54,10 @@ type Config struct {
 	// SubjectPrefix is the thread subject prefix (default
 	// DefaultSubjectPrefix).
 	SubjectPrefix string
-	// Interval is the cadence (default DefaultInterval).
+	// Interval is the cadence (default DefaultInterval), recorded in
+	// every checkpoint (Checkpoint.IntervalMS, in milliseconds rounded
+	// up): Verify fails when stored events after the newest checkpoint
+	// are older than it allows.
 	Interval time.Duration
 	// MaxBytes caps a checkpoint's body (default DefaultMaxBytes, at
 	// least 4 KiB, and at most half the connection's max payload).
@@ -109,6 +113,7 @@ type Checkpointer struct {
 	covered   uint64                      // the last thread sequence of the last checkpoint
 	lastMsg   uint64                      // the last checkpoint message's stream sequence
 	lastBody  Hash
+	created   time.Time // the stream's creation time, recorded in the position
 	readyOnce bool
 }
 
@@ -314,11 +319,13 @@ func readHeadRef(ctx context.Context, kv jetstream.KeyValue, subject string) (he
 func headKey(subject string) string { return "h." + subject }
 
 // position is the heads bucket's "position" value: the last checkpoint
-// whose heads the bucket holds.
+// whose heads the bucket holds, and the creation time of the stream it is
+// in (a stream deleted and created again has another).
 type position struct {
-	Covered  uint64 `json:"covered"`
-	LastMsg  uint64 `json:"last_msg"`
-	LastBody string `json:"last_body"`
+	Covered       uint64    `json:"covered"`
+	LastMsg       uint64    `json:"last_msg"`
+	LastBody      string    `json:"last_body"`
+	StreamCreated time.Time `json:"stream_created,omitzero"`
 }
 
 // storeHeads writes heads and then the position to the heads bucket
@@ -358,7 +365,8 @@ func (c *Checkpointer) storeHeads(ctx context.Context, heads map[string]Hash, po
 
 func (c *Checkpointer) publish(ctx context.Context, p *pending) error {
 	cp := Checkpoint{V: CheckpointVersion, Stream: c.cfg.Stream, From: c.covered + 1, Seq: p.last,
-		Time: time.Now().UTC(), Prev: c.lastBody.String()} // "" before the first: the zero hash
+		Time: time.Now().UTC(), Prev: c.lastBody.String(), // "" before the first: the zero hash
+		IntervalMS: intervalMS(c.cfg.Interval)}
 	for _, subj := range slices.Sorted(maps.Keys(p.leaves)) {
 		cp.Threads = append(cp.Threads, ThreadHeads{Subject: subj, Prev: p.prev[subj].head.String(),
 			PrevCheckpoint: p.prev[subj].cp, Head: p.heads[subj].String(), Leaves: p.leaves[subj]})
@@ -374,7 +382,7 @@ func (c *Checkpointer) publish(ctx context.Context, p *pending) error {
 		return fmt.Errorf("audit: publish checkpoint of %d..%d: %w", cp.From, cp.Seq, err)
 	}
 	c.covered, c.lastMsg, c.lastBody = cp.Seq, ack.Sequence, BodyHash(body)
-	if err := c.storeHeads(ctx, p.heads, position{Covered: c.covered, LastMsg: c.lastMsg, LastBody: c.lastBody.String()}); err != nil {
+	if err := c.storeHeads(ctx, p.heads, c.position()); err != nil {
 		return err
 	}
 	if c.cfg.OnCheckpoint != nil {
@@ -383,20 +391,39 @@ func (c *Checkpointer) publish(ctx context.Context, p *pending) error {
 	return nil
 }
 
+// intervalMS is d in milliseconds, rounded up, at least 1.
+func intervalMS(d time.Duration) int64 {
+	return max(int64((d+time.Millisecond-1)/time.Millisecond), 1)
+}
+
+// position is the heads bucket's position after the last checkpoint.
+func (c *Checkpointer) position() position {
+	return position{Covered: c.covered, LastMsg: c.lastMsg, LastBody: c.lastBody.String(), StreamCreated: c.created}
+}
+
 // load opens the heads bucket and brings it up to the last stored
 // checkpoint: the checkpoints after the bucket's position (all of them
 // the first time, or when the bucket is behind a stream that was
 // recreated) have their heads written to it. The checkpoints are this
 // checkpointer's own or another's with the same stream: they are not
 // verified here (that is Verify's job), only decoded.
+//
+// When the checkpoint the position names is gone from the same stream
+// (the checkpoint subject was purged), load goes on from the position
+// and signs nothing again: the next checkpoint's Prev names the missing
+// checkpoint and its From the sequence after the last one covered, so
+// Verify reports the removal instead of a chain signed anew over whatever
+// the stream then holds.
 func (c *Checkpointer) load(ctx context.Context) error {
 	c.heads = lru.New[string, headRef](c.cfg.CacheThreads, 0)
 	c.covered, c.lastMsg, c.lastBody = 0, 0, Hash{}
+	st, err := c.js.Stream(ctx, c.cfg.Stream)
+	if err != nil {
+		return fmt.Errorf("audit: stream %s: %w", c.cfg.Stream, err)
+	}
+	c.created = st.CachedInfo().Created
 	if c.kv == nil {
-		replicas := 1
-		if st, err := c.js.Stream(ctx, c.cfg.Stream); err == nil {
-			replicas = st.CachedInfo().Config.Replicas
-		}
+		replicas := max(st.CachedInfo().Config.Replicas, 1)
 		kv, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: c.cfg.HeadsBucket,
 			Description: "convlog audit: each thread's last checkpointed chain head, and the checkpointer's position",
 			History:     1, Storage: jetstream.FileStorage, Replicas: replicas})
@@ -424,12 +451,23 @@ func (c *Checkpointer) load(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("audit: position in %s: %w", c.cfg.HeadsBucket, err)
 		}
-		if last != nil && last.Sequence >= pos.LastMsg {
+		switch {
+		case last != nil && last.Sequence >= pos.LastMsg:
 			c.covered, c.lastMsg, c.lastBody = pos.Covered, pos.LastMsg, body
 			from = pos.LastMsg + 1
-		} else {
-			// The bucket is ahead of the stream's checkpoints: the stream
-			// was recreated. Start over.
+		case !pos.StreamCreated.IsZero() && pos.StreamCreated.Equal(c.created):
+			// The same stream, without the checkpoint the position names.
+			c.cfg.Logger.Error("audit checkpoints are gone from the stream: going on from the last one applied, whose events are not signed again (audit verify reports the removal)",
+				"stream", c.cfg.Stream, "covered", pos.Covered, "last_msg", pos.LastMsg)
+			c.covered, c.lastBody = pos.Covered, body
+			if last != nil {
+				c.lastMsg = last.Sequence
+			}
+			return nil
+		default:
+			// The bucket is ahead of the stream's checkpoints and names
+			// another stream (one deleted and created again) or none:
+			// start over.
 			c.cfg.Logger.Warn("audit heads bucket is ahead of the stream's checkpoints; rebuilding it", "bucket", c.cfg.HeadsBucket)
 			st, err := c.js.Stream(ctx, "KV_"+c.cfg.HeadsBucket)
 			if err == nil {
@@ -457,7 +495,7 @@ func (c *Checkpointer) load(ctx context.Context) error {
 			heads[th.Subject] = h
 		}
 		c.covered, c.lastMsg, c.lastBody = cp.Seq, msgSeq, BodyHash(body)
-		return c.storeHeads(ctx, heads, position{Covered: c.covered, LastMsg: c.lastMsg, LastBody: c.lastBody.String()})
+		return c.storeHeads(ctx, heads, c.position())
 	})
 }
 

@@ -76,7 +76,21 @@ type VerifyOptions struct {
 	// MaxProblems caps Report.Problems (default 100); the count of all
 	// problems is Report.ProblemCount.
 	MaxProblems int
+	// Interval is the checkpoint cadence assumed when no signed checkpoint
+	// of the stream records its own (Checkpoint.IntervalMS): when the
+	// stream holds none (default DefaultInterval, agentd's).
+	Interval time.Duration
+	// MaxLag is the grace beyond the cadence (the checkpointer's delivery
+	// and publish time, a restart's pause, a leader election): stored
+	// events that no checkpoint covers are a problem (KindUncovered) once
+	// they and the newest checkpoint are both older than the cadence plus
+	// MaxLag. Default DefaultMaxLag.
+	MaxLag time.Duration
 }
+
+// DefaultMaxLag is VerifyOptions.MaxLag's default: twice the
+// checkpointer's longest pause between restarts after a failure.
+const DefaultMaxLag = 10 * time.Second
 
 // Problem kinds of a [Report].
 const (
@@ -88,6 +102,14 @@ const (
 	KindCheckpointHeads  = "checkpoint-heads"     // a checkpoint's thread heads do not follow from its leaves or the previous head
 	KindAnchorNotFound   = "anchor-not-found"     // the trusted checkpoint is not in the stream as it was
 	KindCheckpointFormat = "checkpoint-format"    // a checkpoint body that does not decode
+	// KindUncovered: stored events that no stored checkpoint covers,
+	// though one should by now: events after the newest checkpoint (or
+	// in a stream with none) older than the cadence plus MaxLag while no
+	// checkpoint was stored for as long, or events before a checkpoint's
+	// From that no earlier checkpoint covers. The checkpoints that
+	// covered them were removed, or no checkpointer is running. One
+	// problem for each run of such events, at its first.
+	KindUncovered = "uncovered"
 )
 
 // Problem is one difference Verify found.
@@ -128,7 +150,8 @@ type Report struct {
 	// a signed checkpoint.
 	Verified uint64 `json:"verified_events"`
 	// Unsigned counts the stored messages of the scope after the last
-	// checkpoint (not yet checkpointed: the cadence's window).
+	// checkpoint (not yet checkpointed: the cadence's window; those
+	// overdue are a KindUncovered problem too).
 	Unsigned uint64    `json:"unsigned_events"`
 	Threads  int       `json:"threads"`
 	Erased   []Erasure `json:"erased,omitempty"`
@@ -227,7 +250,21 @@ const ErasedType = "thread.erased"
 // checkpointed message that is gone is an erasure when its thread's
 // first stored message is a thread.erased marker (reported in Erased, not
 // a problem), else a problem. Messages after the last checkpoint are
-// counted as Unsigned.
+// counted as Unsigned. They are a KindUncovered problem when the oldest
+// of them and the newest checkpoint were both stored longer ago than the
+// cadence allows (the newest signed checkpoint's Checkpoint.IntervalMS,
+// else opts.Interval, plus opts.MaxLag, on the server's clock): the
+// checkpoints were removed or no checkpointer runs. A checkpointer that
+// is behind but publishing is not a problem. Stored messages before a
+// checkpoint's From that no earlier checkpoint covers are KindUncovered
+// too (removed checkpoints), whatever their age.
+//
+// A clean report proves that every stored message of the scope is as it
+// was when a trusted key signed it, at most the cadence after it was
+// stored. It does not prove who wrote a message: one published on a
+// thread subject with credentials that may publish there (the server's
+// own) before its checkpoint is chained and signed like any other.
+// docs/audit.md says what closes that.
 //
 // It reads in one pass, holding one checkpoint's leaves and one chain
 // head per thread of the scope. The error is for what stopped the reading
@@ -241,6 +278,8 @@ func Verify(ctx context.Context, js jetstream.JetStream, scope Scope, opts Verif
 	opts.Stream = cmp.Or(opts.Stream, DefaultStream)
 	opts.HeadsBucket = cmp.Or(opts.HeadsBucket, DefaultHeadsBucket)
 	opts.MaxProblems = cmp.Or(opts.MaxProblems, 100)
+	opts.Interval = cmp.Or(opts.Interval, DefaultInterval)
+	opts.MaxLag = cmp.Or(opts.MaxLag, DefaultMaxLag)
 	var rep *Report
 	var err error
 	ok := false
@@ -259,9 +298,26 @@ func Verify(ctx context.Context, js jetstream.JetStream, scope Scope, opts Verif
 	return rep, nil
 }
 
-// newVerifier returns the merge state of one verification.
-func newVerifier(scope Scope, opts VerifyOptions) *verifier {
-	return &verifier{rep: &Report{Scope: scope}, maxP: opts.MaxProblems, heads: map[string]Hash{}, missing: map[string][]uint64{}, threads: map[string]bool{}}
+// newVerifier returns the merge state of one verification that started
+// at now (the server's clock).
+func newVerifier(scope Scope, opts VerifyOptions, now time.Time) *verifier {
+	return &verifier{rep: &Report{Scope: scope}, maxP: opts.MaxProblems, heads: map[string]Hash{}, missing: map[string][]uint64{}, threads: map[string]bool{},
+		now: now, cadence: opts.Interval, maxLag: opts.MaxLag}
+}
+
+// serverNow is the server's time (a stream info's timestamp), so that the
+// age of a stored message, whose time the server assigned too, does not
+// depend on the verifier's clock; the local time when the server gives
+// none.
+func serverNow(ctx context.Context, js jetstream.JetStream, stream string) (time.Time, error) {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("audit: stream %s: %w", stream, err)
+	}
+	if ts := st.CachedInfo().TimeStamp; !ts.IsZero() {
+		return ts, nil
+	}
+	return time.Now(), nil
 }
 
 // readScope starts reading the stored messages of the scope, in stream
@@ -328,7 +384,15 @@ func (v *verifier) readScope(ctx context.Context, js jetstream.JetStream, scope 
 // verifyAll reads every checkpoint and the scope's messages.
 func verifyAll(ctx context.Context, js jetstream.JetStream, scope Scope, opts VerifyOptions) (*Report, error) {
 	prefix, stream, maxP := opts.SubjectPrefix, opts.Stream, opts.MaxProblems
-	v := newVerifier(scope, opts)
+	// The server's time is taken before the last checkpoint is fixed: a
+	// message stored longer than the cadence allows before now was
+	// covered by a checkpoint stored before now, so before the last one.
+	now, err := serverNow(ctx, js, stream)
+	if err != nil {
+		return nil, err
+	}
+	v := newVerifier(scope, opts, now)
+	v.gaps = true
 	rep := v.rep
 	// The last checkpoint is fixed first and the stored messages are read
 	// after: every message a considered checkpoint covers was stored
@@ -366,15 +430,19 @@ func verifyAll(ctx context.Context, js jetstream.JetStream, scope Scope, opts Ve
 			lastBody, have = bh, true
 			return nil
 		}
+		broken := false
 		if want := lastBody.String(); (have && cp.Prev != want) || (!have && cp.Prev != "") {
+			broken = true
 			rep.add(maxP, Problem{Seq: msgSeq, Kind: KindCheckpointChain, Detail: fmt.Sprintf("prev is %q, the previous checkpoint's body hash is %q: a checkpoint is missing or altered", cp.Prev, want)})
 		}
 		if cp.From != covered+1 {
+			broken = true
 			rep.add(maxP, Problem{Seq: msgSeq, Kind: KindCheckpointChain, Detail: fmt.Sprintf("covers from sequence %d, the previous checkpoint ended at %d", cp.From, covered)})
 		}
 		lastBody, have, covered = bh, true, cp.Seq
 		rep.LastCheckpoint = &CheckpointRef{Anchor: Anchor{MsgSeq: msgSeq, Hash: bh.String()}, Seq: cp.Seq, Time: cp.Time}
-		v.checkpoint(prefix, scope, msgSeq, cp)
+		v.setCadence(cp.IntervalMS)
+		v.checkpoint(prefix, scope, msgSeq, cp, broken)
 		return nil
 	})
 	if err != nil {
@@ -386,12 +454,12 @@ func verifyAll(ctx context.Context, js jetstream.JetStream, scope Scope, opts Ve
 			v.inserted(r)
 			continue
 		}
-		v.threads[r.Subject] = true
-		rep.Unsigned++
+		v.unsigned(r)
 	}
 	if err := wait(); err != nil {
 		return nil, err
 	}
+	v.reportLate(lastCp)
 	if opts.Anchor != nil && !anchorSeen {
 		rep.add(maxP, Problem{Seq: opts.Anchor.MsgSeq, Kind: KindAnchorNotFound,
 			Detail: fmt.Sprintf("the trusted checkpoint (message %d, hash %s) is not in the stream as it was: the log was rewritten", opts.Anchor.MsgSeq, opts.Anchor.Hash)})
@@ -424,6 +492,10 @@ func verifyByWalk(ctx context.Context, js jetstream.JetStream, scope Scope, opts
 	if err != nil || ref.cp == 0 {
 		return nil, false, nil
 	}
+	now, err := serverNow(ctx, js, stream)
+	if err != nil {
+		return nil, false, err
+	}
 	lastCp, err := directget.Last(ctx, js, stream, CheckpointSubject(prefix))
 	if err != nil {
 		return nil, false, fmt.Errorf("audit: last checkpoint: %w", err)
@@ -437,7 +509,7 @@ func verifyByWalk(ctx context.Context, js jetstream.JetStream, scope Scope, opts
 	if checkSignature(lastCp.Data, lastCp.Header.Get(HeaderSignature), opts.Trusted) != nil {
 		return nil, false, nil
 	}
-	lastSeq, err := checkpointSeq(lastCp.Data)
+	lastSeq, lastInterval, err := checkpointMeta(lastCp.Data)
 	if err != nil {
 		return nil, false, nil
 	}
@@ -446,7 +518,8 @@ func verifyByWalk(ctx context.Context, js jetstream.JetStream, scope Scope, opts
 		return nil, false, fmt.Errorf("audit: stream %s: %w", stream, err)
 	}
 	// The thread's messages are read while the checkpoints are walked.
-	v := newVerifier(scope, opts)
+	v := newVerifier(scope, opts, now)
+	v.setCadence(lastInterval)
 	rep := v.rep
 	wait := v.readScope(ctx, js, scope, opts)
 	defer func() { _ = wait() }()
@@ -476,7 +549,7 @@ func verifyByWalk(ctx context.Context, js jetstream.JetStream, scope Scope, opts
 	slices.Reverse(chain)
 	for _, w := range chain {
 		rep.Checkpoints++
-		v.checkpoint(prefix, scope, w.msgSeq, w.cp)
+		v.checkpoint(prefix, scope, w.msgSeq, w.cp, false)
 	}
 	newest := chain[len(chain)-1]
 	rep.LastCheckpoint = &CheckpointRef{Anchor: Anchor{MsgSeq: newest.msgSeq, Hash: BodyHash(newest.body).String()}, Seq: newest.cp.Seq, Time: newest.cp.Time}
@@ -489,13 +562,13 @@ func verifyByWalk(ctx context.Context, js jetstream.JetStream, scope Scope, opts
 			// naming the thread: let the full read decide.
 			return nil, false, nil
 		default:
-			v.threads[r.Subject] = true
-			rep.Unsigned++
+			v.unsigned(r)
 		}
 	}
 	if err := wait(); err != nil {
 		return nil, false, err
 	}
+	v.reportLate(lastCp)
 	if err := v.resolveMissing(ctx, js, stream); err != nil {
 		return nil, false, err
 	}
@@ -511,6 +584,73 @@ type verifier struct {
 	threads map[string]bool
 	next    func() (Record, bool)
 	peeked  *Record
+	// gaps: the checkpoints are read in full, so a stored message before
+	// a checkpoint's From that reaches it is in no stored checkpoint.
+	gaps bool
+	// now (the server's clock when the verification started), the
+	// cadence and the lag allowed decide when an unsigned message is late.
+	now             time.Time
+	cadence, maxLag time.Duration
+	late            run
+}
+
+// run counts stored messages of one kind: how many, the first and the
+// last sequence.
+type run struct {
+	n     uint64
+	first Record
+	last  uint64
+}
+
+func (u *run) add(r Record) {
+	if u.n == 0 {
+		u.first = r
+	}
+	u.n++
+	u.last = r.Seq
+}
+
+// setCadence takes a signed checkpoint's recorded cadence (0: none
+// recorded, the one assumed stays).
+func (v *verifier) setCadence(ms int64) {
+	if ms > 0 {
+		v.cadence = time.Duration(ms) * time.Millisecond
+	}
+}
+
+// unsigned counts r, a stored message after the last checkpoint, and
+// notes it when it is older than the cadence allows.
+func (v *verifier) unsigned(r Record) {
+	v.threads[r.Subject] = true
+	v.rep.Unsigned++
+	if v.now.Sub(r.Time) > v.allowed() {
+		v.late.add(r)
+	}
+}
+
+// allowed is how long after a message was stored a checkpoint covers it.
+func (v *verifier) allowed() time.Duration { return v.cadence + v.maxLag }
+
+// reportLate adds the one problem for the unsigned messages that are
+// late, unless the newest checkpoint (lastCp, nil when the stream holds
+// none) was stored within the time allowed: a checkpointer that is
+// publishing reaches them.
+func (v *verifier) reportLate(lastCp *jetstream.RawStreamMsg) {
+	if v.late.n == 0 || (lastCp != nil && v.now.Sub(lastCp.Time) <= v.allowed()) {
+		return
+	}
+	r := v.late.first
+	age := func(t time.Time) time.Duration { return v.now.Sub(t).Round(time.Millisecond) }
+	newest := "the stream holds no checkpoint"
+	cause := "the checkpoints were removed, or no checkpointer has run (agentd serve runs one unless --audit=false)"
+	if lastCp != nil {
+		newest = fmt.Sprintf("the newest checkpoint (message %d) was stored %s ago", lastCp.Sequence, age(lastCp.Time))
+		cause = "the checkpoints after it were removed, or the checkpointer has stopped"
+	}
+	v.rep.add(v.maxP, Problem{Seq: r.Seq, Subject: r.Subject, Kind: KindUncovered,
+		Detail: fmt.Sprintf("events %d-%d (%d in scope) are not covered by any checkpoint: %s and the oldest of them was stored %s ago, "+
+			"longer than the checkpoint cadence allows (%s + %s grace): %s",
+			r.Seq, v.late.last, v.late.n, newest, age(r.Time), v.cadence, v.maxLag, cause)})
 }
 
 // take returns the next stored record: the one peek kept, or a new one.
@@ -546,8 +686,11 @@ type expected struct {
 }
 
 // checkpoint checks cp's heads for the scope's threads and compares its
-// leaves with the stored messages up to cp.Seq.
-func (v *verifier) checkpoint(prefix string, scope Scope, msgSeq uint64, cp lazyCheckpoint) {
+// leaves with the stored messages up to cp.Seq. broken says the
+// checkpoint chain is broken before cp (already reported): a thread's
+// head before cp is then taken from cp, not compared with the last one
+// seen.
+func (v *verifier) checkpoint(prefix string, scope Scope, msgSeq uint64, cp lazyCheckpoint, broken bool) {
 	var exp []expected
 	for _, th := range cp.Threads {
 		if !scope.match(prefix, th.Subject) {
@@ -561,7 +704,7 @@ func (v *verifier) checkpoint(prefix string, scope Scope, msgSeq uint64, cp lazy
 			v.rep.add(v.maxP, Problem{Seq: msgSeq, Subject: th.Subject, Kind: KindCheckpointFormat, Detail: err.Error()})
 			continue
 		}
-		if prev != v.heads[th.Subject] {
+		if prev != v.heads[th.Subject] && !broken {
 			v.rep.add(v.maxP, Problem{Seq: msgSeq, Subject: th.Subject, Kind: KindCheckpointHeads,
 				Detail: fmt.Sprintf("the thread's head before this checkpoint is %q, the previous checkpoint left it at %q", th.Prev, v.heads[th.Subject].String())})
 		}
@@ -577,6 +720,7 @@ func (v *verifier) checkpoint(prefix string, scope Scope, msgSeq uint64, cp lazy
 		v.heads[th.Subject] = head
 	}
 	slices.SortFunc(exp, func(a, b expected) int { return cmp.Compare(a.Seq, b.Seq) })
+	var gap run
 	i := 0
 	for {
 		r, ok := v.peek()
@@ -584,6 +728,11 @@ func (v *verifier) checkpoint(prefix string, scope Scope, msgSeq uint64, cp lazy
 			break
 		}
 		v.peeked = nil
+		if v.gaps && r.Seq < cp.From {
+			v.threads[r.Subject] = true
+			gap.add(r)
+			continue
+		}
 		for i < len(exp) && exp[i].Seq < r.Seq {
 			v.missing[exp[i].subject] = append(v.missing[exp[i].subject], exp[i].Seq)
 			i++
@@ -606,6 +755,11 @@ func (v *verifier) checkpoint(prefix string, scope Scope, msgSeq uint64, cp lazy
 	}
 	for ; i < len(exp); i++ {
 		v.missing[exp[i].subject] = append(v.missing[exp[i].subject], exp[i].Seq)
+	}
+	if gap.n > 0 {
+		v.rep.add(v.maxP, Problem{Seq: gap.first.Seq, Subject: gap.first.Subject, Kind: KindUncovered,
+			Detail: fmt.Sprintf("events %d-%d (%d in scope) are not covered by any checkpoint: the next one (message %d) covers from sequence %d, so the checkpoints that covered them were removed",
+				gap.first.Seq, gap.last, gap.n, msgSeq, cp.From)})
 	}
 }
 
