@@ -39,7 +39,13 @@
 // checkpoint costs about 80 bytes per event it covers, in the same stream.
 // A message altered after it was checkpointed, deleted, or written into a
 // covered range is caught by Verify; one altered in the cadence's window
-// (about a second) before its checkpoint is signed as it then was.
+// (about a second) before its checkpoint is signed as it then was. Events
+// no checkpoint covers, in a gap between checkpoints or older than the
+// cadence plus a grace after the newest, are reported too
+// ([KindUncovered]), so removing checkpoints does not verify. What the
+// chain cannot tell is who wrote a message: whoever may publish on a
+// thread subject (the server's own credentials included) gets it signed
+// like any other; docs/audit.md says what closes that.
 //
 // # Verify
 //

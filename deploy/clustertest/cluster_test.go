@@ -385,6 +385,17 @@ func TestClusterSurvivesNodeLoss(t *testing.T) {
 // stream and checks that they verify: through the node losses and
 // restarts, no event of any thread is altered, missing or inserted, and
 // the checkpoint chain is whole (issue 20 on the cluster).
+// onlyUncovered reports whether every problem of rep is events no
+// checkpoint covers yet (audit.KindUncovered).
+func onlyUncovered(rep *audit.Report) bool {
+	for _, p := range rep.Problems {
+		if p.Kind != audit.KindUncovered {
+			return false
+		}
+	}
+	return true
+}
+
 func (top *topology) auditVerify(t *testing.T) *audit.Report {
 	t.Helper()
 	require.NotEmpty(t, top.auditKey, "the compose file gives agentd serve --audit-key")
@@ -399,8 +410,13 @@ func (top *topology) auditVerify(t *testing.T) *audit.Report {
 		if rep, err = audit.VerifyPartitions(ctx, top.js, audit.Scope{}, opts, httpapi.AuditPartitions(top.c, audit.Scope{})); err != nil {
 			return err
 		}
-		if !rep.OK {
+		if !rep.OK && !onlyUncovered(rep) {
 			return nil // a difference: fail below, not by timeout
+		}
+		if !rep.OK {
+			// A restarted node's checkpointer has not signed its backlog
+			// yet: the events are overdue, not changed; ask again.
+			return fmt.Errorf("%d events overdue for a checkpoint", rep.ProblemCount)
 		}
 		if rep.Unsigned != 0 {
 			return fmt.Errorf("%d events not yet checkpointed", rep.Unsigned)
