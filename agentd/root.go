@@ -78,6 +78,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage.`,
 	root.AddCommand(newRetentionCmd(&lf))
 	root.AddCommand(newTLSCmd())
 	root.AddCommand(newTenantCmd(&lf))
+	root.AddCommand(newOperatorCmd(&lf))
 	addImportCmds(root, &lf)
 	return root
 }

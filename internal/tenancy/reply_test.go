@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/internal/tenancy"
+	"github.com/convlog/convlog/internal/tenancy/tenancytest"
 )
 
 // TestNoReplySubjectCrossesTenants is the hostile test of reply subjects:
@@ -38,51 +38,13 @@ func TestNoReplySubjectCrossesTenants(t *testing.T) {
 	}
 }
 
-// streamState is every stream's subjects (message count each) outside
-// tenant's own, and its consumers.
-type streamState map[string]struct {
-	Subjects  map[string]uint64
-	Consumers []string
-}
-
 // outsideState reads the state of every stream of the account, leaving
-// out the subjects that belong to tenant (a token equal to it after the
-// subject prefix or the bucket name).
-func outsideState(ctx context.Context, t *testing.T, js jetstream.JetStream, tenant string) streamState {
+// out the subjects that belong to tenant.
+func outsideState(ctx context.Context, t *testing.T, js jetstream.JetStream, tenant string) tenancytest.StreamState {
 	t.Helper()
-	out := streamState{}
-	for name := range js.StreamNames(ctx).Name() {
-		s, err := js.Stream(ctx, name)
-		require.NoError(t, err)
-		info, err := s.Info(ctx, jetstream.WithSubjectFilter(">"))
-		require.NoError(t, err)
-		subjects := map[string]uint64{}
-		for subj, n := range info.State.Subjects {
-			if !ownedBy(subj, tenant) {
-				subjects[subj] = n
-			}
-		}
-		var consumers []string
-		for c := range s.ConsumerNames(ctx).Name() {
-			consumers = append(consumers, c)
-		}
-		slices.Sort(consumers)
-		out[name] = struct {
-			Subjects  map[string]uint64
-			Consumers []string
-		}{subjects, consumers}
-	}
-	return out
-}
-
-// ownedBy reports whether subject is one of tenant's: a thread subject
-// "<prefix>.T.…" or a KV key "$KV.<bucket>.T[.…]".
-func ownedBy(subject, tenant string) bool {
-	tokens := strings.Split(subject, ".")
-	if tokens[0] == "$KV" {
-		return len(tokens) > 2 && tokens[2] == tenant
-	}
-	return len(tokens) > 1 && tokens[1] == tenant
+	st, err := tenancytest.OutsideState(ctx, js, tenant)
+	require.NoError(t, err)
+	return st
 }
 
 func replyAttacks(t *testing.T, k int) {
@@ -125,11 +87,7 @@ func replyAttacks(t *testing.T, k int) {
 	require.NoError(t, err)
 	forgedKey, _ := forged.PublicKey()
 	record, _ := json.Marshal(tenancy.User{Tenant: "globex", PublicKey: forgedKey, CreatedAt: time.Now().UTC()})
-	subjectOf := func(tenant, thread string) (string, string) {
-		p := res.Partition(events.Partition(tenant, thread, max(res.Partitions, 1)))
-		return p.Stream, p.SubjectPrefix + "." + tenant + "." + thread
-	}
-	_, stash := subjectOf("acme", "stash")
+	_, stash := tenancytest.Subject(res, "acme", "stash")
 	_, err = aConn.nc.Request(stash, record, 5*time.Second)
 	require.NoError(t, err)
 
@@ -138,99 +96,17 @@ func replyAttacks(t *testing.T, k int) {
 	require.NoError(t, err)
 
 	// Every reply subject that names something not A's.
-	var replies []string
-	for i := range max(res.Partitions, 1) {
-		r := res.Partition(i)
-		kv := func(bucket string) string { return "KV_" + bucket }
-		replies = append(replies,
-			r.SubjectPrefix+".globex.secret",
-			r.SubjectPrefix+".globex.new",
-			r.SubjectPrefix+".globex.secret.delta",
-			r.SubjectPrefix+".audit",
-			"$KV."+r.KeyBucket+".globex.secret",
-			"$KV."+r.KeyBucket+".globex.future",
-			"$KV."+r.SnapshotBucket+".globex.secret",
-			"$KV."+r.IndexBucket+".globex.secret",
-			"$JS.API.STREAM.PURGE."+r.Stream,
-			"$JS.API.STREAM.DELETE."+r.Stream,
-			"$JS.API.STREAM.UPDATE."+r.Stream,
-			"$JS.API.STREAM.MSG.DELETE."+r.Stream,
-			"$JS.API.CONSUMER.DELETE."+r.Stream+".convlog-projector",
-			"$JS.API.CONSUMER.CREATE."+r.Stream,
-			"$JS.API.STREAM.PURGE."+kv(r.KeyBucket),
-			"$JS.API.STREAM.DELETE."+kv(r.KeyBucket),
-			"$JS.API.STREAM.PURGE."+kv(r.SnapshotBucket),
-			"$JS.API.STREAM.PURGE."+kv(r.IndexBucket),
-			"$JS.API.STREAM.DELETE."+kv(r.IndexBucket),
-			"$JS.API.STREAM.DELETE."+kv(r.SnapshotBucket),
-			"$JS.API.CONSUMER.DURABLE.CREATE."+r.Stream+".evil",
-			"$JS.API.STREAM.SNAPSHOT."+r.Stream,
-		)
-	}
-	replies = append(replies,
-		"$KV."+res.TenantBucket+".globex."+forgedKey,
-		"$KV."+res.TenantBucket+".acme."+forgedKey,
-		"$KV."+res.UsageBucket+".globex",
-		"$KV."+res.ConfigBucket+"."+"partitions",
-		"$O."+res.BlobBucket+".C.evil",
-		"$JS.API.STREAM.PURGE.KV_"+res.TenantBucket,
-		"$JS.API.STREAM.DELETE.KV_"+res.TenantBucket,
-		"$JS.API.STREAM.PURGE.KV_"+res.UsageBucket,
-		"$JS.API.STREAM.DELETE.KV_"+res.UsageBucket,
-		"$JS.API.STREAM.PURGE.KV_"+res.ConfigBucket,
-		"$JS.API.STREAM.DELETE.KV_"+res.ConfigBucket,
-		"$JS.API.STREAM.PURGE.OBJ_"+res.BlobBucket,
-		"$JS.API.STREAM.DELETE.OBJ_"+res.BlobBucket,
-		"$JS.API.ACCOUNT.PURGE",
-		"$JS.API.META.LEADER.STEPDOWN",
-		res.TenantAPI+".globex.key.create",
-		res.TenantAPI+".globex.log.get",
-		tenancy.InboxPrefix("globex")+".x",
-		"_INBOX.x",
-		"$SYS.REQ.SERVER.PING",
-	)
+	replies := tenancytest.HostileReplies(res, "acme", "globex", "secret", forgedKey)
 	require.GreaterOrEqual(t, len(replies), 40)
 
 	// Every request A may make.
-	junkStream, junk := subjectOf("acme", "junk")
-	t1Stream, t1 := subjectOf("acme", "t1")
-	stashStream, _ := subjectOf("acme", "stash")
-	t1Part := res.Partition(events.Partition("acme", "t1", max(res.Partitions, 1)))
-	service := func(op string, body any) (string, []byte) {
-		b, _ := json.Marshal(body)
-		return res.TenantAPI + ".acme." + op, b
-	}
-	type request struct {
-		subject string
-		data    []byte
-	}
-	requests := []request{
-		{junk, []byte("not an event")},
-		{t1 + ".delta", []byte(`{"text":"x"}`)},
-		{"$JS.API.DIRECT.GET." + stashStream + "." + stash, nil},
-		{"$JS.API.DIRECT.GET." + t1Stream + "." + t1, nil},
-		{"$JS.API.DIRECT.GET.KV_" + t1Part.KeyBucket + ".$KV." + t1Part.KeyBucket + ".acme.t1", nil},
-		{"$JS.API.DIRECT.GET.KV_" + t1Part.SnapshotBucket + ".$KV." + t1Part.SnapshotBucket + ".acme.t1", nil},
-		{"$JS.API.DIRECT.GET.KV_" + res.ConfigBucket + ".$KV." + res.ConfigBucket + ".partitions", nil},
-	}
-	for _, op := range []struct {
-		op   string
-		body any
-	}{
-		{"log.last", map[string]any{"thread": "t1"}},
-		{"log.get", map[string]any{"thread": "t1", "from": 1, "batch": 10}},
-		{"index.list", map[string]any{"partition": 0}},
-	} {
-		s, b := service(op.op, op.body)
-		requests = append(requests, request{s, b})
-	}
-	_ = junkStream
+	requests := tenancytest.Requests(res, "acme", "t1", "stash")
 	nc := aConn.nc
 	for _, reply := range replies {
 		for _, r := range requests {
-			m := nats.NewMsg(r.subject)
-			m.Reply, m.Data = reply, r.data
-			require.NoError(t, nc.PublishMsg(m), "%s reply %s", r.subject, reply)
+			m := nats.NewMsg(r.Subject)
+			m.Reply, m.Data = reply, r.Data
+			require.NoError(t, nc.PublishMsg(m), "%s reply %s", r.Subject, reply)
 		}
 	}
 	require.NoError(t, nc.Flush())
