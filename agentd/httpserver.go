@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -13,7 +15,7 @@ import (
 )
 
 // httpLimitFlags are serve's limits of the HTTP server (httpapi.Config):
-// stream memory budgets, request timeouts and the connection cap. Zero
+// stream memory budgets, request timeouts and the connection caps. Zero
 // means the httpapi default.
 type httpLimitFlags struct {
 	StreamBufferBytes  int64
@@ -24,6 +26,8 @@ type httpLimitFlags struct {
 	IdleTimeout        time.Duration
 	StreamWriteTimeout time.Duration
 	MaxConns           int
+	MaxConnsPerAddr    int
+	ConnsPerAddrExempt prefixList
 	MaxAudits          int
 	CORSOrigins        []string
 }
@@ -38,7 +42,9 @@ func (f *httpLimitFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.StreamWriteTimeout, "http-stream-write-timeout", httpapi.DefaultWriteTimeout, "time one write to a streaming client may take before the client is dropped")
 	fs.StringSliceVar(&f.CORSOrigins, "http-cors-origin", nil, "a browser origin (scheme://host[:port]) allowed to call the API from another origin (CORS); repeat or comma-separate for several; none by default")
 	fs.IntVar(&f.MaxAudits, "http-max-audits", httpapi.DefaultMaxAudits, "audit verifications (GET /v1/audit/verify, /v1/threads/{id}/audit) run at once; more are refused with 429")
-	fs.IntVar(&f.MaxConns, "http-max-conns", 0, fmt.Sprintf("open HTTP connections beyond which new ones are refused with 503 (0 = %d, lowered to leave a quarter of the file descriptor limit free)", httpapi.DefaultMaxConns))
+	fs.IntVar(&f.MaxConns, "http-max-conns", 0, fmt.Sprintf("open HTTP connections at which a new one takes the slot of the longest idle keep-alive connection, or is refused with 503 when none is idle (0 = %d, lowered to leave a quarter of the file descriptor limit free)", httpapi.DefaultMaxConns))
+	fs.IntVar(&f.MaxConnsPerAddr, "http-max-conns-per-addr", 0, fmt.Sprintf("open HTTP connections one client address (an IPv6 /64) may hold; more are refused with 503 (0 = a quarter of --http-max-conns, at least %d; -1 = no cap, for a reverse proxy that every client comes through)", httpapi.DefaultMinConnsPerAddr))
+	fs.Var(&f.ConnsPerAddrExempt, "http-max-conns-per-addr-exempt", "a client address or CIDR prefix (e.g. a trusted reverse proxy's: 10.0.0.5 or 10.0.0.0/24) not held to --http-max-conns-per-addr; repeat or comma-separate for several")
 }
 
 // apply copies the flags into cfg.
@@ -47,6 +53,7 @@ func (f *httpLimitFlags) apply(cfg *httpapi.Config) {
 	cfg.ReadHeaderTimeout, cfg.ReadTimeout = f.ReadHeaderTimeout, f.ReadTimeout
 	cfg.ResponseTimeout, cfg.IdleTimeout = f.ResponseTimeout, f.IdleTimeout
 	cfg.WriteTimeout, cfg.MaxConns = f.StreamWriteTimeout, f.MaxConns
+	cfg.MaxConnsPerAddr, cfg.MaxConnsPerAddrExempt = f.MaxConnsPerAddr, f.ConnsPerAddrExempt
 	cfg.CORSOrigins, cfg.MaxAudits = f.CORSOrigins, f.MaxAudits
 }
 
@@ -74,3 +81,36 @@ func newHTTPServer(api *httpapi.Server, h http.Handler, addr string) (*http.Serv
 	}
 	return api.HTTPServer(h), ln, nil
 }
+
+// prefixList is a flag of client addresses and CIDR prefixes ("10.0.0.5",
+// "10.0.0.0/24", "fd00::/8"), repeated or comma-separated; an address is
+// its own /32 or /128.
+type prefixList []netip.Prefix
+
+func (p *prefixList) String() string {
+	s := make([]string, len(*p))
+	for i, x := range *p {
+		s[i] = x.String()
+	}
+	return strings.Join(s, ",")
+}
+
+// Set adds the comma-separated entries of v (a pflag.Value, as String and
+// Type).
+func (p *prefixList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		s = strings.TrimSpace(s)
+		if a, err := netip.ParseAddr(s); err == nil {
+			*p = append(*p, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		x, err := netip.ParsePrefix(s)
+		if err != nil {
+			return fmt.Errorf("%q is neither an IP address nor a CIDR prefix (e.g. 10.0.0.0/24)", s)
+		}
+		*p = append(*p, x.Masked())
+	}
+	return nil
+}
+
+func (p *prefixList) Type() string { return "addrs" }

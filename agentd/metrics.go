@@ -28,7 +28,8 @@ type metrics struct {
 	storageFulls   prometheus.Counter
 	httpRequests   *prometheus.HistogramVec
 	httpDropped    *prometheus.CounterVec
-	httpRefused    prometheus.Counter
+	httpRefused    *prometheus.CounterVec
+	httpEvicted    prometheus.Counter
 	chats          *prometheus.CounterVec
 	auditCps       prometheus.Counter
 	auditEvents    prometheus.Counter
@@ -68,11 +69,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		[]string{"route", "status"})
 	m.httpDropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "convlog_http_stream_dropped_total",
 		Help: "Streaming clients dropped because they were too slow, by route and reason (write_timeout: a write missed its deadline; memory_budget: no room in --http-stream-total-bytes)."}, []string{"route", "reason"})
-	m.httpRefused = prometheus.NewCounter(prometheus.CounterOpts{Name: "convlog_http_connections_refused_total",
-		Help: "HTTP connections refused (503 and closed) because --http-max-conns connections were open."})
+	m.httpRefused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "convlog_http_connections_refused_total",
+		Help: "HTTP connections refused (503 and closed), by reason (max_conns: --http-max-conns connections were open, none idle; max_conns_per_addr: the client's address held --http-max-conns-per-addr)."}, []string{"reason"})
+	m.httpRefused.WithLabelValues("max_conns")
+	m.httpRefused.WithLabelValues("max_conns_per_addr")
+	m.httpEvicted = prometheus.NewCounter(prometheus.CounterOpts{Name: "convlog_http_connections_evicted_total",
+		Help: "Idle keep-alive HTTP connections closed to give their slot to a new connection because --http-max-conns connections were open."})
 	m.chats = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "convlog_chat_completions_total",
 		Help: "OpenAI-compatible chat completions by agent, conversation key tier and outcome."}, []string{"agent", "tier", "outcome"})
-	reg.MustRegister(m.httpRequests, m.httpDropped, m.httpRefused, m.chats)
+	reg.MustRegister(m.httpRequests, m.httpDropped, m.httpRefused, m.httpEvicted, m.chats)
 	m.auditCps = prometheus.NewCounter(prometheus.CounterOpts{Name: "convlog_audit_checkpoints_total",
 		Help: "Signed audit checkpoints this agentd stored."})
 	m.auditEvents = prometheus.NewCounter(prometheus.CounterOpts{Name: "convlog_audit_checkpointed_events_total",
@@ -105,7 +110,8 @@ func (m *metrics) httpHooks() httpapi.Hooks {
 			m.httpRequests.WithLabelValues(r.Route, strconv.Itoa(r.Status)).Observe(r.Took.Seconds())
 		},
 		StreamDropped: func(d httpapi.StreamDrop) { m.httpDropped.WithLabelValues(d.Route, d.Reason).Inc() },
-		ConnRefused:   func(httpapi.ConnRefusal) { m.httpRefused.Inc() },
+		ConnRefused:   func(r httpapi.ConnRefusal) { m.httpRefused.WithLabelValues(r.Reason).Inc() },
+		ConnEvicted:   func(httpapi.ConnEviction) { m.httpEvicted.Inc() },
 		Chat: func(c httpapi.ChatInfo) {
 			m.chats.WithLabelValues(c.Agent, strconv.Itoa(int(c.Tier)), c.Outcome).Inc()
 		},

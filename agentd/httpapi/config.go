@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"net/url"
 	"time"
 
@@ -49,6 +50,11 @@ const (
 	// headroom below the process's file descriptor limit (see
 	// [Config.MaxConns]).
 	DefaultMaxConns = 4096
+	// DefaultMinConnsPerAddr is the least per-address cap the default of
+	// [Config.MaxConnsPerAddr] gives (MaxConns when that is lower): a
+	// browser opens up to 6 connections to a host, and each tab's event
+	// stream holds one more.
+	DefaultMinConnsPerAddr = 16
 )
 
 // Config configures a [Server]. Client is required; every other zero value
@@ -152,14 +158,37 @@ type Config struct {
 	// IdleTimeout is how long a keep-alive connection may wait for its next
 	// request (http.Server.IdleTimeout). Default [DefaultIdleTimeout].
 	IdleTimeout time.Duration
-	// MaxConns caps the connections [Server.Listen]'s listener holds open:
-	// beyond it a new connection is answered 503 and closed at once
-	// (counted with Hooks.ConnRefused), so a flood degrades to refusals
-	// instead of exhausting file descriptors. Default: [DefaultMaxConns],
-	// lowered to the process's RLIMIT_NOFILE minus a headroom of a quarter
-	// of it (at least 256) for NATS, the data directory and the rest. An
-	// explicit value above that is a Validate error.
+	// MaxConns caps the connections [Server.Listen]'s listener holds open.
+	// At the cap a new connection takes the slot of the connection idle
+	// the longest (a keep-alive connection between requests), which is
+	// closed (counted with Hooks.ConnEvicted); when none is idle the new
+	// connection is answered 503 and closed at once (counted with
+	// Hooks.ConnRefused). So idle connections never keep a client out, and
+	// a flood degrades to refusals instead of exhausting file descriptors.
+	// Default: [DefaultMaxConns], lowered to the process's RLIMIT_NOFILE
+	// minus a headroom of a quarter of it (at least 256) for NATS, the
+	// data directory and the rest. An explicit value above that is a
+	// Validate error.
 	MaxConns int
+	// MaxConnsPerAddr caps the connections one client address holds open
+	// (an IPv6 client's /64): beyond it a new connection from that address
+	// is answered 503 and closed at once (counted with Hooks.ConnRefused,
+	// reason "max_conns_per_addr"), even when the server has room, so one
+	// address cannot take the slots of everyone else with connections that
+	// are busy (slow requests, streams). Default: a quarter of MaxConns,
+	// at least [DefaultMinConnsPerAddr] (MaxConns when that is lower): 1024
+	// at the default MaxConns, room for a NAT gateway of an office or a
+	// front end relaying its users' streams, while it takes four addresses
+	// to fill the server. -1 turns the cap off: for a reverse proxy that
+	// every client comes through (all connections are the proxy's), or
+	// exempt the proxy alone with MaxConnsPerAddrExempt. Values below -1
+	// are a Validate error; values above MaxConns act as MaxConns.
+	MaxConnsPerAddr int
+	// MaxConnsPerAddrExempt are client addresses MaxConnsPerAddr does not
+	// apply to, e.g. a trusted reverse proxy's (netip.MustParsePrefix(
+	// "10.0.0.5/32")); they still count towards MaxConns. IPv4-mapped IPv6
+	// clients match IPv4 prefixes. An invalid prefix is a Validate error.
+	MaxConnsPerAddrExempt []netip.Prefix
 	// Hooks are called for metrics (agentd wires Prometheus to them).
 	Hooks Hooks
 }
@@ -179,17 +208,38 @@ type Hooks struct {
 	// Chat is called once per chat completion.
 	Chat func(ChatInfo)
 	// ConnRefused is called when [Server.Listen]'s listener refuses a
-	// connection because MaxConns connections are open. It is called from
-	// the accepting goroutine.
+	// connection because MaxConns connections are open and none of them
+	// is idle, or because its address holds MaxConnsPerAddr
+	// (ConnRefusal.Reason says which). It is called from the accepting
+	// goroutine, which waits for it: it must return quickly.
 	ConnRefused func(ConnRefusal)
+	// ConnEvicted is called when [Server.Listen]'s listener closes an idle
+	// keep-alive connection to give its slot to a new connection because
+	// MaxConns connections are open. It is called from the accepting
+	// goroutine, which waits for it: it must return quickly.
+	ConnEvicted func(ConnEviction)
 }
 
 // ConnRefusal describes a refused connection.
 type ConnRefusal struct {
 	// Remote is the client's address.
 	Remote string
-	// Open is the number of connections open (the cap).
+	// Open is the number of connections open: the cap that was reached
+	// (MaxConns, or MaxConnsPerAddr for the client's address).
 	Open int
+	// Reason is "max_conns" (the server holds MaxConns connections, none
+	// idle) or "max_conns_per_addr" (the client's address holds
+	// MaxConnsPerAddr).
+	Reason string
+}
+
+// ConnEviction describes an idle connection closed to make room for a new
+// one.
+type ConnEviction struct {
+	// Remote is the closed connection's client address.
+	Remote string
+	// Idle is how long it had waited for its next request.
+	Idle time.Duration
 }
 
 // RequestInfo describes one finished request.
@@ -287,6 +337,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxConns == 0 {
 		c.MaxConns, _ = maxConnsAllowed(0)
 	}
+	if c.MaxConnsPerAddr == 0 {
+		c.MaxConnsPerAddr = max(c.MaxConns/4, min(c.MaxConns, DefaultMinConnsPerAddr))
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -337,9 +390,10 @@ func (c Config) Validate() error {
 // ValidateLimits reports every problem with the memory, timeout and
 // connection limits and the CORS origins at once (Validate includes it; it
 // needs no Client, so agentd serve --check can run it before connecting):
-// negative values, a StreamTotalBytes below StreamBufferBytes, a MaxConns
-// at or above what the process's file descriptor limit leaves room for,
-// and a CORSOrigins entry that is not an origin.
+// negative values (MaxConnsPerAddr: below -1), a StreamTotalBytes below
+// StreamBufferBytes, a MaxConns at or above what the process's file
+// descriptor limit leaves room for, an invalid MaxConnsPerAddrExempt
+// prefix, and a CORSOrigins entry that is not an origin.
 func (c Config) ValidateLimits() error {
 	var errs []error
 	for _, o := range c.CORSOrigins {
@@ -368,6 +422,14 @@ func (c Config) ValidateLimits() error {
 		errs = append(errs, fmt.Errorf("httpapi: MaxConns must be >= 0, got %d", c.MaxConns))
 	} else if _, err := maxConnsAllowed(c.MaxConns); err != nil {
 		errs = append(errs, err)
+	}
+	if c.MaxConnsPerAddr < -1 {
+		errs = append(errs, fmt.Errorf("httpapi: MaxConnsPerAddr must be >= -1 (-1: no per-address cap), got %d", c.MaxConnsPerAddr))
+	}
+	for i, p := range c.MaxConnsPerAddrExempt {
+		if !p.IsValid() {
+			errs = append(errs, fmt.Errorf("httpapi: MaxConnsPerAddrExempt[%d] is not a valid prefix", i))
+		}
 	}
 	return errors.Join(errs...)
 }
