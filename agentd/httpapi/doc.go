@@ -88,7 +88,7 @@
 //	stream memory budget in use (events page)         503 busy            (Retry-After: 1)
 //	reading the log failed                            503 unavailable     (the cause is logged, not returned)
 //	anything else                                     500 internal        (the cause is logged under the reference the detail gives)
-//	more than MaxConns connections open               503 overloaded      (written by the listener, then closed)
+//	MaxConns open, none idle; or MaxConnsPerAddr      503 overloaded      (written by the listener, then closed; Retry-After: 1)
 //	agent did not answer in time                      504 answer-timeout  (the answer still lands in the thread)
 //	no storage left (server refusal, or a full disk)  507 storage-full    (Retry-After: 10; nothing stored; /healthz 503 meanwhile)
 //	tenant over its quota (agentd --quota-file)       429 quota-exceeded  (code "storage" with limit in bytes, or "rate" with
@@ -169,9 +169,13 @@
 // above MaxBodyBytes is answered 413 before its body is read, so an
 // Expect: 100-continue client is never told to send it. [Server.Listen]
 // caps open connections at Config.MaxConns (4096, lowered to RLIMIT_NOFILE
-// minus a quarter of it, at least 256): beyond it a connection gets a 503
-// and is closed (Hooks.ConnRefused), so a flood of connections degrades to
-// refusals, never to "too many open files".
+// minus a quarter of it, at least 256) and those of one client address at
+// Config.MaxConnsPerAddr (a quarter of MaxConns, at least 16). At
+// MaxConns a new connection takes the slot of the keep-alive connection
+// idle the longest (Hooks.ConnEvicted); beyond either cap otherwise it
+// gets a 503 and is closed (Hooks.ConnRefused). So idle connections never
+// keep a client out, one address cannot hold the service, and a flood of
+// connections degrades to refusals, never to "too many open files".
 //
 // # OpenAI-compatible chat: sticky sessions
 //
