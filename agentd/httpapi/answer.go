@@ -20,6 +20,11 @@ type answer struct {
 	id      string
 	created int64
 	out     *chatOut // when streaming
+	// callIndex maps a streamed call's index in the whole answer
+	// (chat.ToolCallPiece.Index) to its index in the delta member that
+	// carries it; clientCalls and agentCalls count the calls of each.
+	callIndex               map[int]int
+	clientCalls, agentCalls int
 }
 
 // ctxErr maps the end of a wait by ctx to a problem: the server shutting
@@ -57,14 +62,18 @@ func (a *answer) info() convlogInfo {
 	return ci
 }
 
-// chunkOf is the OpenAI chunk delta of a piece of the answer.
-func chunkOf(p chat.Piece) chunkDelta {
+// chunkOf is the OpenAI chunk delta of a piece of the answer. A tool
+// call's index counts only the calls of the member it is in: the client's
+// calls (delta.tool_calls) from 0, and the agent's (convlog_tool_calls)
+// from 0. The OpenAI SDKs accumulate delta.tool_calls into an array by
+// index, so an index past the client's calls would leave a hole in it.
+func (a *answer) chunkOf(p chat.Piece) chunkDelta {
 	switch {
 	case p.Content != nil:
 		return chunkDelta{Content: p.Content}
 	case p.ToolCall != nil:
 		tc := p.ToolCall
-		c := chunkToolCall{Index: tc.Index, Function: chunkFunction{Arguments: tc.Arguments}}
+		c := chunkToolCall{Index: a.memberIndex(tc), Function: chunkFunction{Arguments: tc.Arguments}}
 		if tc.New {
 			c.ID, c.Type, c.Function.Name = tc.ID, "function", tc.Name
 		}
@@ -76,9 +85,28 @@ func chunkOf(p chat.Piece) chunkDelta {
 	return chunkDelta{ReasoningContent: p.Reasoning}
 }
 
+// memberIndex is the index of tc in its delta member, given on the call's
+// first piece.
+func (a *answer) memberIndex(tc *chat.ToolCallPiece) int {
+	if i, ok := a.callIndex[tc.Index]; ok {
+		return i
+	}
+	if a.callIndex == nil {
+		a.callIndex = map[int]int{}
+	}
+	n := &a.agentCalls
+	if tc.Client {
+		n = &a.clientCalls
+	}
+	a.callIndex[tc.Index] = *n
+	*n++
+	return a.callIndex[tc.Index]
+}
+
 // completion is the non-streamed answer. The message holds the answer's
-// text only: the tool calls were run by the agent, not to be run by the
-// client; they are listed in the "convlog" extension member.
+// text and the calls of the client's tools it ended with; the calls the
+// agent ran are not the client's to run and are listed in the "convlog"
+// extension member only.
 func (a *answer) completion() chatCompletion {
 	content, reasoning := a.ans.Text()
 	model := a.t.Agent
@@ -121,7 +149,7 @@ func (a *answer) stream(ctx context.Context, w http.ResponseWriter) error {
 		defer beat.Stop()
 		// A comment line without a blank line: some OpenAI SDK decoders
 		// (openai-go) dispatch an event on every blank line, data or not.
-		a.ans.Stream(func(p chat.Piece) error { return a.out.send(chunkOf(p), nil) })
+		a.ans.Stream(func(p chat.Piece) error { return a.out.send(a.chunkOf(p), nil) })
 		err = a.ans.Wait(ctx, beat.C, func() error { return a.out.sw.write([]byte(": keep-alive\n")) })
 	}
 	if err == nil {
@@ -231,11 +259,11 @@ type (
 		FinishReason *string    `json:"finish_reason"`
 		Logprobs     *struct{}  `json:"logprobs"`
 	}
-	// chunkDelta is a chunk's delta. ToolCalls is for calls the client
-	// must run, which convlog's agents never make (they run their tools
-	// themselves); ConvlogToolCalls is the extension member that streams
-	// those server-run calls, which OpenAI SDKs ignore (issue 19: the
-	// OpenAI SDK, the AI SDK and AG2B ran them a second time).
+	// chunkDelta is a chunk's delta. ToolCalls is for calls of the
+	// client's tools, which the client runs; ConvlogToolCalls is the
+	// extension member that streams the calls the agent runs itself,
+	// which OpenAI SDKs ignore (in ToolCalls, the SDKs would run them a
+	// second time). Each member numbers its own calls from 0.
 	chunkDelta struct {
 		Role             string          `json:"role,omitempty"`
 		Content          *string         `json:"content,omitempty"`

@@ -441,3 +441,142 @@ func TestChatClientToolsRoundTrip(t *testing.T) {
 		require.Equal(t, []string{"user", "assistant", "tool", "assistant"}, roles)
 	}
 }
+
+// streamedCall is a tool-call piece of a streamed chunk's delta.
+type streamedCall struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// streamedToolCalls parses a raw SSE chat stream into the pieces of
+// delta.tool_calls and delta.convlog_tool_calls, in order, and the finish
+// reason.
+func streamedToolCalls(t *testing.T, body []byte) (client, server []streamedCall, finish string) {
+	t.Helper()
+	for _, ev := range strings.Split(strings.TrimSpace(string(body)), "\n\n") {
+		data, ok := strings.CutPrefix(ev, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					ToolCalls        []streamedCall `json:"tool_calls"`
+					ConvlogToolCalls []streamedCall `json:"convlog_tool_calls"`
+				} `json:"delta"`
+				FinishReason *string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(data), &c), "%s", data)
+		for _, ch := range c.Choices {
+			client = append(client, ch.Delta.ToolCalls...)
+			server = append(server, ch.Delta.ConvlogToolCalls...)
+			if ch.FinishReason != nil {
+				finish = *ch.FinishReason
+			}
+		}
+	}
+	return client, server, finish
+}
+
+// A turn whose step calls a tool the agent runs (clock) and a client tool
+// (get_weather), in either order: each member of the streamed delta
+// numbers its own calls from 0, as the OpenAI SDKs' accumulators need
+// (they index an array by it), the non-streamed message lists the
+// client's call only, the stored assistant message keeps both calls, in
+// the model's order, with the ids the client saw, and the client's view of
+// the step with its result continues the thread.
+func TestChatMixedTurnNumbersClientCallsFromZero(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	tools := []map[string]any{{"type": "function", "function": map[string]any{"name": "get_weather", "parameters": map[string]any{"type": "object"}}}}
+	for _, tc := range []struct {
+		name, prompt string
+		clockFirst   bool
+	}{
+		{"the agent's call comes first", "what time is it? use get_weather", true},
+		{"the client's call comes first", "use get_weather. what time is it?", false},
+	} {
+		for _, streamed := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, streamed=%v", tc.name, streamed), func(t *testing.T) {
+				conv := fmt.Sprintf("conv-mixed-%v-%v", tc.clockFirst, streamed)
+				user := map[string]any{"role": "user", "content": tc.prompt}
+				r := e.do("POST", "/v1/chat/completions", keyAcme, map[string]any{"model": "demo", "stream": streamed,
+					"messages": []map[string]any{user}, "tools": tools}, "X-Conversation-Id", conv)
+				require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+				var weatherID, clockID string
+				if streamed {
+					weatherID, clockID = mixedStreamedIDs(t, r.body)
+				} else {
+					weatherID, clockID = mixedCompletionIDs(t, r)
+				}
+				th, err := e.c.Get(ctx, "acme", r.header.Get("X-Convlog-Thread"), client.Consistent())
+				require.NoError(t, err)
+				require.Equal(t, events.RoleAssistant, th.Messages[1].Role)
+				stored := th.Messages[1].ToolCalls
+				require.Len(t, stored, 2, "the stored step keeps both calls")
+				names, ids := []string{model0Clock, "get_weather"}, []string{clockID, weatherID}
+				if !tc.clockFirst {
+					names, ids = []string{"get_weather", model0Clock}, []string{weatherID, clockID}
+				}
+				assert.Equal(t, names, []string{stored[0].Name, stored[1].Name})
+				assert.Equal(t, ids, []string{stored[0].ID, stored[1].ID})
+
+				next := e.do("POST", "/v1/chat/completions", keyAcme, map[string]any{"model": "demo", "tools": tools,
+					"messages": []map[string]any{user,
+						{"role": "assistant", "content": nil, "tool_calls": []map[string]any{{"id": weatherID, "type": "function",
+							"function": map[string]any{"name": "get_weather", "arguments": "{}"}}}},
+						{"role": "tool", "tool_call_id": weatherID, "content": "sunny, 21 C"}}},
+					"X-Conversation-Id", conv)
+				require.Equal(t, http.StatusOK, next.status, "%s", next.body)
+				require.Contains(t, string(next.body), "sunny, 21 C")
+				require.Equal(t, r.header.Get("X-Convlog-Thread"), next.header.Get("X-Convlog-Thread"))
+			})
+		}
+	}
+}
+
+// mixedStreamedIDs checks the tool calls of a streamed mixed turn and
+// returns the ids of the client's call and of the agent's.
+func mixedStreamedIDs(t *testing.T, body []byte) (weatherID, clockID string) {
+	t.Helper()
+	calls, ext, finish := streamedToolCalls(t, body)
+	require.Equal(t, "tool_calls", finish)
+	require.NotEmpty(t, calls)
+	require.NotEmpty(t, ext)
+	for _, c := range calls {
+		require.Equal(t, 0, c.Index, "delta.tool_calls counts only the client's calls, from 0")
+	}
+	for _, c := range ext {
+		require.Equal(t, 0, c.Index, "delta.convlog_tool_calls counts only the agent's calls, from 0")
+	}
+	require.Equal(t, "get_weather", calls[0].Function.Name)
+	require.Equal(t, model0Clock, ext[0].Function.Name)
+	return calls[0].ID, ext[0].ID
+}
+
+// mixedCompletionIDs checks the tool calls of a non-streamed mixed turn
+// and returns the ids of the client's call and of the agent's.
+func mixedCompletionIDs(t *testing.T, r resp) (weatherID, clockID string) {
+	t.Helper()
+	var c struct {
+		Choices []struct {
+			FinishReason string `json:"finish_reason"`
+			Message      struct {
+				ToolCalls []streamedCall `json:"tool_calls"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	r.json(t, &c)
+	require.Equal(t, "tool_calls", c.Choices[0].FinishReason)
+	require.Len(t, c.Choices[0].Message.ToolCalls, 1, "the message lists the client's call only")
+	require.Equal(t, "get_weather", c.Choices[0].Message.ToolCalls[0].Function.Name)
+	ran := convlogOf(t, string(r.body))["tool_calls"].([]any)
+	require.Len(t, ran, 1)
+	require.Equal(t, model0Clock, ran[0].(map[string]any)["name"])
+	return c.Choices[0].Message.ToolCalls[0].ID, ran[0].(map[string]any)["id"].(string)
+}

@@ -218,13 +218,19 @@
 // itself) travel with the answered user message (events.ClientToolsKey);
 // the agent's model may call them, its worker leaves those calls pending,
 // and the answer ends with finish_reason "tool_calls" and the calls in
-// message.tool_calls (delta.tool_calls when streaming). The client sends
-// the results (role "tool") in its next request, which appends them paired
-// with the calls, and the agent goes on. tool_choice "none" withholds the
-// tools; other tool_choice values and parallel_tool_calls are accepted and
-// not enforced. The offline agent calls a client tool NAME when the user
-// says "use NAME". While calls are pending, a new user message is refused
-// by the thread's default pending policy (reject): send the results first.
+// message.tool_calls (delta.tool_calls when streaming). A step may call
+// both kinds of tool: the agent runs its own calls, which are listed in the
+// "convlog" member (streamed in delta.convlog_tool_calls), and the message
+// holds only the client's. delta.tool_calls and delta.convlog_tool_calls
+// each number their calls from 0, as the OpenAI SDKs' stream accumulators
+// need; the stored assistant message keeps all the step's calls in the
+// model's order, with the same ids. The client sends the results (role
+// "tool") in its next request, which appends them paired with the calls,
+// and the agent goes on. tool_choice "none" withholds the tools; other
+// tool_choice values and parallel_tool_calls are accepted and not enforced.
+// The offline agent calls a client tool NAME when the user says "use NAME".
+// While calls are pending, a new user message is refused by the thread's
+// default pending policy (reject): send the results first.
 //
 // # Divergence policy
 //

@@ -117,3 +117,51 @@ test("ai 6.x: a client tool runs in the client and its result is answered (stopW
   assert.equal(ran, 1, "the client ran its tool once");
   assert.match(result.text, /sunny, 21 C/);
 });
+
+// A step that calls a tool the agent runs (the offline model's clock, for
+// "what time is it?") and a client tool ("use get_weather"): the stream
+// helpers accumulate delta.tool_calls by index, so its indexes count only
+// the client's calls, from 0, and the final message holds the client's
+// call alone.
+const mixedPrompt = "what time is it? use get_weather";
+const weatherParams = { type: "object" as const, properties: {} };
+
+test("openai 6.x: finalChatCompletion() of a streamed turn that mixes a server-run tool and a client tool", async () => {
+  const openai = new OpenAI({ baseURL: `${agentd.url}/v1`, apiKey: keys.acme, defaultHeaders: { "X-Conversation-Id": "ts-openai-mixed" } });
+  const tools: OpenAI.Chat.Completions.ChatCompletionTool[] = [
+    { type: "function", function: { name: "get_weather", description: "the weather in a city", parameters: weatherParams } },
+  ];
+  const final = await openai.chat.completions.stream({ model: "demo", messages: [{ role: "user", content: mixedPrompt }], tools }).finalChatCompletion();
+  assert.equal(final.choices[0].finish_reason, "tool_calls");
+  const calls = final.choices[0].message.tool_calls ?? [];
+  assert.equal(calls.length, 1, "the final message holds the client's call only");
+  assert.ok(calls[0].type === "function" && calls[0].function.name === "get_weather");
+});
+
+test("openai 6.x: runTools({stream: true}) on a turn that mixes a server-run tool and a client tool", async () => {
+  const openai = new OpenAI({ baseURL: `${agentd.url}/v1`, apiKey: keys.acme, defaultHeaders: { "X-Conversation-Id": "ts-openai-mixed-run" } });
+  let ran = 0;
+  const run = openai.chat.completions.runTools({
+    model: "demo",
+    stream: true,
+    messages: [{ role: "user", content: mixedPrompt }],
+    tools: [
+      {
+        type: "function",
+        function: {
+          name: "get_weather",
+          description: "the weather in a city",
+          parameters: weatherParams,
+          function: async () => {
+            ran++;
+            return "sunny, 21 C";
+          },
+          parse: JSON.parse,
+        },
+      },
+    ],
+  });
+  const content = await run.finalContent();
+  assert.equal(ran, 1, "the client ran its tool once, and not the agent's clock");
+  assert.match(content ?? "", /sunny, 21 C/, "the agent answers from the client's result");
+});
