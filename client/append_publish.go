@@ -76,7 +76,7 @@ func (c *Client) publish(ctx context.Context, p *prepared, expect uint64) (seqs 
 				return nil, false, maybeStored, &serverConflict{code: errCodeWrongLastSeqConstant, err: apiErr}
 			case errCodeBatchDuplicate:
 				return nil, false, maybeStored, &serverConflict{code: errCodeBatchDuplicate, err: apiErr}
-			case errCodeInsufficientResources, errCodeStorageResourcesExceeded:
+			case errCodeInsufficientResources, errCodeStorageResourcesExceeded, errCodeAccountResourcesExceeded:
 				return nil, false, maybeStored, storageFull(p.tenant, p.thread, err)
 			case errCodeMsgTooLarge:
 				i := largest(p.msgs)

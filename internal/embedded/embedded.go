@@ -61,12 +61,12 @@ type Config struct {
 	// connections need not). Both or neither.
 	TLSCert, TLSKey string
 	// StorageReserve is the free space (bytes) the store's file system
-	// needs before JetStream is restarted after its disk filled (see
+	// needs before the store is no longer full after its disk filled (see
 	// Server.StorageFull). Default DefaultStorageReserve.
 	StorageReserve uint64
 	// OnStorage, when set, is called when the store's disk becomes full
-	// (true) and when JetStream has been restarted after space returned
-	// (false), from the server's goroutines.
+	// (true) and when JetStream has its own storage limit again after
+	// space returned (false), from the server's goroutines.
 	OnStorage func(full bool)
 }
 
@@ -284,7 +284,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("embedded: server in %s not ready after %s", cfg.StoreDir, timeout)
 	}
 	if jc := s.JetStreamConfig(); jc != nil {
-		go st.watch(s, *jc)
+		st.start(s, *jc)
 	} else {
 		close(st.done)
 	}
