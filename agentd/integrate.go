@@ -82,7 +82,7 @@ func newHTTPHandler(ctx context.Context, cl *client.Client, cn *conn, f *serveFl
 	if cn.Server != nil {
 		cfg.Storage = func() error {
 			if full, since := cn.Server.StorageFull(); full {
-				return fmt.Errorf("the disk of data directory %s is full since %s (no space left on device); agentd restarts JetStream by itself once %d MiB are free again",
+				return fmt.Errorf("the disk of data directory %s is full since %s (no space left on device); appends that do not fit answer 507; erase a thread to free space (delete and erase work on a full disk); normal limits come back once %d MiB are free again",
 					f.conn.DataDir, since.UTC().Format(time.RFC3339), embedded.DefaultStorageReserve>>20)
 			}
 			return nil
