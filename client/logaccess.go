@@ -17,6 +17,13 @@ import (
 // whose NATS user may not make the stream requests that name their
 // subject in the body (package tenancy says why). The last event of a
 // subject (directget.Last) is read the same way by both.
+//
+// directLog's requests are bounded by directget's attempt timeout
+// (directget.DefaultAttemptTimeout): a request a recovering cluster leaves
+// unanswered is made again while ctx lasts, instead of costing the read
+// its whole deadline. A page the server cut short, or one missing a
+// reply, is an error wrapping directget.ErrIncomplete, not a short last
+// page.
 type logAccess interface {
 	// batch is directget.Batch.
 	batch(ctx context.Context, subject string, from uint64, n, maxBytes int) ([]*RawEvent, uint64, error)
@@ -47,7 +54,17 @@ func (d directLog) next(ctx context.Context, subject string, from uint64) (*RawE
 }
 
 func (d directLog) at(ctx context.Context, _ string, seq uint64) (*RawEvent, error) {
-	return d.st.GetMsg(ctx, seq)
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, directget.DefaultTimeout)
+		defer cancel()
+	}
+	var m *RawEvent
+	err := directget.Attempts(ctx, directget.DefaultAttemptTimeout, func(ctx context.Context) (err error) {
+		m, err = d.st.GetMsg(ctx, seq)
+		return err
+	})
+	return m, err
 }
 
 func (d directLog) leaderLastSeq(ctx context.Context, subject string) (uint64, error) {

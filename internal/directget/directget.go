@@ -11,6 +11,17 @@
 // synchronous subscription allocates (and zeroes) a 64k-slot channel, half
 // a megabyte, per request.
 //
+// Every request is bounded by an attempt timeout, [DefaultAttemptTimeout]
+// (2 s) unless a call is given [WithAttemptTimeout]: a request the server
+// leaves unanswered, as a recovering cluster can, is made again after it,
+// each retry waiting twice as long as the one before (up to 8 times the
+// first). So a lost request costs an attempt rather than the caller's
+// whole deadline; only the end of the caller's context (or
+// [DefaultTimeout] when it has no deadline) ends the retries. Every
+// request here is a read, safe to make twice; [Attempts] is the same loop
+// for other such requests. A batch that arrives with a reply missing, or
+// that the server ended early for a failure, is [ErrIncomplete].
+//
 // Every function is safe for concurrent use. Errors wrap the context's
 // error on timeout; a status reply other than "no message" is an error
 // naming the subject, the sequence and the server's description.
@@ -41,13 +52,32 @@ type request struct {
 	MaxBytes int    `json:"max_bytes,omitempty"`
 }
 
+// ErrIncomplete is returned (wrapped) by [Batch] for a batch that did
+// not arrive whole: the server ended it before the batch size and before
+// max bytes while it still counted messages pending (it failed to load
+// the next one, or the stream stopped), or a reply of it was lost on the
+// way (the Nats-Last-Sequence chain has a gap). The messages before the
+// gap are returned with it, in order. Asking again may succeed.
+var ErrIncomplete = errors.New("directget: batch incomplete")
+
 // Batch returns up to batch messages of subject with sequence >= from, in
 // stream order (stopping earlier after maxBytes of data when maxBytes >
 // 0), and how many more messages of subject the stream held when it
-// answered (the server's Nats-Num-Pending). The page is read-isolated from
-// writes: an atomic batch is in it whole or not at all. No message is not
-// an error (an empty slice). The returned messages' Data and Header are
-// owned by the caller.
+// answered (the server's Nats-Num-Pending). A page shorter than batch
+// with a pending count above zero is one the server ended at max bytes;
+// a page the server ended early for another reason, or one missing a
+// reply, is [ErrIncomplete]. The page is read-isolated from writes: an
+// atomic batch is in it whole or not at all. No message is not an error
+// (an empty slice). The returned messages' Data and Header are owned by
+// the caller.
+//
+// A request whose replies stop coming (the server lost it, as a
+// recovering cluster can) is asked again: each attempt waits up to the
+// attempt timeout ([WithAttemptTimeout], default [DefaultAttemptTimeout])
+// for each next reply, each retry twice as long as the one before (up to
+// 8 times the first); only the end of ctx (or [DefaultTimeout] when ctx
+// has no deadline) ends the retries, with an error wrapping ctx's error.
+// Other errors are returned at once.
 //
 // Cost note (nats-server 2.15): the server counts the pending messages for
 // every batch, which for a start inside an older message block loads and
@@ -58,17 +88,40 @@ type request struct {
 // three times the CPU per message of a consumer's delivery (see
 // BenchmarkBatch and BenchmarkOrderedConsumer). The server holds the
 // stream's isolation lock, which appends take, for the whole batch.
-func Batch(ctx context.Context, js jetstream.JetStream, stream, subject string, from uint64, batch, maxBytes int) ([]*jetstream.RawStreamMsg, uint64, error) {
+func Batch(ctx context.Context, js jetstream.JetStream, stream, subject string, from uint64, batch, maxBytes int, opts ...Option) ([]*jetstream.RawStreamMsg, uint64, error) {
 	if batch < 1 {
 		return nil, 0, fmt.Errorf("directget: batch must be at least 1, got %d", batch)
 	}
 	ctx, cancel := withDefault(ctx)
 	defer cancel()
-	nc := js.Conn()
 	req, err := json.Marshal(request{Seq: max(from, 1), NextFor: subject, Batch: batch, MaxBytes: maxBytes})
 	if err != nil {
 		return nil, 0, err
 	}
+	first := settle(opts).attempt
+	for wait := first; ; wait = nextWait(wait, first) {
+		out, pending, err := batchOnce(ctx, js, stream, req, batch, maxBytes, wait)
+		if errors.Is(err, errNoReply) {
+			if ctx.Err() == nil {
+				continue
+			}
+			err = ctx.Err()
+		}
+		if err != nil {
+			return out, 0, fmt.Errorf("directget: %s from seq %d: %w", subject, from, err)
+		}
+		return out, pending, nil
+	}
+}
+
+// errNoReply ends an attempt of a batch that waited its time for a reply.
+var errNoReply = errors.New("no reply")
+
+// batchOnce makes one batched direct get request (body req) and reads
+// its replies, waiting up to wait for each; errNoReply when one does not
+// come. Errors are not wrapped with the subject.
+func batchOnce(ctx context.Context, js jetstream.JetStream, stream string, req []byte, batch, maxBytes int, wait time.Duration) ([]*jetstream.RawStreamMsg, uint64, error) {
+	nc := js.Conn()
 	inbox := nc.NewRespInbox()
 	// A channel subscription drops what does not fit: room for the whole
 	// batch and the end marker.
@@ -81,17 +134,24 @@ func Batch(ctx context.Context, js jetstream.JetStream, stream, subject string, 
 	if err := nc.PublishRequest(APISubject(js, "DIRECT.GET."+stream), inbox, req); err != nil {
 		return nil, 0, err
 	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
 	// One allocation for the page's message structs and one for the
 	// slice, instead of one per message and the slice's regrowth.
 	size := min(batch, maxPrealloc)
 	out := make([]*jetstream.RawStreamMsg, 0, size)
 	slab := make([]jetstream.RawStreamMsg, 0, size)
+	var prev uint64 // the sequence of the last message received
+	sent := 0       // at least the bytes the server counted against max bytes
 	for {
 		var m *nats.Msg
 		select {
 		case m = <-ch:
+			timer.Reset(wait)
+		case <-timer.C:
+			return out, 0, errNoReply
 		case <-ctx.Done():
-			return out, 0, fmt.Errorf("directget: %s from seq %d: %w", subject, from, ctx.Err())
+			return out, 0, ctx.Err()
 		}
 		if len(m.Data) == 0 {
 			if status := m.Header.Get("Status"); status != "" {
@@ -101,19 +161,19 @@ func Batch(ctx context.Context, js jetstream.JetStream, stream, subject string, 
 						// The server answers 404 only for a batch that finds
 						// nothing; after messages it means the stream went
 						// away mid-batch: not a short last page.
-						return out, 0, fmt.Errorf("directget: %s from seq %d: the batch ended with 404 after %d messages", subject, from, len(out))
+						return out, 0, fmt.Errorf("the batch ended with 404 after %d messages", len(out))
 					}
 					return out, 0, nil
 				case "204": // end of batch
-					np, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
-					return out, np, nil
+					np, err := endOfBatch(m, prev, len(out), batch, sent, limit(nc, maxBytes))
+					return out, np, err
 				default:
-					return out, 0, fmt.Errorf("directget: %s from seq %d: status %s %s", subject, from, status, m.Header.Get("Description"))
+					return out, 0, fmt.Errorf("status %s %s", status, m.Header.Get("Description"))
 				}
 			}
 		}
-		if len(out) == 0 && m.Header.Get("Nats-Num-Pending") == "" {
-			return out, 0, errors.New("directget: the server does not support batched direct gets (needs 2.11+)")
+		if len(out) == 0 && m.Header.Get(numPendingHeader) == "" {
+			return out, 0, errors.New("the server does not support batched direct gets (needs 2.11+)")
 		}
 		if len(slab) == cap(slab) {
 			slab = make([]jetstream.RawStreamMsg, 0, size)
@@ -121,10 +181,61 @@ func Batch(ctx context.Context, js jetstream.JetStream, stream, subject string, 
 		slab = slab[:len(slab)+1]
 		rm := &slab[len(slab)-1]
 		if err := fill(rm, m); err != nil {
-			return out, 0, fmt.Errorf("directget: %s from seq %d: %w", subject, from, err)
+			return out, 0, err
 		}
+		if l, ok := lastHeader(m.Header, jetstream.LastSequenceHeader); ok && l != prev {
+			return out, 0, fmt.Errorf("%w: a reply before sequence %d is missing (the last one received is %d, the server sent %d)", ErrIncomplete, rm.Sequence, prev, l)
+		}
+		prev = rm.Sequence
+		sent += len(rm.Subject) + m.Size() - len(m.Subject) - len(m.Reply)
 		out = append(out, rm)
 	}
+}
+
+// endOfBatch checks the end-of-batch marker m of a batch that delivered
+// n messages, the last of sequence prev, sent bytes at least the server
+// counted against max bytes, and returns its pending count. The server
+// ends a batch at its size, at max bytes (counting each message's
+// subject, stored headers and data, and ending after the message that
+// reaches limit), when nothing of the subject is left, or when loading
+// the next message fails; only in the last case does it end short of
+// the first two with messages pending. sent counts the headers the
+// server adds too, so a batch with more than limit bytes may have been
+// ended either way: it counts as ended at max bytes.
+func endOfBatch(m *nats.Msg, prev uint64, n, batch, sent, limit int) (uint64, error) {
+	np, _ := lastHeader(m.Header, numPendingHeader)
+	if l, ok := lastHeader(m.Header, jetstream.LastSequenceHeader); ok && l != prev {
+		return 0, fmt.Errorf("%w: replies after sequence %d are missing (the server's last was %d)", ErrIncomplete, prev, l)
+	}
+	if np > 0 && n < batch && sent < limit {
+		return 0, fmt.Errorf("%w: the server ended it after %d of %d messages (%d bytes of at most %d) with %d pending", ErrIncomplete, n, batch, sent, limit, np)
+	}
+	return np, nil
+}
+
+// numPendingHeader is the batched direct get's count of the subject's
+// messages after the reply (nats-server's JSNumPending).
+const numPendingHeader = "Nats-Num-Pending"
+
+// limit is the max bytes a batch request asking maxBytes gets: maxBytes,
+// or when 0 the server's max_pending, which is at least its max_payload
+// (nats-server refuses a configuration with less).
+func limit(nc *nats.Conn, maxBytes int) int {
+	if maxBytes > 0 {
+		return maxBytes
+	}
+	return int(nc.MaxPayload())
+}
+
+// lastHeader parses the last value of the numeric header key of h: the
+// one the server added after any the stored message carried.
+func lastHeader(h nats.Header, key string) (uint64, bool) {
+	vs := h.Values(key)
+	if len(vs) == 0 {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(vs[len(vs)-1], 10, 64)
+	return v, err == nil
 }
 
 // maxPrealloc bounds what Batch allocates before it knows how many
@@ -134,9 +245,14 @@ const maxPrealloc = 1024
 
 // Next returns the first message of subject with sequence >= from, or nil
 // when there is none. A single (not batched) get: the server computes no
-// pending count.
-func Next(ctx context.Context, js jetstream.JetStream, stream, subject string, from uint64) (*jetstream.RawStreamMsg, error) {
-	return single(ctx, js, stream, request{Seq: max(from, 1), NextFor: subject}, subject)
+// pending count. A request left unanswered is asked again as [Attempts]
+// says.
+func Next(ctx context.Context, js jetstream.JetStream, stream, subject string, from uint64, opts ...Option) (*jetstream.RawStreamMsg, error) {
+	req, err := json.Marshal(request{Seq: max(from, 1), NextFor: subject})
+	if err != nil {
+		return nil, err
+	}
+	return request1(ctx, js, APISubject(js, "DIRECT.GET."+stream), req, subject, opts)
 }
 
 // Last returns the last message of subject, or nil when it has none. The
@@ -144,24 +260,21 @@ func Next(ctx context.Context, js jetstream.JetStream, stream, subject string, f
 // subject-appended form, "$JS.API.DIRECT.GET.<stream>.<subject>" with no
 // body (ADR-31), so that NATS permissions can scope it to a subject: a
 // tenant-scoped user (package tenancy) may make it for its own subjects.
-func Last(ctx context.Context, js jetstream.JetStream, stream, subject string) (*jetstream.RawStreamMsg, error) {
-	return request1(ctx, js, APISubject(js, "DIRECT.GET."+stream+"."+subject), nil, subject)
-}
-
-func single(ctx context.Context, js jetstream.JetStream, stream string, r request, subject string) (*jetstream.RawStreamMsg, error) {
-	req, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
-	}
-	return request1(ctx, js, APISubject(js, "DIRECT.GET."+stream), req, subject)
+// A request left unanswered is asked again as [Attempts] says.
+func Last(ctx context.Context, js jetstream.JetStream, stream, subject string, opts ...Option) (*jetstream.RawStreamMsg, error) {
+	return request1(ctx, js, APISubject(js, "DIRECT.GET."+stream+"."+subject), nil, subject, opts)
 }
 
 // request1 makes one direct get request and reads its answer: nil for a
 // 404 (no such message).
-func request1(ctx context.Context, js jetstream.JetStream, api string, req []byte, subject string) (*jetstream.RawStreamMsg, error) {
+func request1(ctx context.Context, js jetstream.JetStream, api string, req []byte, subject string, opts []Option) (*jetstream.RawStreamMsg, error) {
 	ctx, cancel := withDefault(ctx)
 	defer cancel()
-	m, err := js.Conn().RequestWithContext(ctx, api, req)
+	var m *nats.Msg
+	err := Attempts(ctx, settle(opts).attempt, func(ctx context.Context) (err error) {
+		m, err = js.Conn().RequestWithContext(ctx, api, req)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("directget: %s: %w", subject, err)
 	}
@@ -287,8 +400,9 @@ const errCodeMsgNotFound = 10037
 // LeaderLastSeq returns the sequence of subject's last message as the
 // stream leader has it (a non-direct get, "$JS.API.STREAM.MSG.GET.<stream>"
 // with {"last_by_subj"}: direct gets may be answered by a replica that
-// lags), 0 if the subject is empty.
-func LeaderLastSeq(ctx context.Context, js jetstream.JetStream, stream, subject string) (uint64, error) {
+// lags), 0 if the subject is empty. A request left unanswered is asked
+// again as [Attempts] says.
+func LeaderLastSeq(ctx context.Context, js jetstream.JetStream, stream, subject string, opts ...Option) (uint64, error) {
 	ctx, cancel := withDefault(ctx)
 	defer cancel()
 	req, err := json.Marshal(struct {
@@ -297,7 +411,11 @@ func LeaderLastSeq(ctx context.Context, js jetstream.JetStream, stream, subject 
 	if err != nil {
 		return 0, err
 	}
-	msg, err := js.Conn().RequestWithContext(ctx, APISubject(js, "STREAM.MSG.GET."+stream), req)
+	var msg *nats.Msg
+	err = Attempts(ctx, settle(opts).attempt, func(ctx context.Context) (err error) {
+		msg, err = js.Conn().RequestWithContext(ctx, APISubject(js, "STREAM.MSG.GET."+stream), req)
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("last sequence of %s: %w", subject, err)
 	}
