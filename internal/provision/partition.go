@@ -67,7 +67,9 @@ func (c Config) PartitionIndex() (int, bool) { return c.part - 1, c.part > 0 }
 // an unreadable record, named.
 func ReadPartitions(ctx context.Context, js jetstream.JetStream, c Config) (int, error) {
 	c = c.WithDefaults()
-	kv, err := js.KeyValue(ctx, c.ConfigBucket)
+	kv, err := attempt(ctx, c, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return js.KeyValue(ctx, c.ConfigBucket)
+	})
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return 1, nil
 	}
@@ -85,14 +87,15 @@ func ReadPartitions(ctx context.Context, js jetstream.JetStream, c Config) (int,
 // subscriptions are not up); such a get is tried again, every
 // noRespondersPause, for up to noRespondersWait or until ctx ends.
 func readRecord(ctx context.Context, kv jetstream.KeyValue, c Config) (int, bool, error) {
-	e, err := kv.Get(ctx, PartitionsKey)
+	get := func(ctx context.Context) (jetstream.KeyValueEntry, error) { return kv.Get(ctx, PartitionsKey) }
+	e, err := attempt(ctx, c, get)
 	for deadline := time.Now().Add(noRespondersWait); errors.Is(err, nats.ErrNoResponders) && time.Now().Before(deadline); {
 		select {
 		case <-ctx.Done():
 			return 0, false, fmt.Errorf("provision: %s record in KV %s: %w (%w)", PartitionsKey, c.ConfigBucket, ctx.Err(), err)
 		case <-time.After(noRespondersPause):
 		}
-		e, err = kv.Get(ctx, PartitionsKey)
+		e, err = attempt(ctx, c, get)
 	}
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 1, false, nil
@@ -149,20 +152,28 @@ func ensureRecord(ctx context.Context, js jetstream.JetStream, c Config) (int, e
 		}
 		want := max(c.Partitions, 1)
 		if want > 1 {
-			if st, err := js.Stream(ctx, c.Stream); err == nil {
-				if info, err := st.Info(ctx); err == nil && info.State.Msgs > 0 {
-					return 0, fmt.Errorf("provision: stream %s already holds %d events placed without partitions: %d partitions cannot be set on it (migrate by export and import, docs/partitions-design.md)",
-						c.Stream, info.State.Msgs, want)
+			info, err := attempt(ctx, c, func(ctx context.Context) (*jetstream.StreamInfo, error) {
+				st, err := js.Stream(ctx, c.Stream)
+				if err != nil {
+					return nil, err
 				}
+				return st.Info(ctx)
+			})
+			if err == nil && info.State.Msgs > 0 {
+				return 0, fmt.Errorf("provision: stream %s already holds %d events placed without partitions: %d partitions cannot be set on it (migrate by export and import, docs/partitions-design.md)",
+					c.Stream, info.State.Msgs, want)
 			}
 		}
 		v, _ := json.Marshal(partitionsRecord{Partitions: want})
-		if _, err := kv.Create(ctx, PartitionsKey, v); err == nil {
+		if _, err := attempt(ctx, c, func(ctx context.Context) (uint64, error) {
+			return kv.Create(ctx, PartitionsKey, v)
+		}); err == nil {
 			return want, nil
 		} else if !errors.Is(err, jetstream.ErrKeyExists) {
 			return 0, fmt.Errorf("provision: record %s in KV %s: %w", PartitionsKey, c.ConfigBucket, err)
 		}
-		// another process recorded K meanwhile: read it
+		// K was recorded meanwhile, by another process or by an attempt
+		// whose reply was lost: read it
 	}
 	return 0, fmt.Errorf("provision: record %s in KV %s: could not be read or created", PartitionsKey, c.ConfigBucket)
 }
@@ -201,7 +212,7 @@ func spreadLeaders(ctx context.Context, js jetstream.JetStream, c Config, k int)
 	for p := range k {
 		pc := c.Partition(p)
 		for _, stream := range []string{pc.Stream, "KV_" + pc.SnapshotBucket} {
-			m, err := moveLeader(ctx, js, stream, p)
+			m, err := moveLeader(ctx, js, c, stream, p)
 			if err != nil {
 				errs = append(errs, err)
 			}
@@ -215,13 +226,16 @@ func spreadLeaders(ctx context.Context, js jetstream.JetStream, c Config, k int)
 
 // moveLeader moves stream's leader to the p-th of its servers (name
 // order), waiting up to 10 s for the new leader; it reports whether it
-// asked for a move.
-func moveLeader(ctx context.Context, js jetstream.JetStream, stream string, p int) (bool, error) {
-	st, err := js.Stream(ctx, stream)
+// asked for a move. The step-down request is made once (a second one
+// could move the leader again), each request bounded by c's attempt
+// timeout.
+func moveLeader(ctx context.Context, js jetstream.JetStream, c Config, stream string, p int) (bool, error) {
+	st, err := attempt(ctx, c, func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, stream) })
 	if err != nil {
 		return false, fmt.Errorf("provision: place leader of %s: %w", stream, err)
 	}
-	info, err := st.Info(ctx)
+	streamInfo := func(ctx context.Context) (*jetstream.StreamInfo, error) { return st.Info(ctx) }
+	info, err := attempt(ctx, c, streamInfo)
 	if err != nil || info.Cluster == nil || len(info.Cluster.Replicas) == 0 {
 		return false, err
 	}
@@ -240,7 +254,9 @@ func moveLeader(ctx context.Context, js jetstream.JetStream, stream string, p in
 		}
 	}
 	req, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": want}})
-	resp, err := js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+stream, req)
+	resp, err := once(ctx, c, func(ctx context.Context) (*nats.Msg, error) {
+		return js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+stream, req)
+	})
 	if err != nil {
 		return true, fmt.Errorf("provision: place leader of %s on %s: %w", stream, want, err)
 	}
@@ -254,7 +270,7 @@ func moveLeader(ctx context.Context, js jetstream.JetStream, stream string, p in
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if info, err := st.Info(ctx); err == nil && info.Cluster != nil && info.Cluster.Leader == want {
+		if info, err := once(ctx, c, streamInfo); err == nil && info.Cluster != nil && info.Cluster.Leader == want {
 			return true, nil
 		}
 		select {

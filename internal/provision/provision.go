@@ -2,6 +2,19 @@
 // and KV buckets convlog uses, with the settings DESIGN.md implies. Every
 // component that needs them (agentd, client, projector runner, tests) calls
 // [Ensure]; concurrent calls are safe.
+//
+// Every JetStream API request of [Ensure], [ReadPartitions] and
+// [SpreadLeaders] is bounded by an attempt timeout ([Config.AttemptTimeout],
+// default [DefaultAttemptTimeout], 5 s): a request the server leaves
+// unanswered, as a recovering cluster can, is made again after it, each
+// retry waiting twice as long as the one before (up to 8 times the
+// first), until the caller's context ends ([DefaultRequestTimeout] per
+// request when it has no deadline). So a lost request costs an attempt,
+// not the caller's whole deadline. Only requests that are safe to make
+// twice are made again: creating or updating a stream or bucket with the
+// same configuration, reads, and the conditional create of the
+// partitions record (a second one finds the first's record and reads
+// it). A leader step-down is made once, bounded by the attempt timeout.
 package provision
 
 import (
@@ -75,6 +88,11 @@ type Config struct {
 	// ConfigBucket holds the deployment's settings every process reads
 	// before it writes (the record "partitions"). Default "convlog_config".
 	ConfigBucket string
+	// AttemptTimeout is how long the first attempt of each JetStream API
+	// request of Ensure, ReadPartitions and SpreadLeaders waits for its
+	// reply before the request is made again (see the package doc).
+	// Default [DefaultAttemptTimeout]; negative is a Validate error.
+	AttemptTimeout time.Duration
 
 	// part is set on a partition's own Config (Config.Partition): 1 + its
 	// index; 0 on a deployment's Config.
@@ -88,7 +106,8 @@ const MaxPartitions = 64
 func DefaultConfig() Config {
 	return Config{Stream: "CONVLOG", SubjectPrefix: "conv", SnapshotBucket: "convlog_snapshots",
 		IndexBucket: "convlog_threads", BlobBucket: "convlog_blobs", KeyBucket: "convlog_keys", Replicas: 1, MaxBytes: -1, Duplicates: 2 * time.Minute, MaxMsgSize: -1,
-		TenantBucket: "convlog_tenants", UsageBucket: "convlog_usage", TenantAPI: "convlog.api", ConfigBucket: "convlog_config"}
+		TenantBucket: "convlog_tenants", UsageBucket: "convlog_usage", TenantAPI: "convlog.api", ConfigBucket: "convlog_config",
+		AttemptTimeout: DefaultAttemptTimeout}
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -136,6 +155,9 @@ func (c Config) WithDefaults() Config {
 	if c.ConfigBucket == "" {
 		c.ConfigBucket = d.ConfigBucket
 	}
+	if c.AttemptTimeout == 0 {
+		c.AttemptTimeout = d.AttemptTimeout
+	}
 	return c
 }
 
@@ -151,6 +173,9 @@ func (c Config) Validate() error {
 	}
 	if c.SnapshotBucket == c.IndexBucket || c.KeyBucket == c.SnapshotBucket || c.KeyBucket == c.IndexBucket {
 		errs = append(errs, errors.New("provision: snapshot, index and key buckets must differ"))
+	}
+	if c.AttemptTimeout < 0 {
+		errs = append(errs, fmt.Errorf("provision: attempt timeout must not be negative, got %s", c.AttemptTimeout))
 	}
 	if c.Partitions < 0 || c.Partitions > MaxPartitions {
 		errs = append(errs, fmt.Errorf("provision: partitions must be 0..%d, got %d", MaxPartitions, c.Partitions))
@@ -218,7 +243,8 @@ type Resources struct {
 // partitions' leaders over the servers (a failed move is logged by
 // nobody: the partitions work wherever their leaders are). For a
 // partition's Config (Config.Partition) it provisions that partition and
-// the shared buckets.
+// the shared buckets. A request left unanswered is made again (see the
+// package doc); when ctx ends first, the error wraps ctx's error.
 func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (Resources, error) {
 	if err := c.Validate(); err != nil {
 		return Resources{}, err
@@ -251,7 +277,9 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (Resources, e
 	if r.Usage, err = ensureKV(ctx, js, c, c.UsageBucket, "convlog usage per tenant and thread (quotas)"); err != nil {
 		return r, err
 	}
-	r.Blobs, err = js.CreateOrUpdateObjectStore(ctx, BlobStoreConfig(c))
+	r.Blobs, err = attempt(ctx, c, func(ctx context.Context) (jetstream.ObjectStore, error) {
+		return js.CreateOrUpdateObjectStore(ctx, BlobStoreConfig(c))
+	})
 	if err != nil {
 		return r, fmt.Errorf("provision: object store %s: %w", c.BlobBucket, err)
 	}
@@ -266,7 +294,9 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (Resources, e
 func ensurePartition(ctx context.Context, js jetstream.JetStream, c Config) (Resources, error) {
 	var r Resources
 	var err error
-	r.Stream, err = js.CreateOrUpdateStream(ctx, c.StreamConfig())
+	r.Stream, err = attempt(ctx, c, func(ctx context.Context) (jetstream.Stream, error) {
+		return js.CreateOrUpdateStream(ctx, c.StreamConfig())
+	})
 	if err != nil {
 		return r, fmt.Errorf("provision: stream %s: %w", c.Stream, err)
 	}
@@ -277,10 +307,14 @@ func ensurePartition(ctx context.Context, js jetstream.JetStream, c Config) (Res
 	if r.Index, err = ensureKV(ctx, js, c, c.IndexBucket, "convlog thread summaries for listing"); err != nil {
 		return r, err
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, KeyStreamConfig(c)); err != nil {
+	if _, err := attempt(ctx, c, func(ctx context.Context) (jetstream.Stream, error) {
+		return js.CreateOrUpdateStream(ctx, KeyStreamConfig(c))
+	}); err != nil {
 		return r, fmt.Errorf("provision: KV bucket %s: %w", c.KeyBucket, err)
 	}
-	if r.Keys, err = js.KeyValue(ctx, c.KeyBucket); err != nil {
+	if r.Keys, err = attempt(ctx, c, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return js.KeyValue(ctx, c.KeyBucket)
+	}); err != nil {
 		return r, fmt.Errorf("provision: KV bucket %s: %w", c.KeyBucket, err)
 	}
 	return r, nil
@@ -296,7 +330,9 @@ func ensureKV(ctx context.Context, js jetstream.JetStream, c Config, name, desc 
 // replicas.
 func ensureKVWith(ctx context.Context, js jetstream.JetStream, c Config, kc jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	kc.History, kc.Storage, kc.Replicas = 1, jetstream.FileStorage, c.Replicas
-	kv, err := js.CreateOrUpdateKeyValue(ctx, kc)
+	kv, err := attempt(ctx, c, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return js.CreateOrUpdateKeyValue(ctx, kc)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("provision: KV bucket %s: %w", kc.Bucket, err)
 	}

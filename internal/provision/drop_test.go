@@ -1,0 +1,113 @@
+package provision_test
+
+import (
+	"bytes"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+)
+
+// dropper is a nats.CustomDialer whose connections swallow the first
+// `left` publishes (PUB or HPUB, in the NATS protocol the client writes)
+// whose subject starts with prefix: the server never sees them, as a
+// request a recovering cluster leaves unanswered. seen counts the
+// publishes to prefix, dropped or not.
+type dropper struct {
+	prefix  string
+	left    atomic.Int32
+	seen    atomic.Int32
+	dropped atomic.Int32
+}
+
+func (d *dropper) Dial(network, address string) (net.Conn, error) {
+	c, err := net.DialTimeout(network, address, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	return &dropConn{Conn: c, d: d}, nil
+}
+
+// dropConn is a connection of a dropper. Write parses the client's
+// protocol stream, which nats.go may split anywhere.
+type dropConn struct {
+	net.Conn
+	d    *dropper
+	mu   sync.Mutex
+	line []byte // a control line not ended yet
+	skip int    // payload bytes (with CRLF) of a dropped publish still to come
+	pass int    // payload bytes (with CRLF) of a forwarded publish still to come
+}
+
+func (c *dropConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len(p)
+	var out []byte
+	for len(p) > 0 {
+		switch {
+		case c.skip > 0:
+			k := min(c.skip, len(p))
+			c.skip, p = c.skip-k, p[k:]
+		case c.pass > 0:
+			k := min(c.pass, len(p))
+			out, c.pass, p = append(out, p[:k]...), c.pass-k, p[k:]
+		default:
+			i := bytes.IndexByte(p, '\n')
+			if i < 0 {
+				c.line, p = append(c.line, p...), nil
+				continue
+			}
+			line := append(c.line, p[:i+1]...)
+			c.line, p = nil, p[i+1:]
+			subject, size, ok := parsePub(line)
+			if ok && strings.HasPrefix(subject, c.d.prefix) {
+				c.d.seen.Add(1)
+				if c.d.left.Add(-1) >= 0 {
+					c.d.dropped.Add(1)
+					c.skip = size + 2
+					continue
+				}
+			}
+			out = append(out, line...)
+			if ok {
+				c.pass = size + 2
+			}
+		}
+	}
+	if len(out) > 0 {
+		if _, err := c.Conn.Write(out); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+// parsePub reads "PUB <subject> [reply] <size>" or "HPUB <subject> [reply]
+// <header size> <total size>": the subject and the payload's size.
+func parsePub(line []byte) (string, int, bool) {
+	f := strings.Fields(string(line))
+	if len(f) < 3 || !strings.EqualFold(f[0], "PUB") && !strings.EqualFold(f[0], "HPUB") {
+		return "", 0, false
+	}
+	size, err := strconv.Atoi(f[len(f)-1])
+	return f[1], size, err == nil
+}
+
+// connectDropping connects to url through a dropper that swallows the
+// first n publishes to subjects starting with prefix.
+func connectDropping(t *testing.T, url, prefix string, n int) (*nats.Conn, *dropper) {
+	t.Helper()
+	d := &dropper{prefix: prefix}
+	d.left.Store(int32(n))
+	nc, err := nats.Connect(url, nats.SetCustomDialer(d))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	return nc, d
+}
