@@ -198,6 +198,13 @@ func TestOperatorModeClusterKeepsTenantsApart(t *testing.T) {
 	_, err = alphaNC.Request(stash, record, 5*time.Second)
 	require.NoError(t, err)
 
+	// Whatever reaches alpha's own subscriptions must hold nothing of beta's.
+	var alphaSubs []*nats.Subscription
+	for _, subj := range []string{res.SubjectPrefix + ".alpha.>", tenancy.InboxPrefix("alpha") + ".>"} {
+		s, err := alphaNC.SubscribeSync(subj)
+		require.NoError(t, err)
+		alphaSubs = append(alphaSubs, s)
+	}
 	exitsBefore := len(agent.unexpectedExits())
 	reg := registry(ctx, t, js, res)
 	usersBefore, err := reg.List(ctx, "")
@@ -250,6 +257,18 @@ func TestOperatorModeClusterKeepsTenantsApart(t *testing.T) {
 	for _, s := range betaSubs {
 		if m, err := s.NextMsg(10 * time.Millisecond); err == nil {
 			t.Errorf("LEAK: beta's subscription %s received %s: %q", s.Subject, m.Subject, m.Data)
+		}
+	}
+	for _, s := range alphaSubs {
+		for {
+			m, err := s.NextMsg(10 * time.Millisecond)
+			if err != nil {
+				break
+			}
+			require.NotContains(t, string(m.Data), secret, "LEAK: alpha's %s received beta's secret on %s", s.Subject, m.Subject)
+			for _, subj := range []string{m.Subject, m.Header.Get("Nats-Subject")} {
+				require.False(t, tenancytest.OwnedBy(subj, "beta"), "LEAK: alpha's %s received a message of beta's %s", s.Subject, subj)
+			}
 		}
 	}
 	betaAfter, err := admin.Get(ctx, "beta", "bsecret", client.Consistent())
