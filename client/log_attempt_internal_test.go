@@ -28,23 +28,23 @@ func TestReadRawAsksAgainWhatGoesUnanswered(t *testing.T) {
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			s := natstest.Run(t)
-			nc, d := connectDropping(t, s.ClientURL(), tc.prefix, 0)
+			nc, d := natstest.ConnectDropping(t, s.ClientURL(), tc.prefix, 0)
 			c, subject, seqs := pagedLogOn(t, nc, provision.Config{})
 			c.consumerMin = tc.consumerMin
 			defer requireNoReadAhead(t)
-			d.left.Store(1)
+			d.Left.Store(1)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			if tc.mode == "at" {
 				m, err := c.log.at(ctx, subject, seqs[3])
 				require.NoError(t, err)
-				require.EqualValues(t, 1, d.dropped.Load(), "a request was dropped")
+				require.EqualValues(t, 1, d.Dropped.Load(), "a request was dropped")
 				require.Equal(t, seqs[3], m.Sequence)
 				return
 			}
 			got, err := readAll(t, c, ctx, subject, 1, 0)
 			require.NoError(t, err)
-			require.EqualValues(t, 1, d.dropped.Load(), "a request was dropped")
+			require.EqualValues(t, 1, d.Dropped.Load(), "a request was dropped")
 			require.Equal(t, seqs, got)
 			requireNoConsumers(t, c)
 		})

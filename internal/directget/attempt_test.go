@@ -78,15 +78,15 @@ func TestEachCallAsksAgainWhatGoesUnanswered(t *testing.T) {
 			}, seqs[9:]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			nc, d := connectDropping(t, url, tc.prefix, 1)
+			nc, d := natstest.ConnectDropping(t, url, tc.prefix, 1)
 			js, err := jetstream.New(nc)
 			require.NoError(t, err)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			got, err := tc.call(t, ctx, js)
 			require.NoError(t, err)
-			require.EqualValues(t, 1, d.dropped.Load(), "the first request was dropped")
-			require.EqualValues(t, 2, d.seen.Load(), "asked twice")
+			require.EqualValues(t, 1, d.Dropped.Load(), "the first request was dropped")
+			require.EqualValues(t, 2, d.Seen.Load(), "asked twice")
 			require.Equal(t, tc.want, got)
 		})
 	}

@@ -29,7 +29,7 @@ func TestEnsureAsksAgainWhatGoesUnanswered(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := natstest.Run(t)
-			nc, d := connectDropping(t, srv.ClientURL(), tc.prefix, 1)
+			nc, d := natstest.ConnectDropping(t, srv.ClientURL(), tc.prefix, 1)
 			js, err := jetstream.New(nc)
 			require.NoError(t, err)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -37,8 +37,8 @@ func TestEnsureAsksAgainWhatGoesUnanswered(t *testing.T) {
 			start := time.Now()
 			r, err := provision.Ensure(ctx, js, provision.Config{AttemptTimeout: tc.attempt})
 			require.NoError(t, err)
-			require.EqualValues(t, 1, d.dropped.Load(), "the first request was dropped")
-			require.EqualValues(t, 2, d.seen.Load(), "and made again")
+			require.EqualValues(t, 1, d.Dropped.Load(), "the first request was dropped")
+			require.EqualValues(t, 2, d.Seen.Load(), "and made again")
 			if tc.attempt != 0 {
 				require.Less(t, time.Since(start), provision.DefaultAttemptTimeout, "asked again after Config.AttemptTimeout")
 			}

@@ -1,4 +1,4 @@
-package directget_test
+package natstest
 
 import (
 	"bytes"
@@ -14,19 +14,23 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// dropper is a nats.CustomDialer whose connections swallow the first
+// Dropper is a nats.CustomDialer whose connections swallow the first
 // `left` publishes (PUB or HPUB, in the NATS protocol the client writes)
 // whose subject starts with prefix: the server never sees them, as a
 // request a recovering cluster leaves unanswered. seen counts the
 // publishes to prefix, dropped or not.
-type dropper struct {
-	prefix  string
-	left    atomic.Int32
-	seen    atomic.Int32
-	dropped atomic.Int32
+type Dropper struct {
+	prefix string
+	// Left is how many publishes to the prefix are still to be dropped
+	// (store a new count to drop more).
+	Left atomic.Int32
+	// Seen counts the publishes to the prefix, dropped or not; Dropped
+	// those dropped.
+	Seen, Dropped atomic.Int32
 }
 
-func (d *dropper) Dial(network, address string) (net.Conn, error) {
+// Dial dials address and wraps the connection (nats.CustomDialer).
+func (d *Dropper) Dial(network, address string) (net.Conn, error) {
 	c, err := net.DialTimeout(network, address, 5*time.Second)
 	if err != nil {
 		return nil, err
@@ -34,11 +38,11 @@ func (d *dropper) Dial(network, address string) (net.Conn, error) {
 	return &dropConn{Conn: c, d: d}, nil
 }
 
-// dropConn is a connection of a dropper. Write parses the client's
+// dropConn is a connection of a Dropper. Write parses the client's
 // protocol stream, which nats.go may split anywhere.
 type dropConn struct {
 	net.Conn
-	d    *dropper
+	d    *Dropper
 	mu   sync.Mutex
 	line []byte // a control line not ended yet
 	skip int    // payload bytes (with CRLF) of a dropped publish still to come
@@ -68,9 +72,9 @@ func (c *dropConn) Write(p []byte) (int, error) {
 			c.line, p = nil, p[i+1:]
 			subject, size, ok := parsePub(line)
 			if ok && strings.HasPrefix(subject, c.d.prefix) {
-				c.d.seen.Add(1)
-				if c.d.left.Add(-1) >= 0 {
-					c.d.dropped.Add(1)
+				c.d.Seen.Add(1)
+				if c.d.Left.Add(-1) >= 0 {
+					c.d.Dropped.Add(1)
 					c.skip = size + 2
 					continue
 				}
@@ -100,12 +104,13 @@ func parsePub(line []byte) (string, int, bool) {
 	return f[1], size, err == nil
 }
 
-// connectDropping connects to url through a dropper that swallows the
-// first n publishes to subjects starting with prefix.
-func connectDropping(t *testing.T, url, prefix string, n int) (*nats.Conn, *dropper) {
+// ConnectDropping connects to url through a [Dropper] that swallows the
+// first n publishes to subjects starting with prefix; the connection is
+// closed by t.Cleanup.
+func ConnectDropping(t testing.TB, url, prefix string, n int) (*nats.Conn, *Dropper) {
 	t.Helper()
-	d := &dropper{prefix: prefix}
-	d.left.Store(int32(n))
+	d := &Dropper{prefix: prefix}
+	d.Left.Store(int32(n))
 	nc, err := nats.Connect(url, nats.SetCustomDialer(d))
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
