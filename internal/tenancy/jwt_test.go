@@ -38,7 +38,7 @@ func TestConvlogAccountClaimsExportWhatTenantsImport(t *testing.T) {
 	_, pub := accountKey(t)
 	ac, err := tenancy.ConvlogAccountClaims(pub, res)
 	require.NoError(t, err)
-	require.True(t, ac.Limits.JetStreamLimits.IsUnlimited() || ac.Limits.IsJSEnabled(), "JetStream is enabled")
+	require.True(t, ac.Limits.IsJSEnabled(), "JetStream is enabled")
 	ex := tenancy.ExportsFor(res)
 	var services, streams []string
 	for _, e := range ac.Exports {
