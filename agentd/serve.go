@@ -405,6 +405,13 @@ func runServe(parent context.Context, cmd *cobra.Command, f *serveFlags, logger 
 		if f.auditPub != nil {
 			fmt.Fprintf(cmd.OutOrStdout(), "  audit key:  %s (Ed25519; GET /v1/audit/key; agentd audit verify)\n", audit.PublicKeyString(f.auditPub))
 		}
+		if len(agentNames) > 0 { // the next step: a chat with an agent
+			name, auth := slices.Min(agentNames), ""
+			if f.authConfigured() {
+				auth = " -H 'Authorization: Bearer <API key>'"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Try it: the agent %q answers (README.md, Quickstart, has more):\n  curl -s %s/v1/chat/completions -H 'Content-Type: application/json'%s -d '{\"model\": %q, \"messages\": [{\"role\": \"user\", \"content\": \"What is 6*7?\"}]}'\n", name, base, auth, name)
+		}
 	}
 	logger.Info("agentd ready")
 
