@@ -53,12 +53,21 @@ func (f *cliFlags) run(cmd *cobra.Command, lf *logFlags, fn func(ctx context.Con
 	}
 	defer cn.Close()
 	ctx := cmd.Context()
-	cl, err := f.conn.client(ctx, cn, true, false, "agentd-cli", logger)
+	cl, err := f.conn.client(ctx, cn, f.conn.cliProvisions(cmd), false, "agentd-cli", logger)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	return fn(ctx, &cliEnv{c: cl, conn: cn, logger: logger, out: cmd.OutOrStdout(), json: f.JSON, tenant: f.Tenant})
+}
+
+// cliProvisions reports whether a command other than serve provisions
+// the streams and buckets: always on the embedded server (the data
+// directory's), and on --nats-url only when --replicas is given. A
+// cluster's streams are provisioned by agentd serve with its --replicas;
+// a command that provisioned with the default of 1 would scale them down.
+func (f *connFlags) cliProvisions(cmd *cobra.Command) bool {
+	return f.NATSURL == "" || cmd.Flags().Changed("replicas")
 }
 
 func (e *cliEnv) printJSON(v any) error {

@@ -65,7 +65,7 @@ func (f *connFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.TLSCert, "tls-cert", "", "client TLS certificate file")
 	fs.StringVar(&f.TLSKey, "tls-key", "", "client TLS key file")
 	fs.StringVar(&f.TLSCA, "tls-ca", "", "CA file to verify the NATS server")
-	fs.IntVar(&f.Replicas, "replicas", 1, "replicas of the stream and KV buckets (1 or 3 on a cluster)")
+	fs.IntVar(&f.Replicas, "replicas", 1, "replicas of the stream and KV buckets (1 or 3 on a cluster); with --nats-url, commands other than serve provision only when it is given")
 	fs.IntVar(&f.Partitions, "partitions", envInt("CONVLOG_PARTITIONS"), "partitions of the log and snapshot buckets (K; env CONVLOG_PARTITIONS): recorded by the first process that provisions a deployment and fixed after; 0 = the deployment's (1 for a new one); see docs/partitions-design.md")
 	fs.StringVar(&f.Stream, "stream", "CONVLOG", "JetStream stream name")
 	fs.StringVar(&f.Prefix, "subject-prefix", "conv", "thread subject prefix")

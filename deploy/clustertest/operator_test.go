@@ -329,6 +329,9 @@ func TestOperatorModeClusterKeepsTenantsApart(t *testing.T) {
 	require.Empty(t, users, "alpha's users left the registry")
 	require.True(t, agent.running(), "agentd serve runs")
 	require.Len(t, agent.unexpectedExits(), exitsBefore, "agentd serve did not exit")
+	// So does any other command run without --replicas.
+	out, err = exec.Command(agentdBin, "tenant", "list", "--nats-url", url, "--creds", filepath.Join(ops, "convlog.creds")).CombinedOutput()
+	require.NoError(t, err, "agentd tenant list: %s", out)
 	// The operator commands left the deployment's R3 streams as they were.
 	for name := range after {
 		info, err := streamInfo(js, name)
