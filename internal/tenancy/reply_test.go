@@ -16,8 +16,10 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/internal/tenancy"
 	"github.com/convlog/convlog/internal/tenancy/tenancytest"
+	"github.com/convlog/convlog/projector"
 )
 
 // TestNoReplySubjectCrossesTenants is the hostile test of reply subjects:
@@ -91,6 +93,11 @@ func replyAttacks(t *testing.T, k int) {
 	_, err = aConn.nc.Request(stash, record, 5*time.Second)
 	require.NoError(t, err)
 
+	// The projector has written every snapshot and index entry of what
+	// is stored, so what changes below is the attacks' doing.
+	for i := range max(res.Partitions, 1) {
+		require.NoError(t, provision.WaitConsumerDrained(ctx, d.js, res.Partition(i).Stream, projector.DefaultConfig().Durable))
+	}
 	before := outsideState(ctx, t, d.js, "acme")
 	usersBefore, err := d.reg.List(ctx, "")
 	require.NoError(t, err)
