@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nkeys"
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/client"
@@ -30,11 +29,7 @@ import (
 func TestMigrateTenantUsersToAccounts(t *testing.T) {
 	natsBin, agentdBin := buildBinaries(t)
 	dir := t.TempDir()
-	admin, _ := nkeys.CreateUser()
-	adminPub, _ := admin.PublicKey()
-	adminSeed, _ := admin.Seed()
-	adminFile := filepath.Join(dir, "admin.nk")
-	require.NoError(t, os.WriteFile(adminFile, adminSeed, 0o600))
+	adminPub, adminFile := newAdminSeed(t, dir)
 	port := freePort(t)
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
 	store := filepath.Join(dir, "js")
@@ -43,23 +38,7 @@ func TestMigrateTenantUsersToAccounts(t *testing.T) {
 		require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf("listen: 127.0.0.1:%d\njetstream { store_dir: %q }\n%s\n", port, store, auth)), 0o600))
 	}
 	start := func(name string) (*proc, *proc) {
-		ns := newProc(t, dir, name+"-nats", natsBin, []string{"-c", conf}, nil)
-		ns.start(t)
-		require.NoError(t, poll(30*time.Second, 20*time.Millisecond, func() error {
-			if !ns.logContains("Server is ready") {
-				return errNotYet
-			}
-			return nil
-		}), "nats-server did not start: %s", tail(ns.log, 20))
-		agent := newProc(t, dir, name+"-agentd", agentdBin, []string{"serve", "--nats-url", url, "--nkey", adminFile, "--workers", "0", "--http-addr", ""}, nil)
-		agent.start(t)
-		require.NoError(t, poll(60*time.Second, 100*time.Millisecond, func() error {
-			if !agent.logContains("projector started") {
-				return errNotYet
-			}
-			return nil
-		}), "agentd serve did not start: %s", tail(agent.log, 20))
-		return ns, agent
+		return startNATSAndServe(t, dir, name+"-", natsBin, agentdBin, conf, url, "--nkey", adminFile)
 	}
 	adminClient := func(ctx context.Context) (*nats.Conn, *client.Client) {
 		auth, err := nats.NkeyOptionFromSeed(adminFile)

@@ -115,12 +115,7 @@ func TestOperatorModeClusterKeepsTenantsApart(t *testing.T) {
 	// cluster settles; from the attacks on it must not exit.
 	agent.restartPolicy = true
 	agent.start(t)
-	require.NoError(t, poll(60*time.Second, 100*time.Millisecond, func() error {
-		if !agent.logContains("projector started") {
-			return errNotYet
-		}
-		return nil
-	}), "agentd serve did not start: %s", tail(agent.log, 20))
+	waitLog(t, agent, "projector started", 60*time.Second)
 	if exits := agent.unexpectedExits(); len(exits) > 0 {
 		t.Logf("agentd serve exited while the cluster settled: %v", exits)
 	}

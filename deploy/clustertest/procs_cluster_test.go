@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nkeys"
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/internal/natstest"
@@ -227,3 +228,45 @@ func poll(d, interval time.Duration, cond func() error) error {
 }
 
 var errNotYet = errors.New("not yet")
+
+// waitLog waits up to d for p's log to hold line, failing t with the
+// log's tail otherwise.
+func waitLog(t testing.TB, p *proc, line string, d time.Duration) {
+	t.Helper()
+	require.NoError(t, poll(d, 50*time.Millisecond, func() error {
+		if !p.logContains(line) {
+			return errNotYet
+		}
+		return nil
+	}), "%s did not log %q: %s", p.name, line, tail(p.log, 20))
+}
+
+// newAdminSeed writes a new NKey user's seed to dir/admin.nk and returns
+// its public key and the file.
+func newAdminSeed(t testing.TB, dir string) (pub, file string) {
+	t.Helper()
+	kp, err := nkeys.CreateUser()
+	require.NoError(t, err)
+	pub, _ = kp.PublicKey()
+	seed, _ := kp.Seed()
+	file = filepath.Join(dir, "admin.nk")
+	require.NoError(t, os.WriteFile(file, seed, 0o600))
+	return pub, file
+}
+
+// startNATSAndServe starts nats-server with conf (named name+"-nats")
+// and, once it is ready, `agentd serve` against url with args added
+// (name+"-agentd", no workers, no HTTP), and waits until its projector
+// started.
+func startNATSAndServe(t testing.TB, dir, name, natsBin, agentdBin, conf, url string, args ...string) (ns, agent *proc) {
+	t.Helper()
+	ns = newProc(t, dir, name+"nats", natsBin, []string{"-c", conf}, nil)
+	ns.start(t)
+	// agentd exits when no server answers its first connect: start it
+	// once the server listens.
+	waitLog(t, ns, "Server is ready", 30*time.Second)
+	agent = newProc(t, dir, name+"agentd", agentdBin, append([]string{"serve", "--nats-url", url, "--workers", "0", "--http-addr", ""}, args...), nil)
+	agent.start(t)
+	waitLog(t, agent, "projector started", 60*time.Second)
+	return ns, agent
+}

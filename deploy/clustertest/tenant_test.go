@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nkeys"
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/client"
@@ -33,11 +32,7 @@ import (
 func TestTenantAccountsInANATSServerConfig(t *testing.T) {
 	natsBin, agentdBin := buildBinaries(t)
 	dir := t.TempDir()
-	admin, _ := nkeys.CreateUser()
-	adminPub, _ := admin.PublicKey()
-	adminSeed, _ := admin.Seed()
-	adminFile := filepath.Join(dir, "admin.nk")
-	require.NoError(t, os.WriteFile(adminFile, adminSeed, 0o600))
+	adminPub, adminFile := newAdminSeed(t, dir)
 
 	accounts := filepath.Join(dir, "accounts.conf")
 	writeAccounts := func(args ...string) {
@@ -55,25 +50,8 @@ include 'accounts.conf'
 `, port, filepath.Join(dir, "js"))), 0o600))
 	out, err := exec.Command(natsBin, "-t", "-c", conf).CombinedOutput()
 	require.NoError(t, err, "nats-server -t: %s", out)
-	ns := newProc(t, dir, "nats", natsBin, []string{"-c", conf}, nil)
-	ns.start(t)
-	// agentd exits when no server answers its first connect: start it once
-	// the server listens.
-	require.NoError(t, poll(30*time.Second, 20*time.Millisecond, func() error {
-		if !ns.logContains("Server is ready") {
-			return errNotYet
-		}
-		return nil
-	}), "nats-server did not start: %s", tail(ns.log, 20))
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	agent := newProc(t, dir, "agentd", agentdBin, []string{"serve", "--nats-url", url, "--nkey", adminFile, "--workers", "0", "--http-addr", ""}, nil)
-	agent.start(t)
-	require.NoError(t, poll(60*time.Second, 100*time.Millisecond, func() error {
-		if !agent.logContains("projector started") {
-			return errNotYet
-		}
-		return nil
-	}), "agentd serve did not start: %s", tail(agent.log, 20))
+	ns, _ := startNATSAndServe(t, dir, "", natsBin, agentdBin, conf, url, "--nkey", adminFile)
 
 	// A user of acme in the registry, its account in the configuration.
 	seedFile := filepath.Join(dir, "acme.nk")
