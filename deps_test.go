@@ -18,7 +18,7 @@ func deps(t *testing.T, pkg string) []string {
 
 const mod = "github.com/convlog/convlog/"
 
-// The dependency direction of DESIGN.md, room by room:
+// The dependency direction of docs/design.md ("The parts"), room by room:
 //
 //	events                         nothing of ours, no NATS
 //	fold (the fold)                events; no NATS: a pure function

@@ -46,7 +46,7 @@ func newImportCmd(lf *logFlags) *cobra.Command {
 		Short: "Import OpenAI-format JSONL conversations (one per line) as threads",
 		Long: `import stores each conversation of OpenAI-format JSONL files (one conversation
 per line: {"source","id","meta","messages":[...]}, the format of
-shared/data/conversations and of 'agentd thread export --format openai') as one
+testdata/conversations and of 'agentd thread export --format openai') as one
 thread: thread.created (the leading system message as the system prompt,
 source and id as metadata) then one event per message, in atomic batches.
 Thread and event ids are deterministic, so importing a file twice stores
@@ -61,7 +61,7 @@ With --data-dir (the default ./convlog-data, created if missing): when
 the server projects the threads; otherwise it runs the embedded JetStream
 itself and projects the threads before it exits. With --nats-url it writes to
 a running deployment, whose projector projects the threads.`,
-		Example: `  agentd import ../shared/data/conversations/*.jsonl
+		Example: `  agentd import testdata/conversations/*.jsonl
   agentd import --nats-url nats://127.0.0.1:4222 convs.jsonl --json`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -262,7 +262,7 @@ func newVerifyCmd(lf *logFlags) *cobra.Command {
 prompt and every message byte for byte: role, content (null stays null), tool
 calls (id, name, arguments), tool_call_id and name. It prints identical /
 differing with the first difference, and exits 1 if any thread differs.`,
-		Example: `  agentd verify ../shared/data/conversations/*.jsonl`,
+		Example: `  agentd verify testdata/conversations/*.jsonl`,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {

@@ -24,8 +24,8 @@ appends the recorded tool results; the driver appends the simulated user's later
 messages. All of them are separate writers sharing the thread with optimistic
 concurrency. At the end every thread is compared with its recording; the
 command exits 1 if any differs.`,
-		Example: `  agentd replay-run ../shared/data/conversations/*.jsonl
-  agentd replay-run --pools 4 --json ../shared/data/conversations/tooltalk.jsonl`,
+		Example: `  agentd replay-run testdata/conversations/*.jsonl
+  agentd replay-run --pools 4 --json testdata/conversations/tooltalk.jsonl`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {

@@ -1,7 +1,7 @@
 // Package audit makes convlog's log provable: a hash chain per thread
 // subject, signed checkpoints of the chain heads stored in the stream
 // itself, and a verifier that re-reads both and names the first sequence
-// where anything differs (DESIGN.md, "Trust at the boundaries"; the
+// where anything differs (docs/design.md, "Trust at the boundaries"; the
 // construction, for auditors in other languages, is docs/audit.md).
 //
 // # The chain

@@ -48,7 +48,7 @@ type appendOptions struct {
 
 // ExpectVersion makes the append conditional on the thread being at
 // version v (the stream sequence of its last event; 0 = the thread has no
-// events yet). A mismatch returns a *ConflictError (DESIGN.md invariant 3).
+// events yet). A mismatch returns a *ConflictError (docs/design.md invariant 3).
 func ExpectVersion(v uint64) AppendOption {
 	return func(o *appendOptions) { o.expect, o.hasExpect, o.any = v, true, false }
 }
@@ -81,7 +81,7 @@ type AppendResult struct {
 
 // Append appends evs to tenant/thread as one atomic unit: a single event is
 // one conditional publish, several events are one JetStream atomic batch
-// (all or nothing, DESIGN.md invariant 3). One of [ExpectVersion] or
+// (all or nothing, docs/design.md invariant 3). One of [ExpectVersion] or
 // [AnyVersion] is required.
 //
 // Before publishing, each event is completed (missing id = new UUIDv7,

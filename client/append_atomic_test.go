@@ -88,7 +88,7 @@ func (w *batchWatch) committed() int {
 	return n
 }
 
-// TestTurnIsStoredWholeOrNotAtAllWhenTheWriterStopsMidPublish is DESIGN.md
+// TestTurnIsStoredWholeOrNotAtAllWhenTheWriterStopsMidPublish is docs/design.md
 // invariant 3: an assistant message with 3 tool calls plus the 3 results is
 // one atomic batch. Writers are stopped at random points of the publish
 // (ctx cancelled, connection closed) and a crashed process leaves batches

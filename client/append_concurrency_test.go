@@ -15,7 +15,7 @@ import (
 	"github.com/convlog/convlog/internal/provision"
 )
 
-// TestSixteenWritersOnOneThreadLandEveryAppendExactlyOnce is DESIGN.md
+// TestSixteenWritersOnOneThreadLandEveryAppendExactlyOnce is docs/design.md
 // invariant 3 under contention: 16 goroutines (on 4 clients, i.e. 4
 // services with their own caches and connections) append to one thread with
 // optimistic concurrency and retry each conflict with the same events at

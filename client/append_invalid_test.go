@@ -17,7 +17,7 @@ import (
 // TestInvalidAppendIsRefusedWithATypedErrorAndLeavesTheThreadUnchanged:
 // every append the projector would reject, or that cannot be stored, fails
 // synchronously with a typed error before anything is published
-// (DESIGN.md invariants 3, 5, 6).
+// (docs/design.md invariants 3, 5, 6).
 func TestInvalidAppendIsRefusedWithATypedErrorAndLeavesTheThreadUnchanged(t *testing.T) {
 	env := newAppendEnv(t, provision.Config{})
 	ctx := context.Background()

@@ -14,7 +14,7 @@ import (
 	"github.com/convlog/convlog/internal/provision"
 )
 
-// TestRetriedAppendAfterALostAckReturnsTheOriginalSequence covers DESIGN.md
+// TestRetriedAppendAfterALostAckReturnsTheOriginalSequence covers docs/design.md
 // invariant 4 on both kinds of stream: R1 checks the version before the id
 // (a retry gets 10071 and is resolved by reading forward), R3 checks the id
 // first (a duplicate ack); batches get 10201 on both; outside the duplicate

@@ -12,7 +12,7 @@
 // (0 = no events). Every write names the version it was decided on
 // ([ExpectVersion]) or asks the client to apply it at whatever version the
 // thread has ([AnyVersion]); a mismatch is a *ConflictError carrying the
-// expected and actual versions, never a silent merge (DESIGN.md invariant 3).
+// expected and actual versions, never a silent merge (docs/design.md invariant 3).
 //
 // Before publishing, [Client.Append] validates each event on its own and
 // folds it onto the thread's state with the projector's fold

@@ -10,7 +10,7 @@ import (
 // Sentinel errors of package client. Match with errors.Is.
 var (
 	// ErrConflict: the thread's version is not the one the writer expected
-	// (DESIGN.md invariant 3). Not retryable as is: reload, re-decide, retry
+	// (docs/design.md invariant 3). Not retryable as is: reload, re-decide, retry
 	// with the new version. Returned wrapped in *ConflictError.
 	ErrConflict = errors.New("client: version conflict")
 	// ErrThreadNotFound: the thread has no events, or was erased.

@@ -175,7 +175,7 @@ type ErasureReport struct {
 }
 
 // Erase irreversibly removes a thread: it purges the thread's events from
-// the stream (the only physical removal convlog does, DESIGN.md invariant
+// the stream (the only physical removal convlog does, docs/design.md invariant
 // 1), leaves a thread.erased marker naming what was removed, and purges the
 // thread's snapshot and index keys and deletes its blobs (every lifetime's),
 // and destroys the thread's data key (threadkey.Keys.Destroy: JetStream's

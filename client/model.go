@@ -124,7 +124,7 @@ type ForkRef struct {
 	SourceErased bool `json:"source_erased,omitempty"`
 }
 
-// Rejection records one event the fold skipped (DESIGN.md invariant 6):
+// Rejection records one event the fold skipped (docs/design.md invariant 6):
 // its sequence, event id and type (empty when it did not decode), the
 // fold's code (fold.Code values, e.g. "tool_call_not_pending") and reason.
 type Rejection struct {

@@ -25,7 +25,7 @@ type getOptions struct {
 }
 
 // Consistent makes Get fold the events past the snapshot from the stream,
-// so the answer includes every acknowledged event (DESIGN.md invariant 7).
+// so the answer includes every acknowledged event (docs/design.md invariant 7).
 func Consistent() GetOption { return func(o *getOptions) { o.consistent = true } }
 
 // AtLeastVersion makes Get wait (until ctx ends) until the thread is at
@@ -165,7 +165,8 @@ func (c *Client) Get(ctx context.Context, tenant, thread string, opts ...GetOpti
 	default:
 		atLeast := o.atLeast
 		if o.consistent && c.replicated() {
-			// Direct gets may be served by a lagging replica (DESIGN.md):
+			// Direct gets may be served by a lagging replica (docs/design.md,
+			// "Facts about NATS that shape the design"):
 			// ask the stream leader how far the thread goes.
 			last, err := c.log.leaderLastSeq(ctx, subject)
 			if err != nil {

@@ -8,7 +8,7 @@
 //	<prefix>.<tenant>.<thread>           (default prefix "conv")
 //
 // so the thread's order is the stream sequence order and its version is the
-// stream sequence of its last event (DESIGN.md invariants 2 and 9). Live,
+// stream sequence of its last event (docs/design.md invariants 2 and 9). Live,
 // non-persistent token deltas for streaming UIs go to the sibling subject
 //
 //	<prefix>.<tenant>.<thread>.delta

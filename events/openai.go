@@ -7,7 +7,8 @@ import (
 )
 
 // OpenAIMessage is a message in the OpenAI chat-completions format, the
-// format of the transcripts in shared/data and of /v1/chat/completions.
+// format of the transcripts in testdata/conversations and of
+// /v1/chat/completions.
 //
 // On input both tool-call shapes are accepted: the API's nested
 // {"id","type":"function","function":{"name","arguments"}} and the flat
@@ -246,7 +247,7 @@ func ToOpenAI(m Message) OpenAIMessage {
 }
 
 // ToOpenAIFlat is [ToOpenAI] with tool calls in the flat transcript shape
-// {"id","name","arguments"} used by shared/data and `agentd export`.
+// {"id","name","arguments"} used by testdata/conversations and `agentd export`.
 func ToOpenAIFlat(m Message) OpenAIMessage {
 	o := ToOpenAI(m)
 	for i := range o.ToolCalls {

@@ -10,7 +10,7 @@ import (
 // DefaultPrefix is the subject prefix used when [Subjects.Prefix] is empty.
 const DefaultPrefix = "conv"
 
-// DefaultTenant is the tenant of threads created without one (DESIGN.md
+// DefaultTenant is the tenant of threads created without one (docs/design.md
 // invariant 9).
 const DefaultTenant = "default"
 

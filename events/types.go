@@ -49,7 +49,7 @@ const (
 )
 
 // PendingPolicy is what the fold does with a user or assistant message that
-// arrives while tool calls are still pending (DESIGN.md invariant 5).
+// arrives while tool calls are still pending (docs/design.md invariant 5).
 type PendingPolicy string
 
 // Pending policies.
@@ -158,7 +158,7 @@ type AssistantMessage struct {
 // EventType implements Payload.
 func (AssistantMessage) EventType() Type { return TypeAssistantMessage }
 
-// ToolResult answers one pending tool call (DESIGN.md invariant 5).
+// ToolResult answers one pending tool call (docs/design.md invariant 5).
 type ToolResult struct {
 	ToolCallID string `msgpack:"tool_call_id" json:"tool_call_id"`
 	// Name is the tool name; "" when the source did not record it.

@@ -11,7 +11,7 @@
 // the bytes found on a thread's subject; [Check] gives the verdict without
 // changing anything (writers use it before they publish). The same events
 // always give the same State, in the projector, in client reads and in
-// replay (DESIGN.md invariant 8). An event that breaks an invariant, cannot
+// replay (docs/design.md invariant 8). An event that breaks an invariant, cannot
 // be decoded, has an unknown type or a newer schema version is recorded as
 // a [Rejection] (sequence, event id, [Code], reason) and skipped; the fold
 // never panics and the projector never stops on a bad event (invariant 6).

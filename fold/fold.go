@@ -154,7 +154,7 @@ func applyBytes(s *State, seq uint64, storedAt time.Time, data []byte, unmarshal
 // Check reports the verdict Apply would give ev on s, without changing s:
 // nil, a *RejectionError, ErrNeedHistory, or ErrNeedParent (a fork by
 // reference, whose history the fold does not read). Writers use it to refuse an
-// append before publishing (DESIGN.md invariant 6).
+// append before publishing (docs/design.md invariant 6).
 func Check(s *State, ev events.Stored) error {
 	// Most events only append: check on a small window so the cost does not
 	// grow with the history; fall back to the whole history when needed.

@@ -14,7 +14,7 @@ const MaxRejectionsKept = 100
 
 // State is the projection of one thread: what readers get. It is produced
 // only by the fold ([Apply]) and is deterministic: the same events always
-// give the same State (DESIGN.md invariant 8).
+// give the same State (docs/design.md invariant 8).
 //
 // Messages may be a window: the projector keeps long histories in immutable
 // KV chunks and folds with only the newest messages in memory. Base is the
@@ -153,7 +153,7 @@ type ForkRef struct {
 	SourceErased bool `msgpack:"source_erased,omitempty" json:"source_erased,omitempty"`
 }
 
-// Rejection records one event the fold skipped (DESIGN.md invariant 6).
+// Rejection records one event the fold skipped (docs/design.md invariant 6).
 type Rejection struct {
 	Seq     uint64      `msgpack:"seq" json:"seq"`
 	EventID string      `msgpack:"event_id,omitempty" json:"event_id,omitempty"`

@@ -135,7 +135,7 @@ func TestNewReplayRejectsAnUnconvertibleRecording(t *testing.T) {
 	require.ErrorContains(t, err, "TokenDelay")
 }
 
-// Every assistant turn of every real transcript in shared/data plays back
+// Every assistant turn of every real transcript (transcripts.Find) plays back
 // exactly as recorded, fed the history the recording had at that point.
 func TestReplayPlaysBackEveryRealTranscript(t *testing.T) {
 	set, err := transcripts.Find()

@@ -115,7 +115,7 @@ func TestReplayRunnerErrorsAreResults(t *testing.T) {
 	require.Contains(t, res.Content.String(), `no recorded result for call "c" (t) after the turn at message 1`)
 }
 
-// Every tool result of every real transcript in shared/data is replayed
+// Every tool result of every real transcript (transcripts.Find) is replayed
 // exactly, with the history before the call's turn and with the turn
 // appended.
 func TestReplayRunnerAnswersEveryRealToolCall(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"github.com/convlog/convlog/events"
 )
 
-// Auth binds bearer API keys to tenants (DESIGN.md invariant 9). Keys are
+// Auth binds bearer API keys to tenants (docs/design.md invariant 9). Keys are
 // held only as SHA-256 hashes: a leaked configuration or heap dump does not
 // reveal them. A key never reads or writes another tenant's threads; such
 // threads answer 404, exactly like missing ones.

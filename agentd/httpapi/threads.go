@@ -25,7 +25,7 @@ var idemNamespace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://github.com/c
 // idemID derives a deterministic id from an Idempotency-Key: the UUIDv5 of
 // tenant, thread, key and a purpose ("event:3", "thread"), so a retried
 // request produces the same event ids and the client's idempotent append
-// (DESIGN.md invariant 4) stores nothing twice.
+// (docs/design.md invariant 4) stores nothing twice.
 func idemID(tenant, thread, key, purpose string) string {
 	return uuid.NewSHA1(idemNamespace, []byte(tenant+"\x00"+thread+"\x00"+key+"\x00"+purpose)).String()
 }

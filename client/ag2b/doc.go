@@ -22,7 +22,7 @@
 //
 // [New] loads the thread and follows it with [client.Client.Watch]; every
 // event, whoever appended it, is folded into a local projection by the
-// same deterministic fold the projector runs (DESIGN.md invariant 8). So
+// same deterministic fold the projector runs (docs/design.md invariant 8). So
 // Snapshot reflects changes made by other services and other clients, not
 // only by this process, and listeners fire for them too. Snapshot returns
 // the same slice between changes (AG2B: "the same reference between
@@ -42,7 +42,7 @@
 // AG2B calls a reset or restore while a chat is in flight undefined
 // behaviour: the loop's next iteration reads a mutated snapshot. With
 // convlog it is well defined, because a reset is an event at one point of
-// the thread's total order and writers append conditionally (DESIGN.md
+// the thread's total order and writers append conditionally (docs/design.md
 // invariant 3):
 //
 //   - A worker that read the thread at version v before the reset and

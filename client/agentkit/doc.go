@@ -52,7 +52,7 @@
 // as toolCalls. Writing goes the other way: each output message is an
 // assistant message event followed by the tool results of its calls,
 // appended atomically, so a reader never sees half a turn and the tool
-// results are checked against the calls (DESIGN.md invariant 5).
+// results are checked against the calls (docs/design.md invariant 5).
 //
 // Appends are made with client.AnyVersion() unless the caller passes
 // client.ExpectVersion(v) (optimistic concurrency: several services

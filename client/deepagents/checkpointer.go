@@ -41,7 +41,7 @@ type Checkpointer interface {
 
 // VersionedCheckpointer is a Checkpointer that can make a save conditional
 // on the history the caller loaded: optimistic concurrency for agents that
-// share a thread with other writers (DESIGN.md invariant 3). Both
+// share a thread with other writers (docs/design.md invariant 3). Both
 // implementations of this package have it; check with a type assertion.
 type VersionedCheckpointer interface {
 	Checkpointer

@@ -33,7 +33,7 @@
 // # What Save records
 //
 // The seed's checkpointer overwrites the stored array. [LogCheckpointer]
-// never rewrites anything (DESIGN.md invariant 1): it compares the saved
+// never rewrites anything (docs/design.md invariant 1): it compares the saved
 // history with the thread's projected history and appends the events that
 // turn one into the other, in one atomic append, conditional on the
 // version it read. The rule, first match wins:

@@ -25,7 +25,7 @@ import (
 //     (events.Validate);
 //   - each tool message answers a call pending at that point, and no user,
 //     assistant or system message comes while calls are pending (the
-//     history is valid input for chat APIs, DESIGN.md invariant 5). Calls
+//     history is valid input for chat APIs, docs/design.md invariant 5). Calls
 //     may be pending at the end (a run interrupted for human approval).
 //
 // The log fields (Seq, EventID, Time, Synthetic) are ignored.

@@ -1,5 +1,6 @@
 // Package provision creates or updates, idempotently, the JetStream stream
-// and KV buckets convlog uses, with the settings DESIGN.md implies. Every
+// and KV buckets convlog uses, with the settings of the README's NATS
+// contract (why: docs/design.md, "Facts about NATS that shape the design"). Every
 // component that needs them (agentd, client, projector runner, tests) calls
 // [Ensure]; concurrent calls are safe.
 //

@@ -23,8 +23,7 @@ var Files = []string{"taubench_gpt4o_airline.jsonl", "tooltalk.jsonl", "sweagent
 // Counts is what a transcript file holds: conversations, messages and
 // tool calls, and the quirks the tests check survive a round trip (null
 // and empty contents, non-ASCII text, "\r" and backspace bytes, tool
-// messages that carry a name). The figures of the full set are those of
-// shared/data/conversations/README.md.
+// messages that carry a name).
 type Counts struct {
 	Conversations, Messages, ToolCalls int
 	NullContent, EmptyContent          int
@@ -61,8 +60,8 @@ func (s Set) Total() Counts {
 // Path is the path of file in the set.
 func (s Set) Path(file string) string { return filepath.Join(s.Dir, file) }
 
-// fullSet is shared/data/conversations (README.md there; the sha256 of
-// each file is listed there too).
+// fullSet is the full set of transcripts (the README's "Real
+// conversations"), measured with the same rules as the sample.
 var fullSet = map[string]Counts{
 	"taubench_gpt4o_airline.jsonl": {Conversations: 200, Messages: 5308, ToolCalls: 1164, NullContent: 1074, EmptyContent: 92, NonASCII: 83, Named: 1164},
 	"tooltalk.jsonl":               {Conversations: 78, Messages: 1113, ToolCalls: 266, NullContent: 266, NonASCII: 1, Named: 266},

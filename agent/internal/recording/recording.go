@@ -17,7 +17,7 @@
 //     tools may answer differently from the recording.
 //
 // Matching is by position, never by call id alone: recorded threads reuse
-// call ids (see shared/data/conversations/README.md).
+// call ids (see testdata/conversations/README.md).
 package recording
 
 import (
