@@ -79,6 +79,16 @@ func startAudit(f *serveFlags, cl *client.Client, logger *slog.Logger, m *metric
 	return cps, nil
 }
 
+// missingAuditKey says why a data directory has no audit key at path.
+func missingAuditKey(dataDir, path string) error {
+	if _, err := os.Stat(dataDir); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("data directory %s does not exist (pass the --data-dir agentd serve runs on, or --nats-url with --public-key)", dataDir)
+	}
+	return fmt.Errorf("no audit key at %s: no agentd serve has run on it, so nothing was checkpointed "+
+		"(import and the other commands store events but sign nothing); run agentd serve on it to create the key "+
+		"and checkpoint the stored events, or pass --public-key", path)
+}
+
 func newAuditCmd(lf *logFlags) *cobra.Command {
 	var f cliFlags
 	cmd := &cobra.Command{Use: "audit", Short: "Verify the log against its signed checkpoints"}
@@ -101,7 +111,7 @@ func newAuditCmd(lf *logFlags) *cobra.Command {
 		}
 		key, err := audit.LoadKey(path)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("no audit key at %s: agentd serve creates it on its first start (or pass --public-key)", path)
+			return nil, missingAuditKey(f.conn.DataDir, path)
 		}
 		if err != nil {
 			return nil, err

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -65,6 +67,9 @@ a running deployment, whose projector projects the threads.`,
   agentd import --nats-url nats://127.0.0.1:4222 convs.jsonl --json`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkInputFiles(args); err != nil {
+				return err
+			}
 			rm := events.ReplyMode(replies)
 			if rm != events.RepliesOff && rm != events.RepliesAuto {
 				return usageError{fmt.Errorf("--replies %q: want off or auto", replies)}
@@ -130,12 +135,15 @@ a running deployment, whose projector projects the threads.`,
 					}
 					sum.Projected = err == nil
 				}
+				if err != nil {
+					return fmt.Errorf("%w (stopped after %d threads, %d events)", err, sum.Threads, sum.Events)
+				}
 				if e.json {
 					_ = e.printJSON(sum)
 				} else {
 					printImportSummary(e.out, sum)
 				}
-				if err == nil && sum.Failed > 0 {
+				if sum.Failed > 0 {
 					err = fmt.Errorf("%d conversation(s) could not be imported", sum.Failed)
 				}
 				return err
@@ -149,6 +157,24 @@ a running deployment, whose projector projects the threads.`,
 	cmd.Flags().BoolVar(&noProgress, "no-progress", false, "no progress bar (none is drawn when stderr is not a terminal)")
 	cmd.Flags().StringVar(&format, "format", "openai", "openai (conversations) or events (raw events, as written by 'agentd thread export --format events')")
 	return cmd
+}
+
+// checkInputFiles reports every file argument that is missing or is not
+// a file, before a command opens a data directory or prints anything.
+func checkInputFiles(files []string) error {
+	var errs []error
+	for _, f := range files {
+		st, err := os.Stat(f)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			errs = append(errs, fmt.Errorf("%s does not exist", f))
+		case err != nil:
+			errs = append(errs, err)
+		case st.IsDir():
+			errs = append(errs, fmt.Errorf("%s is a directory: give its .jsonl files", f))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func importFiles(ctx context.Context, e *cliEnv, files []string, opts client.ImportOptions, progress bool) (importSummary, error) {
@@ -265,6 +291,9 @@ differing with the first difference, and exits 1 if any thread differs.`,
 		Example: `  agentd verify testdata/conversations/*.jsonl`,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkInputFiles(args); err != nil {
+				return err
+			}
 			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
 				rep := verifyReport{}
 				total, err := filesSize(args)

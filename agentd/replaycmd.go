@@ -28,6 +28,9 @@ command exits 1 if any differs.`,
   agentd replay-run --pools 4 --json testdata/conversations/tooltalk.jsonl`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkInputFiles(args); err != nil {
+				return err
+			}
 			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
 				var convs []events.Conversation
 				for _, file := range args {
