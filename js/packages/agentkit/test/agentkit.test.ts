@@ -28,11 +28,11 @@ type Msg = { role: string; content?: unknown; tool_calls?: { id: string; name: s
 test("AgentKit 0.13: two turns, a fresh process resumes, a step retry stores nothing twice", async () => {
   // Any string is a thread id (AgentKit allows it; convlog maps it).
   const threadId = "agentkit run/1 · ü";
-  const { network, client } = makeNetwork(agentd.url, keys.acme);
+  const { network, client } = makeNetwork(agentd.url, keys.acme, threadId);
 
   // Turn 1: the model calls the client tool; AgentKit runs it; the model answers from its result.
   const run1 = await network.run("use lookup", { state: createState<Record<string, unknown>>({}, { threadId }) });
-  // results: the user message (loaded by get after appendUserMessage), the tool call, the answer.
+  // results: the tool call, the answer (get leaves out the run's own user message: AgentKit sends it).
   const r1 = run1.state.results.filter((r) => r.agentName === "helper");
   assert.equal(r1.length, 2, "two agent calls (tool call, then answer)");
   assert.equal(r1[0].toolCalls.length, 1, "the first call ran the lookup tool");
@@ -40,7 +40,7 @@ test("AgentKit 0.13: two turns, a fresh process resumes, a step retry stores not
   assert.match(JSON.stringify(r1[1].output), /answer.*42/, "the model answered from the tool's result");
 
   // Turn 2: the same thread id, a new network run (history loaded by get).
-  const { network: network2 } = makeNetwork(agentd.url, keys.acme);
+  const { network: network2 } = makeNetwork(agentd.url, keys.acme, threadId);
   const run2 = await network2.run("my name is colt", { state: createState<Record<string, unknown>>({}, { threadId }) });
   const last2 = run2.state.results[run2.state.results.length - 1];
   assert.match(JSON.stringify(last2.output), /my name is colt/, "turn 2 is answered by convlog's chat endpoint as the model");
@@ -84,7 +84,8 @@ test("AgentKit 0.13: two turns, a fresh process resumes, a step retry stores not
   assert.equal(v2, v1, "a retried appendUserMessage stores nothing");
 
   // A reload gives AgentKit the same results: same agent, output, tool results and checksum.
-  const loaded = await history.get!({ ...ctx } as never);
+  // (A new run: get leaves out only the user message its own run stored.)
+  const loaded = await history.get!({ ...ctx, state: createState<Record<string, unknown>>({}, { threadId }) } as never);
   const agentResults = loaded.filter((r) => r.agentName !== "user");
   const original = [...r1, ...run2.state.results.slice(-1)];
   for (const o of original) {
@@ -107,7 +108,7 @@ test("an AgentResult with an error tool result and raw argument text maps exactl
     { type: "tool_call", role: "assistant", stop_reason: "tool", tools: [{ type: "tool", id: "c1", name: "lookup", input: { q: "x" } }] },
   ], [{ type: "tool_result", role: "tool_result", tool: { type: "tool", id: "c1", name: "lookup", input: { q: "x" } }, content: { error: "not found" }, stop_reason: "tool" }],
   new Date("2026-01-02T03:04:05.678Z"), undefined, undefined, raw);
-  const client = makeNetwork(agentd.url, keys.acme).client;
+  const client = makeNetwork(agentd.url, keys.acme, "agentkit-exact").client;
   const history = convlogHistory<Record<string, unknown>>({ client });
   const threadId = "agentkit-exact";
   await history.createThread!({ state: createState<Record<string, unknown>>({}, { threadId }), input: "" } as never);
