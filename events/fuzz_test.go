@@ -53,11 +53,10 @@ func unmarshalSeeds(t testing.TB) [][]byte {
 		seeds = append(seeds, b)
 	}
 
-	dir, err := transcripts.Dir()
-	require.NoError(t, err)
+	set := transcripts.Load(t)
 	base := time.Date(2025, 1, 1, 0, 0, 0, 123456789, time.UTC)
 	for _, file := range transcripts.Files {
-		convs := loadConversations(t, filepath.Join(dir, file))
+		convs := loadConversations(t, set.Path(file))
 		require.GreaterOrEqual(t, len(convs), fuzzSeedConversations)
 		for _, c := range convs[:fuzzSeedConversations] {
 			evs, err := transcripts.Events(c, "import", transcripts.ThreadID(c), "fuzz", base)

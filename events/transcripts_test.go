@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -81,9 +80,7 @@ type quirks struct {
 // and converts back to the identical OpenAI-format message, compared with
 // the raw JSON of the source line.
 func TestEveryTranscriptMessageRoundTripsThroughEvents(t *testing.T) {
-	set, err := transcripts.Find()
-	require.NoError(t, err, "the transcripts are part of the test data; CI has them beside the clone")
-	dir := set.Dir
+	set := transcripts.Load(t)
 	want := map[string]quirks{}
 	for f, c := range set.Files {
 		want[f] = quirks{conversations: c.Conversations, messages: c.Messages, toolCalls: c.ToolCalls, nullContent: c.NullContent,
@@ -95,7 +92,7 @@ func TestEveryTranscriptMessageRoundTripsThroughEvents(t *testing.T) {
 	total := quirks{}
 	for _, file := range transcripts.Files {
 		t.Run(file, func(t *testing.T) {
-			path := filepath.Join(dir, file)
+			path := set.Path(file)
 			raws := rawLines(t, path)
 			convs := loadConversations(t, path)
 			require.Len(t, convs, len(raws))
@@ -223,12 +220,10 @@ func itoa(i int) string {
 // Message.Payload (as the HTTP API converts what a client sends), compared
 // with the source as read by events.OpenAIMessage.
 func TestEveryTranscriptMessageRoundTripsThroughFromOpenAI(t *testing.T) {
-	set2, err := transcripts.Find()
-	dir := set2.Dir
-	require.NoError(t, err)
+	set2 := transcripts.Load(t)
 	n := 0
 	for _, file := range transcripts.Files {
-		for _, conv := range loadConversations(t, filepath.Join(dir, file)) {
+		for _, conv := range loadConversations(t, set2.Path(file)) {
 			for i, o := range conv.Messages {
 				m, err := events.FromOpenAI(o)
 				require.NoError(t, err)

@@ -3,7 +3,6 @@ package projector_test
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -18,9 +17,7 @@ import (
 // projected by the runner: the snapshot's history equals the source
 // messages exactly, with zero rejections, and equals the in-memory fold.
 func TestRunnerReproducesEveryTranscript(t *testing.T) {
-	set, err := transcripts.Find()
-	dir := set.Dir
-	require.NoError(t, err)
+	set := transcripts.Load(t)
 	e := newEnv(t)
 	// Small chunks so that long transcripts span several chunks.
 	e.start(t, projector.Config{ChunkBytes: 8 << 10, TailBytes: 2 << 10})
@@ -33,7 +30,7 @@ func TestRunnerReproducesEveryTranscript(t *testing.T) {
 	var convs []conv
 	var all []events.Event
 	for _, f := range transcripts.Files {
-		for c, err := range transcripts.Read(filepath.Join(dir, f)) {
+		for c, err := range transcripts.Read(set.Path(f)) {
 			require.NoError(t, err)
 			thread := transcripts.ThreadID(c)
 			evs, err := transcripts.Events(c, "default", thread, "test", time.Unix(1700000000, 0))

@@ -3,7 +3,6 @@ package model_test
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -138,12 +137,10 @@ func TestNewReplayRejectsAnUnconvertibleRecording(t *testing.T) {
 // Every assistant turn of every real transcript (transcripts.Find) plays back
 // exactly as recorded, fed the history the recording had at that point.
 func TestReplayPlaysBackEveryRealTranscript(t *testing.T) {
-	set, err := transcripts.Find()
-	dir := set.Dir
-	require.NoError(t, err)
+	set := transcripts.Load(t)
 	var convs, turns int
 	for _, file := range transcripts.Files {
-		for conv, err := range transcripts.Read(filepath.Join(dir, file)) {
+		for conv, err := range transcripts.Read(set.Path(file)) {
 			require.NoError(t, err)
 			convs++
 			p, err := model.NewReplay(conv, model.ReplayConfig{})

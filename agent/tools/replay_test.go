@@ -3,7 +3,6 @@ package tools_test
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -119,12 +118,10 @@ func TestReplayRunnerErrorsAreResults(t *testing.T) {
 // exactly, with the history before the call's turn and with the turn
 // appended.
 func TestReplayRunnerAnswersEveryRealToolCall(t *testing.T) {
-	set, err := transcripts.Find()
-	dir := set.Dir
-	require.NoError(t, err)
+	set := transcripts.Load(t)
 	calls := 0
 	for _, file := range transcripts.Files {
-		for conv, err := range transcripts.Read(filepath.Join(dir, file)) {
+		for conv, err := range transcripts.Read(set.Path(file)) {
 			require.NoError(t, err)
 			r, err := tools.NewReplay(conv)
 			require.NoError(t, err)

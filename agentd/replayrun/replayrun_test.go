@@ -2,7 +2,6 @@ package replayrun_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -15,12 +14,10 @@ import (
 )
 
 func load(t *testing.T) []events.Conversation {
-	set, err := transcripts.Find()
-	dir := set.Dir
-	require.NoError(t, err)
+	set := transcripts.Load(t)
 	var convs []events.Conversation
 	for _, f := range transcripts.Files {
-		for c, err := range transcripts.Read(filepath.Join(dir, f)) {
+		for c, err := range transcripts.Read(set.Path(f)) {
 			require.NoError(t, err)
 			convs = append(convs, c)
 		}

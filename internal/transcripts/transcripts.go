@@ -1,7 +1,21 @@
 // Package transcripts finds and reads the real agent transcripts, the full
-// set in ../shared/data/conversations (outside the repository; CI has it
-// beside the clone) or the sample in testdata/conversations, and turns a
-// conversation into the events a writer would append.
+// set (outside the repository: $CONVLOG_TRANSCRIPTS, or
+// ../shared/data/conversations beside the clone, where CI has it) or the
+// sample in testdata/conversations, and turns a conversation into the
+// events a writer would append.
+//
+// # The test cache
+//
+// go test reuses a package's earlier result when nothing the test read
+// changed: the go command keys the cached result by the environment
+// variables the test looked up and the files it opened or stat'ed, but
+// only files under the module's root. The full set is outside it. So
+// [Find] names the full set by a path that starts with the module's root
+// and climbs out with "..", and never cleans it ([Set.Dir], [Set.Path]):
+// the go command then checks those files like the repository's own, and
+// adding, changing or removing the full set runs the tests again instead
+// of replaying a result from the other data set. Tests call [Load], which
+// logs which set they run on.
 package transcripts
 
 import (
@@ -12,6 +26,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
+	"testing"
 	"time"
 
 	"github.com/convlog/convlog/events"
@@ -39,13 +55,23 @@ func (c Counts) Add(o Counts) Counts {
 
 // Set is a directory of transcript files (Files) and what each holds.
 type Set struct {
-	// Dir is the directory, absolute.
+	// Dir is the directory, absolute; for the full set it starts with
+	// the module's root and is not cleaned (see the package doc).
 	Dir string
 	// Sample is true for the sample shipped in testdata/conversations,
 	// false for the full set.
 	Sample bool
 	// Files maps each of Files to its counts.
 	Files map[string]Counts
+}
+
+// String names the set and its directory, for a test's log.
+func (s Set) String() string {
+	kind := "the full set of transcripts"
+	if s.Sample {
+		kind = "the sample of transcripts"
+	}
+	return fmt.Sprintf("%s in %s (%d conversations)", kind, filepath.Clean(s.Dir), s.Total().Conversations)
 }
 
 // Total is the sum of the counts of every file.
@@ -57,8 +83,8 @@ func (s Set) Total() Counts {
 	return t
 }
 
-// Path is the path of file in the set.
-func (s Set) Path(file string) string { return filepath.Join(s.Dir, file) }
+// Path is the path of file in the set, as Dir is: not cleaned.
+func (s Set) Path(file string) string { return s.Dir + string(filepath.Separator) + file }
 
 // fullSet is the full set of transcripts (the README's "Real
 // conversations"), measured with the same rules as the sample.
@@ -97,22 +123,56 @@ func Find() (Set, error) {
 	}
 	if d := os.Getenv("CONVLOG_TRANSCRIPTS"); d != "" {
 		abs, err := filepath.Abs(d)
-		return Set{Dir: abs, Files: fullSet}, err
+		if err != nil {
+			return Set{}, err
+		}
+		full := Set{Dir: underRoot(root, abs), Files: fullSet}
+		if err := full.stat(); err != nil {
+			return Set{}, fmt.Errorf("transcripts: CONVLOG_TRANSCRIPTS=%s: %w", d, err)
+		}
+		return full, nil
 	}
-	full := filepath.Join(root, "..", "shared", "data", "conversations")
-	if _, err := os.Stat(filepath.Join(full, Files[0])); err == nil {
-		abs, err := filepath.Abs(full)
-		return Set{Dir: abs, Files: fullSet}, err
+	full := Set{Dir: underRoot(root, filepath.Join(root, "..", "shared", "data", "conversations")), Files: fullSet}
+	if err := full.stat(); err == nil {
+		return full, nil
 	} else if os.Getenv("CI") == "true" {
-		return Set{}, fmt.Errorf("transcripts: %s not found (CI runs on the full set; set CONVLOG_TRANSCRIPTS): %w", full, err)
+		return Set{}, fmt.Errorf("transcripts: %s not found (CI runs on the full set; set CONVLOG_TRANSCRIPTS): %w", filepath.Clean(full.Dir), err)
 	}
 	return sample()
 }
 
-// Dir returns Find's directory.
-func Dir() (string, error) {
+// Load is [Find] for a test: it fails t when Find fails, and logs which
+// set the test runs on.
+func Load(t testing.TB) Set {
+	t.Helper()
 	s, err := Find()
-	return s.Dir, err
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("transcripts: %s", s)
+	return s
+}
+
+// underRoot returns dir as a path that lexically starts with root (root,
+// then ".." up to where dir branches off): the form the go command checks
+// for its test cache. Nothing cleans it.
+func underRoot(root, dir string) string {
+	rel, err := filepath.Rel(root, dir)
+	if err != nil || !strings.HasPrefix(rel, "..") {
+		return dir
+	}
+	return root + string(filepath.Separator) + rel
+}
+
+// stat checks that every file of the set is there; each stat enters the
+// test cache's key (see the package doc).
+func (s Set) stat() error {
+	for _, f := range Files {
+		if _, err := os.Stat(s.Path(f)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Read yields the conversations of one JSONL file, one per line, with the
