@@ -262,6 +262,7 @@ export function convlogHistory<T extends StateData>(opts: ConvlogHistoryOptions)
         baseUrl: `${chat.baseUrl.replace(/\/+$/, "")}/v1/`,
         defaultParameters: { metadata: { conversation_id: threadId }, ...(chat.user ? { user: chat.user } : {}) } as never,
       });
+      m.authKey = chat.apiKey ?? ""; // never openai()'s fallback, OPENAI_API_KEY, sent to convlog
       const onCall = m.onCall;
       m.onCall = (model, body) => {
         onCall?.call(m, model, body);

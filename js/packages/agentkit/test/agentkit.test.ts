@@ -73,7 +73,7 @@ test("AgentKit 0.13: two turns, a fresh process resumes, a step retry stores not
   await history.appendResults!({ ...ctx, newResults: r1 } as never);
   const again = await client.getThread(threadId, { consistent: true });
   assert.equal(again.version, before, "a retried appendResults stores nothing");
-  assert.equal(again.messages.length, msgs.length);
+  assert.equal((again.messages ?? []).length, msgs.length);
 
   // The user message hook retried with the same message id: stored once.
   const userMessage = { id: "0b6f7c1e-1111-4222-8333-944455556666", content: "retry me", role: "user" as const, timestamp: new Date() };

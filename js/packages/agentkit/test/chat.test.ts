@@ -72,7 +72,7 @@ test("AgentKit: 20 turns with a client tool on one thread, each message once in 
 
   // The tenant holds one thread: the history is the model's chat thread.
   const page = await client.listThreads({ limit: 100 });
-  assert.deepEqual(page.threads.map((t: { thread: string }) => t.thread), [thread], "one convlog thread, no extra threads");
+  assert.deepEqual(page.threads.map((t: { thread?: string }) => t.thread), [thread], "one convlog thread, no extra threads");
   const th = await client.getThread(thread, { consistent: true });
   const msgs = th.messages as unknown as Msg[];
   assert.deepEqual(msgs.filter((m) => m.role === "user").map((m) => m.content), inputs, "each user message once");
@@ -109,7 +109,7 @@ test("chat mode: a run that stops after a tool call stores its result, and the n
   assert.deepEqual(msgs.map((m) => m.role), ["user", "assistant", "tool", "assistant", "user", "assistant"],
     "the tool result stored by the history, the agent's answer to it, the next turn");
   assert.equal(msgs[2].content, JSON.stringify({ data: { answer: 42 } }));
-  assert.equal((await client.listThreads({})).threads.filter((t: { thread: string }) => t.thread === th.thread).length, 1);
+  assert.equal((await client.listThreads({})).threads.filter((t: { thread?: string }) => t.thread === th.thread).length, 1);
 });
 
 test("chat mode needs the run's thread id: the model's conversation id", async () => {
