@@ -91,7 +91,9 @@ func missingAuditKey(dataDir, path string) error {
 
 func newAuditCmd(lf *logFlags) *cobra.Command {
 	var f cliFlags
-	cmd := &cobra.Command{Use: "audit", Short: "Verify the log against its signed checkpoints"}
+	cmd := &cobra.Command{Use: "audit", Short: "Verify the log against its signed checkpoints",
+		Example: `  agentd audit verify --data-dir ./convlog-data
+  agentd audit key > audit.pub`}
 	f.register(cmd)
 	var (
 		thread, pubKey, anchorHash, stateFile string
@@ -213,6 +215,8 @@ proves").`,
 	verify.Flags().DurationVar(&interval, "checkpoint-interval", audit.DefaultInterval, "the checkpoint cadence assumed when the stream holds no signed checkpoint recording its own (each checkpoint records its checkpointer's)")
 	verify.Flags().DurationVar(&maxLag, "max-lag", audit.DefaultMaxLag, "the grace beyond the cadence: events no checkpoint covers fail the verification (uncovered) once they and the newest checkpoint are older than the cadence plus this")
 	key := &cobra.Command{Use: "key", Short: "Print the public key that verifies the checkpoints", Args: cobra.NoArgs,
+		Example: `  agentd audit key --data-dir ./convlog-data > audit.pub
+  agentd audit key --public-key audit.pub`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pub, err := trusted()
 			if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 
@@ -77,11 +76,5 @@ func (e *cliEnv) printJSON(v any) error {
 	return enc.Encode(v)
 }
 
-func exactArgs(n int) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if len(args) != n {
-			return usageError{fmt.Errorf("%s takes %d argument(s), got %d", cmd.CommandPath(), n, len(args))}
-		}
-		return nil
-	}
-}
+// exactArgs accepts exactly n arguments; checkUsage words the error.
+func exactArgs(n int) cobra.PositionalArgs { return cobra.ExactArgs(n) }

@@ -67,12 +67,15 @@ a running deployment, whose projector projects the threads.`,
   agentd import --nats-url nats://127.0.0.1:4222 convs.jsonl --json`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkInputFiles(args); err != nil {
-				return err
-			}
 			rm := events.ReplyMode(replies)
 			if rm != events.RepliesOff && rm != events.RepliesAuto {
 				return usageError{fmt.Errorf("--replies %q: want off or auto", replies)}
+			}
+			if format != "openai" && format != "events" {
+				return usageError{fmt.Errorf("--format %q: want openai or events", format)}
+			}
+			if err := checkInputFiles(args); err != nil {
+				return err
 			}
 			if format == "events" {
 				return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) (err error) {

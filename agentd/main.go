@@ -2,14 +2,12 @@
 // projector, agent workers and the HTTP API, plus operator subcommands.
 package main
 
-import (
-	"fmt"
-	"os"
-)
+import "os"
 
 func main() {
-	if err := newRootCmd().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "agentd:", err)
+	cmd, err := newRootCmd().ExecuteC()
+	if err != nil {
+		printError(os.Stderr, cmd, err)
 		os.Exit(exitCode(err))
 	}
 }

@@ -41,6 +41,8 @@ func newOperatorCmd(lf *logFlags) *cobra.Command {
 	var f cliFlags
 	var dir string
 	cmd := &cobra.Command{Use: "operator", Short: "Operator mode: tenant accounts as NATS JWTs on servers with a full resolver (clusters)",
+		Example: `  agentd operator init --dir ops
+  agentd operator tenant-create acme --dir ops --nats-url nats://n1:4222 --out acme.creds`,
 		Long: `Operator mode isolates tenants as 'agentd tenant' does (one NATS account per tenant that imports
 exactly its tenant's subjects from convlog's account CONVLOG), with accounts as JWTs signed by an
 operator and kept by the servers' full resolver, which a cluster replicates itself: no
@@ -63,6 +65,8 @@ agentd serve needs only convlog.creds (--creds). A tenant's service gets its cre
 	cmd.PersistentFlags().StringVar(&dir, "dir", "", "the operator directory (agentd operator init); holds the operator's secrets")
 	var name, resolverDir string
 	initCmd := &cobra.Command{Use: "init --dir DIR", Short: "Create an operator, its system account, CONVLOG and the server configuration in --dir",
+		Example: `  agentd operator init --dir ops
+  agentd operator init --dir ops --partitions 3 --resolver-dir /data/jwt`,
 		Long: `init writes, in --dir (created with mode 0700), a new operator: operator.jwt and its signing key
 operator-signing.nk; the system account sys.jwt and a user of it, sys.creds; convlog's account
 convlog.jwt (JetStream, the exports of the tenant subjects for --stream, --subject-prefix and
@@ -94,7 +98,8 @@ partitions: CONVLOG exports each partition's subjects.`,
 	initCmd.Flags().StringVar(&name, "name", "convlog", "the operator's name")
 	initCmd.Flags().StringVar(&resolverDir, "resolver-dir", opResolverDir, "directory of each nats-server's full resolver (in nats-operator.conf)")
 	serverConf := &cobra.Command{Use: "server-conf --dir DIR --resolver-dir PATH", Short: "Print the nats-server configuration fragment for a resolver directory",
-		Args: exactArgs(0),
+		Example: `  agentd operator server-conf --dir ops --resolver-dir /data/jwt > nats-operator.conf`,
+		Args:    exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dir == "" {
 				return usageError{errors.New("--dir is required")}
@@ -114,7 +119,8 @@ partitions: CONVLOG exports each partition's subjects.`,
 func newOperatorTenantCreateCmd(lf *logFlags, f *cliFlags, dir *string) *cobra.Command {
 	var out, name string
 	c := &cobra.Command{Use: "tenant-create TENANT --dir DIR --nats-url URL --out CREDS_FILE",
-		Short: "Create TENANT's account if new, push it, register a user and write its creds to --out (mode 0600)",
+		Short:   "Create TENANT's account if new, push it, register a user and write its creds to --out (mode 0600)",
+		Example: `  agentd operator tenant-create acme --dir ops --nats-url nats://n1:4222 --out acme.creds --name billing`,
 		Long: `tenant-create pushes TENANT's account to the servers' resolver (made on first use and kept in
 --dir/accounts/TENANT.jwt; pushed again each time, with the current partitions), registers a new
 user in the tenant registry (as 'agentd tenant create' does) and writes its creds file (user JWT
@@ -154,6 +160,8 @@ provisioned or resized). Run one operator command at a time on a --dir.`,
 func newOperatorTenantRevokeCmd(lf *logFlags, f *cliFlags, dir *string) *cobra.Command {
 	var user string
 	c := &cobra.Command{Use: "tenant-revoke TENANT --dir DIR --nats-url URL [--user PUBLIC_KEY]",
+		Example: `  agentd operator tenant-revoke acme --dir ops --nats-url nats://n1:4222
+  agentd operator tenant-revoke acme --dir ops --nats-url nats://n1:4222 --user UABC...`,
 		Short: "Revoke TENANT's user --user, or all its users, in its account (pushed) and the registry",
 		Long: `tenant-revoke adds TENANT's registered users (or only --user) to the revocations of TENANT's
 account, pushes the account to the servers' resolver, which closes their connections and refuses

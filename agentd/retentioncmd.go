@@ -12,7 +12,8 @@ import (
 
 func newRetentionCmd(lf *logFlags) *cobra.Command {
 	var f cliFlags
-	cmd := &cobra.Command{Use: "retention", Short: "Retention policies: what they would erase"}
+	cmd := &cobra.Command{Use: "retention", Short: "Retention policies: what they would erase",
+		Example: `  agentd retention plan --retention-file retention.json`}
 	f.register(cmd)
 	var file string
 	plan := &cobra.Command{Use: "plan", Short: "List the threads a retention file would erase now (a dry run: nothing changes)", Args: cobra.NoArgs,

@@ -12,9 +12,12 @@ import (
 
 func newStreamCmd(lf *logFlags) *cobra.Command {
 	var f cliFlags
-	cmd := &cobra.Command{Use: "stream", Short: "Inspect the JetStream stream and buckets"}
+	cmd := &cobra.Command{Use: "stream", Short: "Inspect the JetStream stream and buckets",
+		Example: `  agentd stream info --json`}
 	f.register(cmd)
 	info := &cobra.Command{Use: "info", Short: "Print the event stream's state and the KV buckets", Args: cobra.NoArgs,
+		Example: `  agentd stream info --data-dir ./convlog-data
+  agentd stream info --nats-url nats://n1:4222 --json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
 				// Partition 0's stream and buckets at the top level; with

@@ -17,6 +17,8 @@ import (
 func newTenantCmd(lf *logFlags) *cobra.Command {
 	var f cliFlags
 	cmd := &cobra.Command{Use: "tenant", Short: "Tenant-scoped NATS users: create, list, revoke, show their accounts",
+		Example: `  agentd tenant create acme --out acme.nk
+  agentd tenant list --json`,
 		Long: `A tenant-scoped NATS user may append to and read one tenant's threads over NATS and
 nothing else. Each tenant is a NATS account of its own that imports exactly its tenant's
 subjects from convlog's account (CONVLOG: the streams, buckets and the tenant service), so no
@@ -35,7 +37,8 @@ nats.CustomInboxPrefix("_INBOX_<tenant>"), and uses client.Config{Tenant: "<tena
 	f.register(cmd)
 	var out, name string
 	create := &cobra.Command{Use: "create TENANT --out SEED_FILE", Short: "Create a user of TENANT and write its NKey seed to --out (mode 0600)",
-		Args: exactArgs(1),
+		Example: `  agentd tenant create acme --out acme.nk --name billing`,
+		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return usageError{errors.New("--out is required: the file the user's NKey seed is written to (never stored by convlog)")}
@@ -70,6 +73,8 @@ nats.CustomInboxPrefix("_INBOX_<tenant>"), and uses client.Config{Tenant: "<tena
 	create.Flags().StringVar(&out, "out", "", "file to write the user's NKey seed to (must not exist)")
 	create.Flags().StringVar(&name, "name", "", "a label for the user (e.g. the service that holds it)")
 	list := &cobra.Command{Use: "list [TENANT]", Short: "List the tenant-scoped users (of TENANT, or all)", Args: cobra.MaximumNArgs(1),
+		Example: `  agentd tenant list
+  agentd tenant list acme --json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
 				reg, err := e.registry(ctx)
@@ -91,6 +96,8 @@ nats.CustomInboxPrefix("_INBOX_<tenant>"), and uses client.Config{Tenant: "<tena
 		}}
 	var user string
 	revoke := &cobra.Command{Use: "revoke TENANT [--user PUBLIC_KEY]", Short: "Revoke TENANT's user --user, or all of TENANT's users",
+		Example: `  agentd tenant revoke acme
+  agentd tenant revoke acme --user UABC...`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
@@ -118,6 +125,8 @@ nats.CustomInboxPrefix("_INBOX_<tenant>"), and uses client.Config{Tenant: "<tena
 	revoke.Flags().StringVar(&user, "user", "", "public NKey of the user to revoke (default: every user of the tenant)")
 	var format string
 	perms := &cobra.Command{Use: "permissions TENANT", Short: "Print the NATS allow lists of TENANT's users (JSON)",
+		Example: `  agentd tenant permissions acme
+  agentd tenant permissions acme --partitions 3`,
 		Long: `permissions prints the allow lists of a tenant-scoped user of TENANT for the configured
 stream, buckets and subject prefix, as JSON: the subjects its account imports from convlog's and
 its users may use. For a deployment of K partitions give --partitions K (the lists name every
@@ -142,6 +151,8 @@ crossing into another tenant's data.`,
 	var convlogKeys []string
 	var noRegistry bool
 	accounts := &cobra.Command{Use: "accounts --convlog-nkey U... [--no-registry]", Short: "Print the nats-server accounts block that isolates the tenants",
+		Example: `  agentd tenant accounts --nats-url nats://n1:4222 --nkey agentd.nk --convlog-nkey UAGENTD... > accounts.conf
+  agentd tenant accounts --convlog-nkey UAGENTD... --no-registry`,
 		Long: `accounts prints the "accounts { ... }" block of a nats-server configuration for the
 deployment: convlog's account CONVLOG (JetStream, the users --convlog-nkey names, which agentd
 and your services with every permission connect as, and the exports of every tenant-scoped

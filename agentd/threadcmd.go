@@ -32,6 +32,8 @@ func newThreadCmd(lf *logFlags) *cobra.Command {
 	var listOpts client.ListOptions
 	var md []string
 	list := &cobra.Command{Use: "list", Short: "List threads, newest first", Args: cobra.NoArgs,
+		Example: `  agentd thread list --agent demo --limit 20
+  agentd thread list --meta source=tooltalk --json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
 				for _, kv := range md {
@@ -71,6 +73,8 @@ func newThreadCmd(lf *logFlags) *cobra.Command {
 
 	var events_ bool
 	get := &cobra.Command{Use: "get THREAD", Short: "Print a thread (consistent read)", Args: exactArgs(1),
+		Example: `  agentd thread get hello
+  agentd thread get hello --events --json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
 				opts := []client.GetOption{client.Consistent(), client.IncludeDeleted()}
@@ -93,6 +97,8 @@ func newThreadCmd(lf *logFlags) *cobra.Command {
 	var after uint64
 	var deltas bool
 	tail := &cobra.Command{Use: "tail THREAD", Short: "Follow a thread's events live (Ctrl-C to stop)", Args: exactArgs(1),
+		Example: `  agentd thread tail hello
+  agentd thread tail hello --after 42 --deltas`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
 				w, err := e.c.Watch(ctx, e.tenant, args[0], client.WatchOptions{After: after, Deltas: deltas})
@@ -132,6 +138,8 @@ func newThreadCmd(lf *logFlags) *cobra.Command {
 	var atSeq uint64
 	var asOf string
 	replay := &cobra.Command{Use: "replay THREAD", Short: "Print a thread as it was at a sequence or time, folded from the log", Args: exactArgs(1),
+		Example: `  agentd thread replay hello --at-seq 42
+  agentd thread replay hello --as-of 2026-11-28T12:00:00Z --json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
 				var opts []client.GetOption
@@ -166,6 +174,7 @@ func newThreadCmd(lf *logFlags) *cobra.Command {
 	var forkAt uint64
 	var forkID string
 	fork := &cobra.Command{Use: "fork THREAD", Short: "Fork a thread at a sequence into a new thread", Args: exactArgs(1),
+		Example: `  agentd thread fork hello --at-seq 42 --id hello-branch`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
 				_, nt, v, err := e.c.Fork(ctx, e.tenant, args[0], client.ForkOptions{AtSeq: forkAt, ThreadID: forkID})
@@ -185,6 +194,8 @@ func newThreadCmd(lf *logFlags) *cobra.Command {
 	var format string
 	var all, noProgress bool
 	export := &cobra.Command{Use: "export [THREAD]", Short: "Write a thread (or with --all the whole tenant) as JSONL to stdout",
+		Example: `  agentd thread export hello > hello.jsonl
+  agentd thread export --all --format events --tenant acme > acme.jsonl`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if all == (len(args) == 1) {
@@ -205,6 +216,7 @@ func newThreadCmd(lf *logFlags) *cobra.Command {
 
 	var reason string
 	del := &cobra.Command{Use: "delete THREAD", Short: "Soft-delete a thread (hidden, kept for audit, reversible with undelete)", Args: exactArgs(1),
+		Example: `  agentd thread delete hello --reason "user request"`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
 				v, err := e.c.Delete(ctx, e.tenant, args[0], reason)
@@ -216,6 +228,7 @@ func newThreadCmd(lf *logFlags) *cobra.Command {
 		}}
 	del.Flags().StringVar(&reason, "reason", "", "why (recorded in the event)")
 	undel := &cobra.Command{Use: "undelete THREAD", Short: "Reverse a soft delete", Args: exactArgs(1),
+		Example: `  agentd thread undelete hello --reason "deleted by mistake"`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
 				v, err := e.c.Undelete(ctx, e.tenant, args[0], reason)
@@ -228,6 +241,7 @@ func newThreadCmd(lf *logFlags) *cobra.Command {
 	undel.Flags().StringVar(&reason, "reason", "", "why (recorded in the event)")
 	var yes bool
 	erase := &cobra.Command{Use: "erase THREAD", Short: "Irreversibly purge a thread's events, snapshot and index entry", Args: exactArgs(1),
+		Example: `  agentd thread erase hello --reason "GDPR request 1234" --yes`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !yes {
 				return usageError{fmt.Errorf("erase is irreversible: pass --yes")}
@@ -250,6 +264,8 @@ func newThreadCmd(lf *logFlags) *cobra.Command {
 	var redactSeq uint64
 	var redactFields []string
 	redact := &cobra.Command{Use: "redact THREAD", Short: "Irreversibly make one event's content (or some fields) unreadable, keeping the event", Args: exactArgs(1),
+		Example: `  agentd thread redact hello --seq 42 --reason "pasted a password" --yes
+  agentd thread redact hello --seq 42 --fields tool_calls.arguments --yes`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !yes {
 				return usageError{fmt.Errorf("redaction is irreversible: pass --yes")}

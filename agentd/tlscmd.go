@@ -29,7 +29,8 @@ const (
 )
 
 func newTLSCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "tls", Short: "TLS certificates for a deployment (the NATS cluster's client and route listeners, the HTTP API)"}
+	cmd := &cobra.Command{Use: "tls", Short: "TLS certificates for a deployment (the NATS cluster's client and route listeners, the HTTP API)",
+		Example: `  agentd tls init --dir ./tls --hosts n1,n2,n3,localhost,127.0.0.1`}
 	var dir, hosts string
 	var days int
 	initCmd := &cobra.Command{Use: "init", Short: "Create a CA and a certificate for the given hosts in --dir, unless they exist",
@@ -39,6 +40,8 @@ server and client authentication, so that the same files serve the NATS client l
 cluster routes (mutual TLS) and the HTTP API. Clients trust ca.pem (agentd --tls-ca). Files
 that exist are kept: running it again (a compose init step) changes nothing. docker-compose.yml
 runs it once into the tls volume.`,
+		Example: `  agentd tls init --dir ./tls --hosts n1,n2,n3,localhost,127.0.0.1
+  agentd tls init --dir ./tls --hosts api.example.com --days 365`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dir == "" {
