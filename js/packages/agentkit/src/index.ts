@@ -197,8 +197,9 @@ export function convlogHistory<T extends StateData>(opts: ConvlogHistoryOptions)
       const ev = userEvent(threadId, m);
       if (chat) {
         // The model's first request stores it (with the agent's tools); appendResults stores it if no request did.
-        const th = await readThread(client, threadId);
-        runs.start(key, { message: ev, content: textOf(m.content), after: th?.messages?.length ?? 0 });
+        // A step: a retried Inngest function counts the messages as they were before this run.
+        const after = await step(ctx, `convlog-user-seen-${m.id}`, async () => (await readThread(client, threadId))?.messages?.length ?? 0);
+        runs.start(key, { message: ev, content: textOf(m.content), after });
         return;
       }
       await step(ctx, `convlog-user-${m.id}`, () => appendOnce(client, threadId, [ev]));

@@ -112,6 +112,21 @@ test("chat mode: a run that stops after a tool call stores its result, and the n
   assert.equal((await client.listThreads({})).threads.filter((t: { thread?: string }) => t.thread === th.thread).length, 1);
 });
 
+test("chat mode scoped to a user: the user's thread, owned by the user", async () => {
+  const client = new ConvlogClient({ baseUrl: agentd.url, apiKey: keys.acme });
+  const history = convlogHistory<S>({ client, chat: { baseUrl: proxy.url, apiKey: keys.acme, agent: "demo", user: "user-7" } });
+  const threadId = "issue-39-user";
+  const from = proxy.requests.length;
+  for (const [turn, input] of ["use lookup", "and now?"].entries()) await network(history, threadId, turn).run(input, { state: createState<S>({}, { threadId }) });
+  const thread = chatThreadId("demo", "user-7", threadId);
+  assert.deepEqual(proxy.requests.slice(from).map((r) => [r.status, r.thread, r.body.user]), [
+    [200, thread, "user-7"], [200, thread, "user-7"], [200, thread, "user-7"],
+  ]);
+  const th = await client.getThread(thread, { consistent: true });
+  assert.equal(th.owner, "user-7");
+  assert.deepEqual((th.messages as unknown as Msg[]).filter((m) => m.role === "user").map((m) => m.content), ["use lookup", "and now?"]);
+});
+
 test("chat mode needs the run's thread id: the model's conversation id", async () => {
   const client = new ConvlogClient({ baseUrl: agentd.url, apiKey: keys.acme });
   const history = convlogHistory<S>({ client, chat: { baseUrl: proxy.url, apiKey: keys.acme, agent: "demo" } });
