@@ -210,10 +210,6 @@ type Redaction struct {
 	MarkerSeq uint64   `json:"marker_seq"`
 }
 
-// RedactedType is the Convlog-Type header value of a redaction record
-// (events.TypeRedacted).
-const RedactedType = "event.redacted"
-
 // redactionOf decodes r when it is an event.redacted event (never sealed:
 // schemas/payloads/event.redacted.json).
 func redactionOf(r Record) (Redaction, bool) {
@@ -235,11 +231,6 @@ func redactionOf(r Record) (Redaction, bool) {
 	p := ev.Payload
 	return Redaction{Subject: r.Subject, Seq: p.Seq, EventID: p.EventID, UpToSeq: p.UpToSeq, Fields: p.Fields, Reason: p.Reason, MarkerSeq: r.Seq}, true
 }
-
-// ErasedType is the Convlog-Type header value of an erasure marker
-// (events.TypeErased; repeated here so this package needs no events
-// import).
-const ErasedType = "thread.erased"
 
 // Verify re-reads the checkpoints and the scope's stored messages and
 // reports every difference: each checkpoint's signature (a trusted key),

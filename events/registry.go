@@ -2,10 +2,17 @@ package events
 
 import "fmt"
 
+// The decoder's type switches and payload readers (decode_gen.go), the
+// type lists of schemas/envelope.json and of the HTTP API's Event schema,
+// the table of schemas/README.md and audit's type names are generated
+// from the registry; TestGeneratedFilesAreUpToDate fails when one is stale.
+//go:generate go run -tags convlog_nogen ./internal/gen/cmd/eventsgen
+
 // TypeInfo is one event type's entry in the registry: adding an event type
 // is one entry here, its payload type (with EventType), its fold case in
-// projector, and its schema in schemas/payloads (TestEveryRegisteredTypeIsEverywhere
-// in the repository root fails when one of them is missing).
+// package fold, and its schema in schemas/payloads
+// (TestEveryRegisteredTypeIsEverywhere in the repository root fails when
+// one of them is missing), then "go generate ./events/".
 type TypeInfo struct {
 	// Type is the wire name.
 	Type Type

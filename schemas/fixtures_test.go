@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/convlog/convlog/events"
@@ -15,27 +16,10 @@ const (
 	fxCorrelation = "turn-2025-06-01-0007"
 )
 
-// fxID returns the n-th fixture event id: a UUIDv7 (version 7, RFC 4122
-// variant) in canonical lower-case form.
+// fxID returns the n-th fixture event id (n from 1 to 255): a UUIDv7
+// (version 7, RFC 4122 variant) in canonical lower-case form.
 func fxID(n int) string {
-	ids := []string{
-		"01972b6e-8a40-7c1d-8e2f-3a4b5c6d7e01",
-		"01972b6e-8a40-7c1d-8e2f-3a4b5c6d7e02",
-		"01972b6e-8a40-7c1d-8e2f-3a4b5c6d7e03",
-		"01972b6e-8a40-7c1d-8e2f-3a4b5c6d7e04",
-		"01972b6e-8a40-7c1d-8e2f-3a4b5c6d7e05",
-		"01972b6e-8a40-7c1d-8e2f-3a4b5c6d7e06",
-		"01972b6e-8a40-7c1d-8e2f-3a4b5c6d7e07",
-		"01972b6e-8a40-7c1d-8e2f-3a4b5c6d7e08",
-		"01972b6e-8a40-7c1d-8e2f-3a4b5c6d7e09",
-		"01972b6e-8a40-7c1d-8e2f-3a4b5c6d7e0a",
-		"01972b6e-8a40-7c1d-8e2f-3a4b5c6d7e0b",
-		"01972b6e-8a40-7c1d-8e2f-3a4b5c6d7e0c",
-		"01972b6e-8a40-7c1d-8e2f-3a4b5c6d7e0d",
-		"01972b6e-8a40-7c1d-8e2f-3a4b5c6d7e0e",
-		"01972b6e-8a40-7c1d-8e2f-3a4b5c6d7e0f",
-	}
-	return ids[n-1]
+	return fmt.Sprintf("01972b6e-8a40-7c1d-8e2f-3a4b5c6d7e%02x", n)
 }
 
 // fxTime returns the fixture time of the n-th event: nanosecond precision,
