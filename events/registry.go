@@ -1,6 +1,9 @@
 package events
 
-import "fmt"
+import (
+	"fmt"
+	"reflect"
+)
 
 // The decoder's type switches and payload readers (decode_gen.go), the
 // type lists of schemas/envelope.json and of the HTTP API's Event schema,
@@ -24,15 +27,17 @@ type TypeInfo struct {
 	// before it knows its stored sequence (see fold.State.Renumber).
 	Renumberable bool
 
-	new   func() Payload
-	deref func(Payload) Payload
+	goType reflect.Type
+	new    func() Payload
+	deref  func(Payload) Payload
 }
 
 // register is the registry entry of payload type T under t.
 func register[T Payload](t Type, inAPI, renumberable bool) TypeInfo {
 	return TypeInfo{Type: t, InAPI: inAPI, Renumberable: renumberable,
-		new:   func() Payload { return any(new(T)).(Payload) },
-		deref: func(p Payload) Payload { return *any(p).(*T) },
+		goType: reflect.TypeFor[T](),
+		new:    func() Payload { return any(new(T)).(Payload) },
+		deref:  func(p Payload) Payload { return *any(p).(*T) },
 	}
 }
 

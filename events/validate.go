@@ -323,8 +323,6 @@ func validatePayload(p Payload, l Limits, bad badFunc) error {
 			return err
 		}
 		return validateContent(v.Content, "content", bad)
-	case Reset, Deleted, Undeleted, Erased:
-		return nil
 	case Redacted:
 		switch {
 		case v.UpToSeq != 0 && (v.Seq != 0 || v.EventID != ""):
@@ -388,6 +386,10 @@ func validatePayload(p Payload, l Limits, bad badFunc) error {
 			return bad("source_seq", "a fork by reference needs the source's sequence")
 		}
 		return validateMessages(v.Messages, l, "messages", bad)
+	}
+	// A registered payload type without rules of its own is valid as it is.
+	if ti, ok := byType[p.EventType()]; ok && reflect.TypeOf(p) == ti.goType {
+		return nil
 	}
 	return bad("", "unknown payload type %T", p)
 }

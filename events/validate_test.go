@@ -239,3 +239,18 @@ func TestValidationErrorsReadWell(t *testing.T) {
 	err = events.ValidateThreadID("ab\xff")
 	assert.Contains(t, err.Error(), "byte 0xff (not UTF-8) at byte 2")
 }
+
+// impostor is a payload type of another package that claims a registered
+// type's name.
+type impostor struct{ Reason string }
+
+func (impostor) EventType() events.Type { return events.TypeReset }
+
+// A payload is valid without rules of its own only when it is the
+// registered payload type of its event type.
+func TestAPayloadOfAnotherGoTypeIsNotTheRegisteredOne(t *testing.T) {
+	require.NoError(t, withPayload(events.Reset{Reason: "r"}).Validate())
+	var ve *events.ValidationError
+	require.ErrorAs(t, withPayload(impostor{Reason: "r"}).Validate(), &ve)
+	assert.Contains(t, ve.Reason, "unknown payload type events_test.impostor")
+}
