@@ -22,6 +22,7 @@
 //	POST   /v1/threads/{id}/fork         {at_seq?, id?}
 //	POST   /v1/threads/{id}/undelete     reverse a soft delete (idempotent)
 //	POST   /v1/threads/{id}/erase        {"confirm": true, reason?}: purge irreversibly; returns the report
+//	POST   /v1/threads/{id}/redact       {"seq", "fields"?, "reason"?, "confirm": true}: make one event's content unreadable for good (a key rotation)
 //	GET    /v1/threads/{id}/export       ?format=events|openai: streamed JSON lines (application/x-ndjson)
 //	GET    /v1/threads/{id}/state        the key-value state at the current version (?prefix=), from the snapshot's head and the log's tail
 //	GET    /v1/threads/{id}/state/{key}  one key (URL-encoded; 404 state-key-not-found)
@@ -30,6 +31,9 @@
 //	PUT    /v1/threads/{id}/blobs/{name} store the body as a blob (Config.MaxBlobBytes, 32 MiB; 413 beyond); name may hold '/'
 //	GET    /v1/threads/{id}/blobs/{name} the blob's bytes (ETag: its digest; 404 blob-not-found)
 //	DELETE /v1/threads/{id}/blobs/{name} delete it (204)
+//	GET    /v1/threads/{id}/audit        verify the thread against the signed checkpoints (anchor_seq, anchor_hash)
+//	GET    /v1/audit/verify              verify the tenant's threads the same way
+//	GET    /v1/audit/key                 the public key that verifies the checkpoints (public)
 //
 // Appends take If-Match: "<version>" (the ETag of a read) for optimistic
 // concurrency ([client.ExpectVersion]); without it they apply at any version
