@@ -34,6 +34,16 @@
 // so every input decodes as that decoder defines; tests and a fuzz test
 // compare the two.
 //
+// # Event types
+//
+// The registry (registry.go) is the one list of event types: each entry
+// names the wire type and its payload type. "go generate ./events/"
+// derives the rest from it and from the payload schemas: the decoder's type
+// switches and payload readers (decode_gen.go), the type lists of
+// schemas/envelope.json and of the HTTP API's Event schema, the type table
+// of schemas/README.md and package audit's type names. A test fails while
+// one of them is stale.
+//
 // This package depends on the standard library, msgpack and uuid only: it
 // never imports NATS, so any service can use the contract.
 package events
