@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -57,4 +58,42 @@ func TestCommandsOnMissingInputsSayWhatIsWrong(t *testing.T) {
 		require.Contains(t, stderr, "no agentd serve has run on it")
 		require.NotContains(t, stderr, "does not exist")
 	})
+}
+
+// The README's commands on the real transcripts run on a fresh clone: they
+// read testdata/conversations, and each succeeds on the sample.
+func TestReadmeTranscriptCommandsRunOnTheSample(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	require.NoError(t, err)
+	_, sec, ok := strings.Cut(string(b), "\n## Real conversations\n")
+	require.True(t, ok)
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	bin, err := buildOnce()
+	require.NoError(t, err)
+	dir := filepath.Join(t.TempDir(), "data")
+	var ran []string
+	for line := range strings.SplitSeq(sec, "\n") {
+		cmdline, ok := strings.CutPrefix(line, "    go run ./agentd ")
+		if !ok {
+			continue
+		}
+		cmdline, _, _ = strings.Cut(cmdline, "#")
+		var args []string
+		for _, w := range strings.Fields(cmdline) {
+			if !strings.Contains(w, "*") {
+				args = append(args, w)
+				continue
+			}
+			m, err := filepath.Glob(filepath.Join("..", w))
+			require.NoError(t, err)
+			require.NotEmpty(t, m, "%s matches files on a fresh clone", w)
+			args = append(args, m...)
+		}
+		cmd := exec.Command(bin, append(args, "--data-dir", dir)...)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "agentd %s\n%s", cmdline, out)
+		ran = append(ran, args[0])
+		t.Logf("agentd %s\n%s", cmdline, out)
+	}
+	require.Equal(t, []string{"import", "verify", "replay-run"}, ran)
 }
