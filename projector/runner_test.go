@@ -17,6 +17,7 @@ import (
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/fold"
 	"github.com/convlog/convlog/internal/embedded"
+	"github.com/convlog/convlog/internal/foldcases"
 	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/projector"
@@ -343,7 +344,7 @@ func TestReadersNeverSeeATornSnapshot(t *testing.T) {
 		_ = fold.ApplyBytes(mem, seqs[i], time.Time{}, b)
 		for k < len(snaps) && snaps[k].snap.State.Version == seqs[i] {
 			got := snaps[k].snap.State
-			require.Equal(t, lines(mem.Messages), lines(got.Messages), "snapshot at version %d", seqs[i])
+			require.Equal(t, foldcases.Lines(mem.Messages), foldcases.Lines(got.Messages), "snapshot at version %d", seqs[i])
 			require.Equal(t, mem.Generation, got.Generation)
 			k++
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/fold"
+	"github.com/convlog/convlog/internal/foldcases"
 	"github.com/convlog/convlog/projector"
 	"github.com/convlog/convlog/snapstore"
 )
@@ -300,7 +301,7 @@ func TestConcurrentCachedLoads(t *testing.T) {
 	fingerprint := func(ms []events.Message) uint64 {
 		h := fnv.New64a()
 		for _, m := range ms {
-			fmt.Fprintf(h, "%d %s\n", m.Seq, line(m))
+			fmt.Fprintf(h, "%d %s\n", m.Seq, foldcases.Line(m))
 		}
 		return h.Sum64()
 	}

@@ -1,4 +1,4 @@
-package projector_test
+package fold_test
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/fold"
+	"github.com/convlog/convlog/internal/foldcases"
 )
 
 // Folding events with provisional sequences (version+1, +2, ...) and then
@@ -23,14 +24,20 @@ import (
 func TestRenumberEqualsFoldWithStoredSequences(t *testing.T) {
 	for seed := range uint64(300) {
 		r := rand.New(rand.NewPCG(seed, 7))
-		c := &clock{t: time.Unix(1700000000, 0)}
+		at := time.Unix(1700000000, 0)
+		ev := func(p events.Payload) events.Event {
+			at = at.Add(time.Millisecond)
+			e := events.New("acme", "t1", "test", p)
+			e.Time = at
+			return e
+		}
 		policy := events.PendingReject
 		if r.IntN(2) == 0 {
 			policy = events.PendingCancel
 		}
 		s := fold.NewState("acme", "t1")
 		seq := uint64(r.IntN(50) + 1)
-		require.NoError(t, fold.Apply(s, events.Stored{Seq: seq, Event: c.ev("acme", "t1", events.ThreadCreated{PendingPolicy: policy})}))
+		require.NoError(t, fold.Apply(s, events.Stored{Seq: seq, Event: ev(events.ThreadCreated{PendingPolicy: policy})}))
 		call := 0
 		for round := 0; round < 20; round++ {
 			var evs []events.Event
@@ -38,28 +45,28 @@ func TestRenumberEqualsFoldWithStoredSequences(t *testing.T) {
 				var p events.Payload
 				switch k := r.IntN(7); {
 				case k == 0:
-					p = user(fmt.Sprintf("u%d", round))
+					p = foldcases.User(fmt.Sprintf("u%d", round))
 				case k == 1:
-					p = say("a")
+					p = foldcases.Say("a")
 				case k == 2:
 					var ids []string
 					for range r.IntN(3) + 1 {
 						ids = append(ids, fmt.Sprintf("call_%d", call%4)) // ids repeat, as in real threads
 						call++
 					}
-					p = calls(ids...)
+					p = foldcases.Calls(ids...)
 				case k == 3 && len(s.Pending) > 0:
-					p = result(s.Pending[r.IntN(len(s.Pending))].ID, "r")
+					p = foldcases.Result(s.Pending[r.IntN(len(s.Pending))].ID, "r")
 				case k == 4:
 					p = events.StateSet{Key: "k", Value: json.RawMessage(fmt.Sprint(round))}
 				case k == 5:
 					title := fmt.Sprintf("title %d", round)
 					p = events.ThreadUpdated{Title: &title}
 				default:
-					p = result("nope", "no such call") // rejected
+					p = foldcases.Result("nope", "no such call") // rejected
 				}
 				require.True(t, fold.Renumberable(p), "%T", p)
-				evs = append(evs, c.ev("acme", "t1", p))
+				evs = append(evs, ev(p))
 			}
 			// The stored sequences: after the version, with gaps (other
 			// threads' events in between).
