@@ -27,27 +27,98 @@ const mod = "github.com/convlog/convlog/"
 //	threadkey (thread data keys)   events, internal/lru; nats.go's KV
 //	projector (the runner)         client (its durable consume) and below
 //	internal/tenancy               events, threadkey, the internal leaves: the permission
-//	                               set, the tenant service and its caller (no server)
+//	                               set, the tenant service and its caller (no server);
+//	                               it imports threadkey because its service creates a
+//	                               thread's key record for a tenant that may not write the
+//	                               key bucket, and checks the record by threadkey's own
+//	                               rule (CheckNewRecord, Key): the record format has one owner
 //	internal/quota                 events, the internal leaves: the usage meter, the limits, the writers' check
 //	client                         events, fold, snapstore, threadkey, internal/tenancy, internal/quota, the internal leaves; never the runner
 //	agent/...                      events only, no NATS
 //	client adapters                client and below, nothing of agentd
 //	agentd/chat (the chat service)  client and below; not the HTTP API
 //	agentd/httpapi                 client and below, schemas, agentd/chat; no server, no worker
+//	agentd/worker, replayrun       client and below, agent; replayrun drives the workers
+//	agentd (the command)           everything above but test support
+//	test support                   natstest, tenancytest, modeltest, checkpointertest, the
+//	                               test agent (agentd/internal/agenttest: it implements
+//	                               worker.Tools, so it sits under agentd with its users)
 //
 // The internal leaves (directget, provision, lru, shutdown, ports) are NATS
 // plumbing, a cache, a stop gate and a port finder that import nothing of ours; only internal/embedded (and tests)
 // import nats-server.
 func TestDependencyDirection(t *testing.T) {
+	for _, c := range dependencyRules() {
+		t.Run(c.pkg, func(t *testing.T) {
+			out, err := exec.Command("go", "list", "./"+c.pkg).CombinedOutput()
+			require.NoError(t, err, "package %s: %s", c.pkg, out)
+			for _, d := range deps(t, "./"+c.pkg) {
+				for _, f := range c.forbidden {
+					require.False(t, strings.HasPrefix(d, f), "%s imports %s", c.pkg, d)
+				}
+				if strings.HasPrefix(d, mod) && d != mod+c.pkg {
+					ours := strings.TrimPrefix(d, mod)
+					ok := false
+					for _, a := range c.allowOurs {
+						ok = ok || ours == a || strings.HasPrefix(ours, a+"/")
+					}
+					require.True(t, ok, "%s imports %s, which the dependency direction forbids", c.pkg, d)
+				}
+			}
+		})
+	}
+}
+
+// TestEveryPackageHasADependencyRule fails when a package of the module
+// (go list ./...) has no rule in [dependencyRules], so that a new
+// package states where it sits before it is merged.
+func TestEveryPackageHasADependencyRule(t *testing.T) {
+	ruled := map[string]bool{}
+	for _, c := range dependencyRules() {
+		require.False(t, ruled[c.pkg], "two rules for %s", c.pkg)
+		ruled[c.pkg] = true
+	}
+	out, err := exec.Command("go", "list", "./...").CombinedOutput()
+	require.NoError(t, err, string(out))
+	var missing []string
+	for _, p := range strings.Fields(string(out)) {
+		rel := strings.TrimPrefix(p, mod)
+		if p == strings.TrimSuffix(mod, "/") {
+			rel = "."
+		}
+		if !ruled[rel] {
+			missing = append(missing, rel)
+		}
+	}
+	require.Empty(t, missing, "packages with no rule in dependencyRules")
+}
+
+// A dependencyRule says what one package may import: no import path with
+// a prefix in forbidden, and of this module only the packages in
+// allowOurs (and their subpackages).
+type dependencyRule struct {
+	pkg       string
+	forbidden []string
+	allowOurs []string
+}
+
+// testSupport is the module's test-support packages: production code
+// imports none of them.
+func testSupport() []string {
+	var out []string
+	for _, p := range []string{"internal/natstest", "internal/nodetest", "internal/tenancy/tenancytest",
+		"agent/model/modeltest", "agentd/internal/agenttest", "client/deepagents/checkpointertest"} {
+		out = append(out, mod+p)
+	}
+	return out
+}
+
+func dependencyRules() []dependencyRule {
 	leaves := []string{"internal/provision", "internal/directget", "internal/lru", "internal/shutdown", "internal/ports"}
 	below := func(extra ...string) []string {
 		return append(append([]string{"events", "fold", "snapstore", "threadkey", "internal/tenancy", "internal/quota"}, leaves...), extra...)
 	}
-	cases := []struct {
-		pkg       string
-		forbidden []string
-		allowOurs []string
-	}{
+	return []dependencyRule{
 		{"events", []string{"github.com/nats-io/"}, nil},
 		{"internal/directget", []string{"github.com/nats-io/nats-server"}, nil},
 		{"internal/provision", []string{"github.com/nats-io/nats-server"}, nil},
@@ -83,25 +154,38 @@ func TestDependencyDirection(t *testing.T) {
 		// worker, no server.
 		{"agentd/chat", []string{"github.com/nats-io/nats-server"}, below("client")},
 		{"agentd/retention", []string{"github.com/nats-io/nats-server"}, below("client")},
-	}
-	for _, c := range cases {
-		t.Run(c.pkg, func(t *testing.T) {
-			out, err := exec.Command("go", "list", "./"+c.pkg).CombinedOutput()
-			require.NoError(t, err, "package %s: %s", c.pkg, out)
-			for _, d := range deps(t, "./"+c.pkg) {
-				for _, f := range c.forbidden {
-					require.False(t, strings.HasPrefix(d, f), "%s imports %s", c.pkg, d)
-				}
-				if strings.HasPrefix(d, mod) && d != mod+c.pkg {
-					ours := strings.TrimPrefix(d, mod)
-					ok := false
-					for _, a := range c.allowOurs {
-						ok = ok || ours == a || strings.HasPrefix(ours, a+"/")
-					}
-					require.True(t, ok, "%s imports %s, which the dependency direction forbids", c.pkg, d)
-				}
-			}
-		})
+		// Agent workers run the agent loop on client: no HTTP API, no server.
+		{"agentd/worker", []string{"github.com/nats-io/nats-server"}, below("client", "agent")},
+		// replay-run drives recorded conversations through the workers.
+		{"agentd/replayrun", []string{"github.com/nats-io/nats-server"}, below("client", "agent", "agentd/worker")},
+		// The web page is static files: nothing of ours, no NATS.
+		{"agentd/webui", []string{"github.com/nats-io/"}, nil},
+		// The command wires everything (the embedded server included) but
+		// imports no test support.
+		{"agentd", testSupport(), below("client", "projector", "audit", "agent", "agentd", "schemas",
+			"internal/datadir", "internal/embedded", "internal/transcripts")},
+		// The wire contract is JSON Schema files: nothing of ours, no NATS.
+		{"schemas", []string{"github.com/nats-io/"}, nil},
+		// The embedded server imports nats-server and nothing of ours.
+		{"internal/embedded", nil, nil},
+		// The real transcripts turn into events; no NATS.
+		{"internal/transcripts", []string{"github.com/nats-io/"}, []string{"events"}},
+		// The event registry's generator reads the registry; no NATS.
+		{"events/internal/gen", []string{"github.com/nats-io/"}, []string{"events"}},
+		{"events/internal/gen/cmd/eventsgen", []string{"github.com/nats-io/"}, []string{"events"}},
+		// The fake model's recorder: events only.
+		{"agent/internal/recording", []string{"github.com/nats-io/"}, []string{"events", "agent"}},
+		// Test support: each sits on what it fakes or starts.
+		{"agent/model/modeltest", []string{"github.com/nats-io/"}, []string{"events", "agent"}},
+		{"agentd/internal/agenttest", []string{"github.com/nats-io/nats-server"}, below("client", "agent", "agentd/worker")},
+		{"client/deepagents/checkpointertest", []string{"github.com/nats-io/nats-server"}, below("client")},
+		{"internal/natstest", nil, append([]string{"internal/embedded"}, leaves...)},
+		{"internal/tenancy/tenancytest", []string{"github.com/nats-io/nats-server"}, append([]string{"events", "threadkey", "internal/tenancy"}, leaves...)},
+		{"internal/nodetest", []string{"github.com/nats-io/"}, nil},
+		// The cluster tests build with -tags cluster; without it, a doc.go.
+		{"deploy/clustertest", []string{"github.com/nats-io/"}, nil},
+		// This package: the tests that hold the repository together.
+		{".", []string{"github.com/nats-io/"}, nil},
 	}
 }
 

@@ -15,10 +15,10 @@ import (
 
 	"github.com/convlog/convlog/agent/model"
 	"github.com/convlog/convlog/agentd/httpapi"
+	"github.com/convlog/convlog/agentd/internal/agenttest"
 	"github.com/convlog/convlog/agentd/worker"
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/internal/agenttest"
 	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/projector"
 )

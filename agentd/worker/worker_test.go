@@ -12,10 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/agent/model"
+	"github.com/convlog/convlog/agentd/internal/agenttest"
 	"github.com/convlog/convlog/agentd/worker"
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/internal/agenttest"
 	"github.com/convlog/convlog/internal/natstest"
 )
 
