@@ -40,7 +40,7 @@ const mod = "github.com/convlog/convlog/"
 //	agentd/httpapi                 client and below, schemas, agentd/chat; no server, no worker
 //	agentd/worker, replayrun       client and below, agent; replayrun drives the workers
 //	agentd (the command)           everything above but test support
-//	test support                   natstest, tenancytest, modeltest, checkpointertest, the
+//	test support                   natstest, tenancytest, modeltest, checkpointertest, foldcases, the
 //	                               test agent (agentd/internal/agenttest: it implements
 //	                               worker.Tools, so it sits under agentd with its users)
 //
@@ -107,7 +107,8 @@ type dependencyRule struct {
 func testSupport() []string {
 	var out []string
 	for _, p := range []string{"internal/natstest", "internal/nodetest", "internal/tenancy/tenancytest",
-		"agent/model/modeltest", "agentd/internal/agenttest", "client/deepagents/checkpointertest"} {
+		"agent/model/modeltest", "agentd/internal/agenttest", "client/deepagents/checkpointertest",
+		"internal/foldcases"} {
 		out = append(out, mod+p)
 	}
 	return out
@@ -182,6 +183,8 @@ func dependencyRules() []dependencyRule {
 		{"internal/natstest", nil, append([]string{"internal/embedded"}, leaves...)},
 		{"internal/tenancy/tenancytest", []string{"github.com/nats-io/nats-server"}, append([]string{"events", "threadkey", "internal/tenancy"}, leaves...)},
 		{"internal/nodetest", []string{"github.com/nats-io/"}, nil},
+		// The fold's case table: events and the fold, no NATS.
+		{"internal/foldcases", []string{"github.com/nats-io/"}, []string{"events", "fold"}},
 		// The cluster tests build with -tags cluster; without it, a doc.go.
 		{"deploy/clustertest", []string{"github.com/nats-io/"}, nil},
 		// This package: the tests that hold the repository together.
