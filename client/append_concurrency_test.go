@@ -31,7 +31,7 @@ func TestSixteenWritersOnOneThreadLandEveryAppendExactlyOnce(t *testing.T) {
 	}{
 		{"when each append is one user message, on a single-replica stream", 1, false, 8},
 		// Atomic batches on R1 file streams are staged in a file store of
-		// their own and synced at commit (~25 ms here), and a batch that
+		// their own and synced at commit, and a batch that
 		// loses the race pays it too: fewer turns keep the test short.
 		{"when each append is a two-event turn of a tool call and its result, on a single-replica stream", 1, true, 2},
 		{"when each append is a two-event turn of a tool call and its result, on a three-replica stream", 3, true, 6},

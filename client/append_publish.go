@@ -17,8 +17,8 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 )
 
-// JetStream error codes convlog handles. Source: nats-server errors.json,
-// measured on v2.15.2 (shared/research/nats_jetstream_facts.md §1.2, §3.1).
+// JetStream error codes convlog handles. Source: nats-server's
+// errors.json (v2.15.2).
 const (
 	errCodeMsgNotFound          = 10037 // no message found (last_by_subj on an empty subject)
 	errCodeMsgTooLarge          = 10054 // message exceeds maximum

@@ -13,7 +13,7 @@ import (
 
 // The state cache is bounded by bytes as well as by count: states whose
 // newest messages are large (an image part) are evicted before the count
-// is reached (issue 22, target 5: caches bounded by bytes).
+// is reached.
 func TestStateCacheIsBoundedByBytes(t *testing.T) {
 	c := newStateCache(4096)
 	image := strings.Repeat("A", 1<<20)

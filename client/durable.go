@@ -46,8 +46,8 @@ type DurableConfig struct {
 	// the message block, but for the filter "<prefix>.*.*" over a stream
 	// of two subjects it matches the filter against every subject the
 	// block holds, per delivery: a cost that grows with the threads
-	// written to the block (projector.BenchmarkCatchUp: 12-15% of the
-	// catch-up rate at 1,000 threads). Not with Tenant. Setting or
+	// written to the block (projector.BenchmarkCatchUp shows it in the
+	// catch-up rate). Not with Tenant. Setting or
 	// clearing it updates an existing consumer's filter.
 	AllSubjects bool
 	// DeliverNew delivers only events stored after the consumer is first

@@ -124,8 +124,8 @@ func TestForkByReferenceOfAThreadLargerThanAnEvent(t *testing.T) {
 
 // BenchmarkGetOfAForkByReference: Get (the projector's snapshot) of a fork
 // by reference of a 10,000-message thread, against Get of the source, a
-// thread of the same length, in one run; metric fork/source (issue 20's
-// target: at most 1.2).
+// thread of the same length, in one run; metric fork/source (target: at
+// most 1.2).
 func BenchmarkGetOfAForkByReference(b *testing.B) {
 	c, ns := newClient(b)
 	ctx := context.Background()

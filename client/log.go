@@ -18,11 +18,10 @@ import (
 // and pageBytes about how many bytes (the server stops after the message
 // that reaches it). BenchmarkBatch (internal/directget: 10,000 messages of
 // 700 bytes) finds no page size between 250 and 10,000 messages, nor a
-// max_bytes, faster than another beyond the shared machine's noise (about
-// 55-70k messages/s each): the cost is per message, in the server and in
-// nats.go. Larger pages are not free either: the server holds the stream's
-// isolation lock for a whole page, and appends to the stream wait for it
-// (about 5 ms per 1,000 messages here).
+// max_bytes, faster than another beyond the noise: the cost is per
+// message, in the server and in nats.go. Larger pages are not free
+// either: the server holds the stream's isolation lock for a whole page,
+// and appends to the stream wait for it.
 const (
 	pageSize  = 1000
 	pageBytes = 8 << 20

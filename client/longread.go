@@ -10,15 +10,13 @@ import (
 
 // Long reads through a consumer.
 //
-// A batched direct get costs nats-server 2.15 about three times the CPU
-// per message of a consumer's delivery for convlog's events: every event
+// A batched direct get costs nats-server 2.15 several times the CPU per
+// message of a consumer's delivery for convlog's events: every event
 // is stored with headers (Convlog-Type, Convlog-Schema, Nats-Msg-Id), and
 // for such a message the server adds the six direct get headers one by
 // one through net/http.Header.Write, and the client parses nine headers
-// instead of three. Measured with internal/directget's BenchmarkBatch and
-// BenchmarkOrderedConsumer (10,000 messages of 700 bytes, server in
-// process, 2 cores): about 24 µs of CPU per message against about 7 µs.
-// So a read with many events left after its first page reads them through
+// instead of three (internal/directget's BenchmarkBatch and
+// BenchmarkOrderedConsumer compare the two). So a read with many events left after its first page reads them through
 // an ephemeral consumer (memory storage, one replica, no acks), created
 // for the read and deleted after it.
 //

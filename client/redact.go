@@ -40,7 +40,7 @@ const redactTimeout = 2 * time.Minute
 
 // Redact makes the content of one event of tenant/thread (the event at
 // stream sequence seq) unreadable everywhere, keeping the event and the
-// rest of the thread (issue 20 item 4; docs/erasure-design.md): fields
+// rest of the thread (docs/erasure-design.md): fields
 // names the payload fields to replace (events.RedactableFields; every
 // content field of the event when empty), reason is recorded in the clear.
 //

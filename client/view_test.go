@@ -130,8 +130,7 @@ func TestGetViewDecodesAnUnchangedHeadOnce(t *testing.T) {
 // BenchmarkGetView reads a projected thread of 1,000 messages of 512 bytes
 // of text with GetView over an in-process connection (how agentd's HTTP
 // API reads its embedded server), its chunks and head cached: the warm
-// read of issue 22's target 4 (bench/'s get section compares it with
-// Redis).
+// read that BENCHMARKS.md (section 2) compares with Redis.
 //
 //	go test ./client -run '^$' -bench BenchmarkGetView
 func BenchmarkGetView(b *testing.B) {

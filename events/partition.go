@@ -6,7 +6,7 @@ package events
 // nats-server's subject mapping function {{partition(k,1,2)}} computes for
 // "<prefix>.<tenant>.<thread>", so a producer in any language (or the
 // server itself) places a thread the same way. The layout that uses it is
-// docs/partitions-design.md (issue 21, item 4).
+// docs/partitions-design.md.
 func Partition(tenant, thread string, k int) int {
 	if k <= 1 {
 		return 0

@@ -271,8 +271,8 @@ type Erased struct {
 func (Erased) EventType() Type { return TypeErased }
 
 // Redacted records that content of one earlier event of the thread was
-// made unreadable (issue 20: a GDPR request about one message, a secret
-// leaked into a tool result). It is written by client.Redact only, after
+// made unreadable (a GDPR request about one message, a secret leaked into
+// a tool result). It is written by client.Redact only, after
 // the event's key was destroyed and its content replaced by
 // [RedactedText] in the named fields; it is never sealed, so an auditor
 // reads it without keys. The stored bytes of the redacted event do not

@@ -393,8 +393,8 @@ func cpuTime() time.Duration {
 // 1,000 threads round robin (100,000 events, conditional appends' headers
 // left out: plain publishes, as a backlog after an outage holds both)
 // with no projector running, then starts one and times it until the
-// consumer has every trigger acked: the catch-up rate of issue 22's target
-// 1 (bench/'s lag section measures it at 300,000 events). Reported:
+// consumer has every trigger acked: the catch-up rate (bench/'s lag
+// section measures it at 300,000 events). Reported:
 // events/s, events folded per step (the triggers a thread had queued:
 // Config.MaxAckPending and MaxTriggerBytes bound them) and log reads per
 // step.

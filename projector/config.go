@@ -29,7 +29,7 @@ type Config struct {
 	// "convlog_keys".
 	KeyBucket string
 	// Partition is which partition (0..K-1) of the deployment this
-	// projector projects (docs/partitions-design.md, issue 21 item 4):
+	// projector projects (docs/partitions-design.md):
 	// Stream, SubjectPrefix and the buckets above name the deployment
 	// (partition 0), and partition p's stream, subjects and buckets are
 	// derived from them (provision.Config.Partition). A deployment of K
@@ -77,17 +77,13 @@ type Config struct {
 	// the head and the index entry are three round trips), so the steps an
 	// instance can take per second are about Workers divided by a step's
 	// time, and a slow moment of the server (its garbage collection, a
-	// block flush) becomes a queue when the workers are mostly busy. With
-	// nats-server in a process of its own on 2 cores (bench/, section 3,
-	// 5,000 events/s over 1,000 threads, a step about 0.8 ms), lag p99 was
-	// 56-80 ms with 8 workers and 16-44 ms with 64 (four runs each,
-	// alternated, both kinds of publish), 12-26 and 9-18 ms with the
-	// server in process, and catch-up the same (58-72k/s either way); a
-	// server across a network makes each round trip longer and the
-	// difference larger. A worker holds one thread's step at a time (its
+	// block flush) becomes a queue when the workers are mostly busy; a
+	// server across a network makes each round trip longer and more
+	// workers matter more. A worker holds one thread's step at a time (its
 	// head and the events it folds, which MaxBatch and MaxTriggerBytes
-	// bound), so more workers cost little memory: the projector's peak RSS
-	// in bench/'s memory section was 481 MiB with 64 (497 with 8).
+	// bound), so more workers cost little memory. BENCHMARKS.md (section 3,
+	// and its analysis of the projector's workers) has the lag, catch-up
+	// and memory with 8 and with 64 workers.
 	Workers int
 	// MaxBatch is the most events one projection step folds before it
 	// writes the head. Default 1000.
@@ -96,9 +92,8 @@ type Config struct {
 	// all instances. Default 50,000: in a catch-up (a backlog over many
 	// threads, delivered in stream order) a step folds the triggers its
 	// thread has queued, so this bounds the events per step and with them
-	// the rate (BenchmarkCatchUp, 1,000 threads: 3.8 events per step and
-	// 27k events/s at 2,000; 15.5 and 59k/s at 10,000; 40 and 78k/s at
-	// 50,000). The memory it would take is bounded by MaxTriggerBytes.
+	// the rate (BenchmarkCatchUp reports both). The memory it would take
+	// is bounded by MaxTriggerBytes.
 	MaxAckPending int
 	// MaxTriggerBytes bounds the heap the triggers an instance holds keep,
 	// delivered and not yet folded and acked: over it, the instance takes
@@ -106,10 +101,8 @@ type Config struct {
 	// MiB. A trigger counts its event, subject, reply subject and headers,
 	// and about 1 KiB for nats.go's message and its parsed headers and
 	// metadata ([Held]): 96 MiB holds about 46,000 triggers of events of
-	// 500 bytes of text (BenchmarkCatchUp with 8 workers: 45 events per step
-	// and the rate of MaxAckPending alone, within noise; 64 MiB: 38 and 10%
-	// less; with 64 workers 25 events per step, and 88k/s against 77-82k/s).
-	// A single trigger larger than it is still taken. The consumer's pull
+	// 500 bytes of text, enough that a catch-up's rate is that of
+	// MaxAckPending alone (BenchmarkCatchUp). A single trigger larger than it is still taken. The consumer's pull
 	// buffer comes on top: two of the largest events the server takes (2 x
 	// its max payload + 64 KiB, in bytes on the wire).
 	MaxTriggerBytes int
@@ -132,9 +125,8 @@ type Config struct {
 	// CacheBytes bounds the memory of those cached heads (estimated: their
 	// deltas' and tails' encoded bytes plus per-message overhead), least recently
 	// projected evicted first. Default 64 MiB. A cache smaller than the
-	// threads written at once costs a head read from KV per step (with 256
-	// threads cached, a round robin over 1,000 threads at 1,000 events/s
-	// spent about 25% of the projector's CPU on them; BENCHMARKS.md).
+	// threads written at once costs a head read from KV per step, a large
+	// share of the projector's CPU under round-robin traffic.
 	CacheBytes int
 
 	// Logger receives the runner's logs; nil discards them.

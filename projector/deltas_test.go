@@ -29,7 +29,7 @@ func (c *countingKV) Get(ctx context.Context, key string) (jetstream.KeyValueEnt
 }
 
 // Every projection step writes the messages it added once, as a delta,
-// and a head that carries no messages (issue 22, target 1); a reader gets
+// and a head that carries no messages; a reader gets
 // the deltas with one batched request, or one get each without it; once
 // the deltas reach a tail's bytes they are joined into the open chunk and
 // purged.

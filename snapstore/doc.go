@@ -31,17 +31,15 @@
 // final chunks (level 1), open chunks (level 0: a few, each larger than the
 // next), and deltas ([LevelDelta], 2).
 //
-// # Why deltas (issue 22, target 1)
+// # Why deltas
 //
-// Until deltas, every projection step rewrote the head, which carried the
-// tail of newest messages (up to TailBytes): a message of m bytes was
-// written about TailBytes/(2m) times as head (32 times for 512 bytes) and
-// the projector wrote 21 KV bytes per event byte at 5,000 events/s over
-// 1,000 threads. Now a step writes the messages it added once, as a delta,
-// and a head of a few hundred bytes (the state, and one chunk reference
-// per delta, integers in their shortest msgpack form): 1.8 KV bytes per
-// event byte in the same run (bench/, section 3), of which the deltas are
-// the event's own bytes once.
+// A step writes the messages it added once, as a delta, and a head of a
+// few hundred bytes (the state, and one chunk reference per delta,
+// integers in their shortest msgpack form), so the deltas are the event's
+// own bytes once. A head that carried the tail of newest messages (up to
+// TailBytes) would be rewritten by every step: a message of m bytes would
+// be written about TailBytes/(2m) times (32 times for 512 bytes). The KV
+// bytes written per event byte are in BENCHMARKS.md (section 3).
 //
 // # Rules
 //
@@ -53,8 +51,8 @@
 //     between half of TailBytes and TailBytes and fixed per thread by a
 //     hash of its ids (threads that grow in step, as under round-robin
 //     traffic, would otherwise all cut, and purge their deltas, at the
-//     same moment: p99 lag 0.8-1 s at 5,000 events/s over 1,000 threads
-//     against 14-17 ms spread), the deltas are decoded back in front of
+//     same moment, and the projector's lag would jump with each such
+//     burst), the deltas are decoded back in front of
 //     the tail (each becomes garbage, removed by a purge marker that
 //     expires: a publish, not a stream purge request) and the tail
 //     moves into the open chunks (the trailing level-0 chunks), which
@@ -85,12 +83,13 @@
 //
 // Every message is written once as a delta and about
 // log2(ChunkBytes/TailBytes) times into open chunks over a thread's life
-// (5 at the defaults; none while a thread is under 32 KiB). Until
-// 2026-11-26 one open chunk took every tail and was written again each
-// time: ChunkBytes/(2*cut point) times per message, 12 to 24 at the
-// defaults (TestChunkBytesWrittenGrowLogarithmically: 50x against 4x),
-// and every cut made a warm reader fetch the whole open chunk again (up
-// to 768 KiB) where it now fetches the tail's chunk and, now and then, a
+// (5 at the defaults; none while a thread is under 32 KiB). That is why
+// open chunks merge like a binary counter: a single open chunk that took
+// every tail would be written again each time, ChunkBytes/(2*cut point)
+// times per message (12 to 24 at the defaults;
+// TestChunkBytesWrittenGrowLogarithmically holds the difference), and
+// every cut would make a warm reader fetch the whole open chunk again (up
+// to 768 KiB) where it fetches the tail's chunk and, now and then, a
 // merged one.
 //
 // # Crash safety, and readers never torn
@@ -121,10 +120,7 @@
 // follows this one may name them (it derives the same keys and finds them
 // with Create), so purging them could remove a chunk from under that
 // head; the next commit sweeps again, until the thread has moved past
-// them. (Until 2026-11-26 the sweep listed those too, and a late purge
-// did remove such a chunk: TestSweepNeverPurgesAChunkALaterHeadNames, and
-// TestTwoInstancesMatchOneInstance failed one run in four under the race
-// detector.) (A thread's first step starts
+// them (TestSweepNeverPurgesAChunkALaterHeadNames). (A thread's first step starts
 // from no head, which is not swept, so that creating threads costs no
 // listing: a crash in it may leave one delta behind.) A step working from a stale head
 // can still leave a chunk nobody names after a newer head was written by
@@ -154,13 +150,11 @@
 // thread it read before has its chunks and deltas requested together with
 // the head and decoded straight into the slice Load returns, before the
 // head is there; a chunk the new head no longer names is waited for and
-// dropped, one it names in addition is fetched after the head. (Measured
-// before deltas, on 2 cores: a 1,000-message thread, a head of 18 KiB and
-// one open chunk, loaded in 1.2 to 1.5 times the time of one KV get of a
-// value of the same size; bench/'s section 2 has this run's figures.)
-// Building the []events.Message costs: decoding 1,000 messages into a
-// slice takes 27 µs, allocating that slice (270 KB of structs) about 100 µs
-// more (BenchmarkDecodeChunk); [Store.LoadView] avoids the copy.
+// dropped, one it names in addition is fetched after the head.
+// BENCHMARKS.md (section 2) compares a Load with one KV get of a value of
+// the same size. Building the []events.Message allocates a slice of
+// structs, which costs more than decoding the messages into it
+// (BenchmarkDecodeChunk); [Store.LoadView] avoids the copy.
 //
 // Because a chunk never changes, a [Store] keeps the chunks it decoded
 // in an LRU cache bounded by their encoded size

@@ -183,9 +183,8 @@ func TestCutPointIsFixedPerThreadAndSpread(t *testing.T) {
 
 // Over a long thread's life, each message is written into about
 // log2(chunkBytes/tailBytes) chunks (the open chunks merge like a binary
-// counter), not chunkBytes/(2*cut point) as when one open chunk took every
-// tail (the rule before 2026-11-26 wrote 50 times the history here, this
-// one 4 times).
+// counter), not chunkBytes/(2*cut point) as when one open chunk takes
+// every tail (here: 4 times the history, where that rule would write 50).
 func TestChunkBytesWrittenGrowLogarithmically(t *testing.T) {
 	const n = 6000 // 226 bytes each: 1.36 MB, five chunks of 256 KiB
 	all := layoutMsgs(100_000, n, 200)

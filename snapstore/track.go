@@ -23,8 +23,8 @@ const trackedHeads = sharedHeads
 // TrackHeads makes [Store.LoadView] skip the head's KV get for a thread
 // whose head it decoded before, while a watch of the bucket's heads shows
 // that the head has not changed since: client-side caching with
-// server-assisted invalidation, as Redis's CLIENT TRACKING (issue 22,
-// target 4: a warm view costs no round trip). It needs the chunk cache
+// server-assisted invalidation, as Redis's CLIENT TRACKING, so that a warm
+// view costs no round trip. It needs the chunk cache
 // (Options.ChunkCacheBytes not negative) and permission to create an
 // ordered consumer on the bucket's stream (KV_<bucket>); it returns an
 // error when either is missing, or when tracking was started already.

@@ -247,9 +247,9 @@ type writtenCounters struct {
 	heads, chunks, deltas, index                  atomic.Uint64
 }
 
-// Written returns what the writer wrote so far (write amplification:
-// issue 22 compares it with the bytes of the events projected). Safe for
-// concurrent use.
+// Written returns what the writer wrote so far; compared with the bytes
+// of the events projected, it is the projection's write amplification.
+// Safe for concurrent use.
 func (w *Writer) Written() Written {
 	c := &w.written
 	return Written{HeadBytes: c.headBytes.Load(), ChunkBytes: c.chunkBytes.Load(), DeltaBytes: c.deltaBytes.Load(), IndexBytes: c.indexBytes.Load(),
@@ -488,7 +488,7 @@ func (w *Writer) purge(ctx context.Context, garbage []string) []string {
 	// that expire: a publish each, concurrently, instead of a stream
 	// purge request each (a JetStream API call that takes the stream's
 	// lock; one with a wildcard also loads every message block the
-	// subjects span: both stalled the projector at 5,000 events/s).
+	// subjects span: both stall the projector under a steady load).
 	var markers, purges []string
 	for _, g := range garbage {
 		if w.markers && isDeltaKey(g) {
