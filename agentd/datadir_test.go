@@ -48,7 +48,7 @@ func stopServe(t *testing.T, p *proc) {
 	}
 }
 
-// Finding 1 of the reliability issue: writers append to `agentd serve`
+// Writers append to `agentd serve`
 // while operator commands (fork, delete, import) run with --data-dir on the
 // same directory; after a graceful restart every acknowledged append and
 // every write of the operator commands is there, and the snapshots agree
@@ -241,7 +241,7 @@ func TestSecondServeOnTheSameDataDirFails(t *testing.T) {
 	require.Contains(t, string(out), "in use")
 }
 
-// Finding 2 of the reliability issue: the embedded NATS server of serve
+// The embedded NATS server of serve
 // requires the credentials generated in its data directory (owner-only
 // permissions); a client without them cannot connect, so it can neither
 // read a tenant's events nor publish a forged marker.

@@ -19,7 +19,7 @@ import (
 	"github.com/convlog/convlog/threadkey"
 )
 
-// Erase means gone (issue 20 item 5), on one node with agentd's own data
+// Erase means gone, on one node with agentd's own data
 // directory: a thread's text, title, state and blob never reach any file
 // under the data directory in the clear (they are sealed with the
 // thread's data key), and after the erasure the key itself is in no file

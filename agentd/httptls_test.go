@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// --http-tls-cert/--http-tls-key (issue 21 item 2): the HTTP API, the
+// --http-tls-cert/--http-tls-key: the HTTP API, the
 // web page and SSE are served over HTTPS only; a client that trusts the
 // certificate gets HTTP/2, a plain-HTTP request is refused, and a bad
 // certificate file is named by --check.

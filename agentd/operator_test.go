@@ -28,7 +28,8 @@ func runCLIFull(t *testing.T, args ...string) (string, string, error) {
 	return stdout.String(), stderr.String(), err
 }
 
-// Finding 9 of the reliability issue: the operator commands' rough edges.
+// The operator commands at their edges: a missing data directory, flag
+// usage, progress output into a pipe, an import's projection.
 func TestOperatorCommands(t *testing.T) {
 	t.Run("a command on a data directory that does not exist fails and creates nothing", func(t *testing.T) {
 		missing := filepath.Join(t.TempDir(), "no-such-dir")

@@ -17,7 +17,7 @@ import (
 	"github.com/convlog/convlog/client"
 )
 
-// Issue 21 item 3 with agentd itself: with --quota-file, a tenant over
+// Quotas with agentd itself: with --quota-file, a tenant over
 // its storage quota gets 429 quota-exceeded over HTTP (naming the limit),
 // its tenant-scoped NATS users lose the right to append (a raw publish is
 // denied by the server), the metrics say so, and another tenant writes on.

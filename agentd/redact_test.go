@@ -25,7 +25,7 @@ import (
 	"github.com/convlog/convlog/threadkey"
 )
 
-// Redaction of one field (issue 20 item 4), end to end on agentd with its
+// Redaction of one field, end to end on agentd with its
 // own data directory: in a thread of 1,000 messages the content of one is
 // redacted; the thread's old key (and with it the event's key) is in no
 // file afterwards, and the secret never was in the clear; the default

@@ -17,13 +17,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Finding 5 of the reliability issue, on a real full disk (a 32 MiB tmpfs):
-// once the data directory's disk fills, an append answers 507
+// On a real full disk (a 32 MiB tmpfs): once the data directory's disk
+// fills, an append answers 507
 // storage-full (not a 504 "outcome unknown" timeout) and /healthz 503
 // names the disk; when space is freed, appends succeed again without a
-// restart; no acknowledged append is lost. Before, appends timed out with
-// 504, /healthz said ok, and 0 of 10 appends succeeded after space
-// returned until agentd restarted.
+// restart; no acknowledged append is lost.
 func TestAFullDiskIsReportedAndRecovers(t *testing.T) {
 	mnt := t.TempDir()
 	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", mnt).CombinedOutput()

@@ -16,7 +16,7 @@ import (
 	"github.com/convlog/convlog/events"
 )
 
-// Issue 21 item 1 with agentd itself: `agentd tenant create` on the data
+// Tenants with agentd itself: `agentd tenant create` on the data
 // directory of a running `agentd serve` registers a user, which can
 // connect to serve's NATS at once with the seed file and use client/ for
 // its tenant (append, a projected snapshot read, list), and nothing of

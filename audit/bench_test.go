@@ -22,7 +22,7 @@ func natstestRun(b *testing.B) *natstest.Server { return natstest.Run(b) }
 // BenchmarkVerifyThread verifies one thread of 10,000 events (about 500
 // bytes each) against its checkpoints, and replays the same thread, in one
 // run; metric events/s of each (bench/run.sh's replay section has the
-// same pair; issue 20's target: verify at least the replay rate).
+// same pair; the target: verify at least at the replay rate).
 func BenchmarkVerifyThread(b *testing.B) {
 	const n = 10_000
 	ns := newWorld(b, "")

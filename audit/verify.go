@@ -315,8 +315,8 @@ func serverNow(ctx context.Context, js jetstream.JetStream, stream string) (time
 // order, into v.next; the returned function stops the reader and returns
 // its error. Pages of records go through a channel (one send per page,
 // not per message), read with a consumer as a long replay reads (client.Get's
-// long reads; batched direct gets measured 2.4x slower here: the server
-// adds and nats.go parses six headers per message). The reader reads what
+// long reads; batched direct gets are slower: the server adds and
+// nats.go parses six headers per message). The reader reads what
 // was stored when it started.
 func (v *verifier) readScope(ctx context.Context, js jetstream.JetStream, scope Scope, opts VerifyOptions) (wait func() error) {
 	pages := make(chan []Record, 8)

@@ -344,9 +344,8 @@ func runPartitioned(ctx context.Context, c *benchCluster, e *Env, js jetstream.J
 // bucket update while provisioning, a batched direct get while reading a
 // thread back) can go unanswered while the node catches up or a group
 // elects its leader: NATS does not resend a request, and one bounded only
-// by ctx waited for ctx's deadline (TestClusterSectionTiny failed so twice
-// in clean-clone CI on 2026-11-27: a provisioning after 3 minutes, a
-// direct get after 1). The section measures appends and checks that every
+// by ctx would wait for ctx's deadline (a provisioning, a direct get),
+// failing TestClusterSectionTiny. The section measures appends and checks that every
 // acknowledged one is stored, not how long a lost request waits.
 func whileRecovering(ctx context.Context, attempt time.Duration, f func(context.Context) error) error {
 	for {
@@ -367,8 +366,8 @@ func whileRecovering(ctx context.Context, attempt time.Duration, f func(context.
 // waitSettled waits, up to 60 s, until every stream of the cluster (KV
 // buckets included) has a leader and all its replicas are current: a
 // stream just created, or a node just restarted, may not answer yet (a KV
-// get then finds no responders: TestClusterSectionTiny failed so in
-// clean-clone CI on 2026-11-27, at the first append after provisioning).
+// get then finds no responders, at the first append after
+// provisioning).
 func waitSettled(ctx context.Context, js jetstream.JetStream) error {
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()

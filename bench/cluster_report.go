@@ -101,8 +101,7 @@ func joinCells(cells []string) string {
 	return out
 }
 
-// capacityModel writes the capacity model of issue 21, item 5, from this
-// run's figures.
+// capacityModel writes the capacity model from this run's figures.
 func capacityModel(m *md, res *Results) {
 	r3 := res.Cluster.Append.ConcRate[sysConvlog]
 	if r3 <= 0 {

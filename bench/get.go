@@ -175,8 +175,8 @@ func RunGet(ctx context.Context, e *Env, b *Baselines, p GetParams, log func(str
 // getOrder returns the order of the systems in each round of the Get of
 // an n-message thread: a new random permutation per round, from a seed
 // fixed by n so that runs are repeatable. A read's time depends on what
-// ran just before it (the raw KV get took 376 to 680 µs depending on its
-// predecessor, bench/NOTES.md), and in a rotating order every system
+// ran just before it (bench/NOTES.md: the raw KV get's time depends on
+// its predecessor), and in a rotating order every system
 // always follows the same one; shuffled, each follows every other about
 // equally often.
 func getOrder(n int) func(k int) []int {

@@ -71,7 +71,7 @@ type LagRow struct {
 	// EventBytes are the bytes of the events published in the row
 	// (warm-up and window), KV what the projector wrote to KV meanwhile
 	// (until everything was projected): KV.Bytes() / EventBytes is the
-	// write amplification of projection (issue 22, target 1).
+	// write amplification of projection.
 	EventBytes uint64
 	KV         snapstore.Written
 }
@@ -97,7 +97,7 @@ type LagResults struct {
 }
 
 // workers is the projector's worker count in the run: 8 in the results of
-// runs before Workers was recorded (the default until 2026-11-27).
+// runs before Workers was recorded (the projector's default then).
 func (l *LagResults) workers() int {
 	if l == nil || l.Workers == 0 {
 		return 8

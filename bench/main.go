@@ -26,7 +26,7 @@ type Params struct {
 	Turn       TurnParams
 	Mem        MemParams
 	// Scale is the memory section at a million threads, Soak the long
-	// steady run (issue 22, target 5); neither is in the default sections.
+	// steady run; neither is in the default sections.
 	Scale   MemParams
 	Soak    SoakParams
 	Cluster ClusterParams

@@ -42,7 +42,7 @@ const (
 	replayPG       = "PostgreSQL SELECT + the same fold"
 	replayRedis    = "Redis LRANGE + the same fold"
 	replayVerify   = "convlog audit verify (read, leaf hashes, chain and checkpoint check)"
-	// The limits issue 22 (target 2) names: decoding the same bytes in
+	// The limits the replay is compared with: decoding the same bytes in
 	// memory, and reading them through a consumer (what convlog's long
 	// reads use) without decoding.
 	replayDecode   = "decode only (events.UnmarshalNoCopy of the same bytes in memory): the physical limit"

@@ -746,7 +746,7 @@ func (r *Results) appendRounds() int  { return r.Params.Append.Rounds }
 func (r *Results) lagThreads() int    { return r.Params.Lag.Threads }
 func (r *Results) replayReps() int    { return r.Params.ReplayReps }
 
-// The write amplification of the full run before deltas (BENCHMARKS.md of
-// 2026-11-26, commit eacfe93, section 3, conditional rows): the baseline
-// issue 22's 4x cut is measured against.
+// The write amplification of the last full run before deltas (commit
+// eacfe93, section 3, conditional rows): the baseline the target's 4x cut
+// is measured against.
 const ampBefore1k, ampBefore5k = 6.4, 21.2

@@ -12,7 +12,7 @@ import (
 	"github.com/convlog/convlog/projector"
 )
 
-// SoakParams size the soak section (issue 22, target 5): a steady rate for
+// SoakParams size the soak section: a steady rate for
 // a long time, the memory of each process sampled along the way.
 type SoakParams struct {
 	For     time.Duration // how long events are published

@@ -15,7 +15,7 @@ import (
 	"github.com/convlog/convlog/snapstore"
 )
 
-// Finding 6 of the reliability issue: snapshots are derived data. A head
+// Snapshots are derived data. A head
 // or index entry the projector cannot read (garbage, or a newer format) is
 // rebuilt from the log at the thread's next event, the rebuild is
 // reported (the convlog_projector_errors_total metric), and no trigger is

@@ -11,7 +11,7 @@ import (
 
 // The key cache is bounded by bytes as well as by count: a key's cost
 // counts the replacement table a rotation leaves, so keys with large
-// tables take the room of many plain ones (issue 22, target 5).
+// tables take the room of many plain ones.
 func TestKeyCacheIsBoundedByBytes(t *testing.T) {
 	plain := &threadKey{}
 	require.EqualValues(t, 1024, plain.cost())

@@ -1,6 +1,6 @@
 package threadkey
 
-// Key rotation, for redaction (issue 20 item 4; docs/erasure-design.md):
+// Key rotation, for redaction (docs/erasure-design.md):
 // a thread gets a new key while every event sealed with the old ones keeps
 // its own derived key, except the redacted events, which keep only a
 // replacement payload. Destroying the old keys then destroys exactly the

@@ -95,8 +95,8 @@ const DefaultCacheThreads = 65536
 
 // CacheBytes bounds the memory of a [Keys] cache besides its count: 64
 // MiB, estimated per key by [threadKey.cost] (about 1 KiB for a key:
-// its record, the derived value key and its AES-GCM state, measured
-// 1,030 bytes; plus the replacement table a key rotation leaves, which
+// its record, the derived value key and its AES-GCM state; plus the
+// replacement table a key rotation leaves, which
 // has no bound of its own). Least recently used keys go first.
 const CacheBytes = 64 << 20
 

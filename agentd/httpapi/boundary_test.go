@@ -11,7 +11,7 @@ import (
 // goNames matches what a Go type or decoder message looks like in a detail.
 var goNames = regexp.MustCompile(`Go struct|Go value|map\[|\[\]|events\.|json: |of type |\(event \)|payload of event :`)
 
-// Finding 8 of the reliability issue: unknown fields are refused in an
+// Unknown fields are refused in an
 // event's envelope and at every depth of its payload, type errors name the
 // exact field, no detail shows Go type names or an empty event id, and a
 // malformed query string is a 400 naming the parameter. Before, unknown

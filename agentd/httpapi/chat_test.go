@@ -134,8 +134,8 @@ func TestChatOpenAISDKStreams(t *testing.T) {
 // Tool calls convlog's agent runs itself are not the client's to run: a
 // streamed answer carries them only in the extension member
 // delta.convlog_tool_calls, so the OpenAI SDK's accumulated message holds
-// no tool call (before, they came as delta.tool_calls and the SDK's
-// message asked the client to run the clock tool again; issue 19).
+// no tool call (in delta.tool_calls, the SDK's message would ask the
+// client to run the clock tool again).
 func TestChatOpenAISDKStreamsServerRunToolCallsOnlyInTheExtension(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()

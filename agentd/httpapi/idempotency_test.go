@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Finding 7 of the reliability issue: an Idempotency-Key or an event id
+// An Idempotency-Key or an event id
 // reused with a different request is a 422 idempotency-mismatch problem
 // (as the IETF Idempotency-Key draft answers), and nothing is stored; the
 // same request again is still 201 duplicate. Before, the second body was

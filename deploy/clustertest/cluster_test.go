@@ -384,7 +384,7 @@ func TestClusterSurvivesNodeLoss(t *testing.T) {
 // auditVerify waits until agentd serve's checkpoints cover the whole
 // stream and checks that they verify: through the node losses and
 // restarts, no event of any thread is altered, missing or inserted, and
-// the checkpoint chain is whole (issue 20 on the cluster).
+// the checkpoint chain is whole.
 // onlyUncovered reports whether every problem of rep is events no
 // checkpoint covers yet (audit.KindUncovered).
 func onlyUncovered(rep *audit.Report) bool {

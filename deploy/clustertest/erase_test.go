@@ -19,7 +19,7 @@ import (
 	"github.com/convlog/convlog/threadkey"
 )
 
-// eraseLeavesNothing is issue 20's "erase means gone" on the 3-node
+// eraseLeavesNothing checks that erase means gone on the 3-node
 // cluster: a thread's text, title and blob are in no file of any node's
 // store directory in the clear (sealed with the thread's data key), and
 // after the erasure the key is in no replica's stream files either

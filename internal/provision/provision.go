@@ -57,7 +57,7 @@ type Config struct {
 	// Duplicates is the de-duplication window (the stream's Duplicates:
 	// an event id published again within it is stored once). Default 2
 	// minutes. The server keeps every id of the window in memory, about
-	// 126 bytes each (measured, nats-server 2.15): an import at 17,000
+	// 126 bytes each (nats-server 2.15): an import at 17,000
 	// events/s holds about 250 MiB of ids; a shorter window lowers that
 	// and shortens how long a writer may retry safely.
 	Duplicates time.Duration
@@ -78,8 +78,8 @@ type Config struct {
 	// subject.
 	TenantAPI string
 	// Partitions is K, how many partitions the log and the snapshot,
-	// index and key buckets are split into (docs/partitions-design.md,
-	// issue 21 item 4): a thread lives in partition
+	// index and key buckets are split into (docs/partitions-design.md):
+	// a thread lives in partition
 	// events.Partition(tenant, thread, K). K is fixed per deployment and
 	// recorded in ConfigBucket by the first Ensure; 0 means "the
 	// deployment's K" (1 for a new deployment), and Ensure refuses a K

@@ -1,5 +1,5 @@
 // Package quota meters each tenant's use of the log and enforces its
-// limits (issue 21, item 3): stored bytes and events per second.
+// limits: stored bytes and events per second.
 //
 // # Metering
 //
@@ -36,7 +36,7 @@
 // until RateHold after that second ended, which is longer than a
 // Checker's CheckTTL so that every writer sees it. Both limits are soft:
 // writes go on for up to CheckTTL plus a metering round after a limit is
-// reached (measured: about 60 appends of 1 KB past a 20 KB limit by one sequential writer).
+// reached: a tenant may pass a limit by what it writes in that time.
 package quota
 
 import (

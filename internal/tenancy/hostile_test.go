@@ -184,8 +184,8 @@ func userMessage(text string) []events.Event {
 	return []events.Event{{Payload: events.UserMessage{Content: events.Text(text)}}}
 }
 
-// TestTenantUserReachesNothingOfAnotherTenant is the hostile-service test
-// of issue 21: with tenant A's credentials, every way to reach tenant B's
+// TestTenantUserReachesNothingOfAnotherTenant is the hostile-service
+// test: with tenant A's credentials, every way to reach tenant B's
 // data over NATS is tried against a real server; each must be denied by
 // the server (or, for the tenant service's own subjects, answered with
 // A's data or an error) and B's data must be unchanged afterwards. A's

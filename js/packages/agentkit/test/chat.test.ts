@@ -1,4 +1,4 @@
-// Issue 39's target: AgentKit with convlog's own /v1/chat/completions as
+// AgentKit with convlog's own /v1/chat/completions as
 // its model and convlogHistory({ client, chat }) as its history: 20 turns
 // with a client tool on one thread. A recording proxy in front of agentd
 // keeps every request the model endpoint receives: each holds each message

@@ -1,4 +1,4 @@
-// Issue 39, with AgentKit as configured there: convlogHistory({ client }) as
+// AgentKit as its users configure it: convlogHistory({ client }) as
 // the history and AgentKit's own openai() model pointed at convlog's
 // /v1/chat/completions with a stable conversation id
 // (defaultParameters.metadata.conversation_id). A recording proxy in front

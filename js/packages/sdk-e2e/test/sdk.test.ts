@@ -2,8 +2,8 @@
 // chat front ends use: sticky sessions (two turns, one thread), streamed
 // and not, and a turn in which convlog's agent runs a tool itself (the
 // offline model calls its clock for "what time is it?"): no SDK is handed
-// that call to run again (issue 19: before, the streamed answer carried
-// it as tool_calls and the SDKs tried to execute it).
+// that call to run again (a streamed answer that carried it as tool_calls
+// would make the SDKs execute it).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import OpenAI from "openai";
