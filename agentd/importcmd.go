@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/convlog/convlog/agentd/replayrun"
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/internal/transcripts"
@@ -326,7 +327,7 @@ differing with the first difference, and exits 1 if any thread differs.`,
 						if err != nil {
 							diff = err.Error()
 						} else {
-							diff = compareConversation(conv, th)
+							diff = replayrun.Compare(conv, th)
 						}
 						if diff == "" {
 							rep.Identical++
@@ -356,24 +357,4 @@ differing with the first difference, and exits 1 if any thread differs.`,
 	f.register(cmd)
 	cmd.Flags().BoolVar(&noProgress, "no-progress", false, "no progress bar (none is drawn when stderr is not a terminal)")
 	return cmd
-}
-
-// compareConversation returns "" when th holds exactly conv's messages, or
-// the first difference.
-func compareConversation(conv events.Conversation, th *client.Thread) string {
-	got := client.ConversationOf(th)
-	if th.RejectedCount > 0 {
-		return fmt.Sprintf("%d rejected event(s), first: %s", th.RejectedCount, th.Rejections[0].Reason)
-	}
-	if len(got.Messages) != len(conv.Messages) {
-		return fmt.Sprintf("%d messages, source has %d", len(got.Messages), len(conv.Messages))
-	}
-	for i := range conv.Messages {
-		a, _ := json.Marshal(conv.Messages[i])
-		b, _ := json.Marshal(got.Messages[i])
-		if string(a) != string(b) {
-			return fmt.Sprintf("message %d differs: source %.200s, thread %.200s", i, a, b)
-		}
-	}
-	return ""
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -154,10 +153,6 @@ func Sign(c Checkpoint, key ed25519.PrivateKey) (body []byte, sig, pub string, e
 	return body, base64.StdEncoding.EncodeToString(ed25519.Sign(key, body)),
 		base64.StdEncoding.EncodeToString(key.Public().(ed25519.PublicKey)), nil
 }
-
-// ErrBadSignature: a checkpoint's signature does not verify with any
-// trusted key, or names a key that is not trusted.
-var ErrBadSignature = errors.New("audit: checkpoint signature does not verify with a trusted key")
 
 // Open checks body's signature (the HeaderSignature value sig) against the
 // trusted keys and decodes it. It returns [ErrBadSignature] (wrapped) when

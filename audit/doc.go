@@ -57,6 +57,15 @@
 // [VerifyOptions.Anchor] later: a log rewritten since (checkpoints
 // included) then fails even if signed by a stolen key.
 //
+// # Errors
+//
+// What a verification finds is data, not an error: every difference is a
+// [Problem] in the [Report], with its kind ([KindAltered], [KindMissing],
+// ...), so one run names them all. An
+// error from [Verify] means the reading stopped (NATS, ctx, bad options).
+// The one sentinel, [ErrBadSignature], is [Open]'s, for a caller that
+// checks a single checkpoint.
+//
 // # State
 //
 // The checkpointer keeps each thread subject's last checkpointed head in a
