@@ -12,7 +12,7 @@ import (
 
 // BenchmarkApplyBytes folds a thread of 100,000 stored user messages of
 // 512 bytes of text, decoding each (the replay's fold, messages in
-// memory; BENCHMARKS.md section 4 has the target), growing
+// memory; BENCHMARKS.md section 4 has its figures), growing
 // State.Messages as it goes, with State.Reserve first, and with
 // ApplyBytesNoCopy (strings not copied out of the messages) as the
 // client's replay folds; "alternating" is that last fold over the bench's
