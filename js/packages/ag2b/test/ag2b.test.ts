@@ -44,13 +44,13 @@ test("AG2B plugin: append, restore in a fresh agent, reset and restore as events
   // reset and restore are events.
   a2.history.reset();
   await p2.flush();
-  assert.equal((await client.getThread(threadId, { consistent: true })).messages.length, 0);
+  assert.equal((await client.getThread(threadId, { consistent: true })).messages?.length, 0);
   a2.history.restore(saved.slice(0, 2));
   await p2.flush();
   const restored = await client.getThread(threadId, { consistent: true, events: true });
-  assert.equal(restored.messages.length, 2);
+  assert.equal(restored.messages?.length, 2);
   const types = ((restored.events ?? []) as { type: string }[]).map((e) => e.type);
   assert.deepEqual(types.slice(-2), ["thread.reset", "thread.restored"]);
   assert.equal(await a2.chat("again"), "You said: again");
-  assert.equal((await client.getThread(threadId, { consistent: true })).messages.length, 4);
+  assert.equal((await client.getThread(threadId, { consistent: true })).messages?.length, 4);
 });
