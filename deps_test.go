@@ -40,7 +40,7 @@ const mod = "github.com/convlog/convlog/"
 //	agentd/httpapi                 client and below, schemas, agentd/chat; no server, no worker
 //	agentd/worker, replayrun       client and below, agent; replayrun drives the workers
 //	agentd (the command)           everything above but test support
-//	test support                   natstest, tenancytest, modeltest, checkpointertest, foldcases, the
+//	test support                   natstest, clienttest, tenancytest, modeltest, checkpointertest, foldcases, the
 //	                               test agent (agentd/internal/agenttest: it implements
 //	                               worker.Tools, so it sits under agentd with its users)
 //
@@ -108,7 +108,7 @@ func testSupport() []string {
 	var out []string
 	for _, p := range []string{"internal/natstest", "internal/nodetest", "internal/tenancy/tenancytest",
 		"agent/model/modeltest", "agentd/internal/agenttest", "client/deepagents/checkpointertest",
-		"internal/foldcases"} {
+		"internal/foldcases", "internal/clienttest"} {
 		out = append(out, mod+p)
 	}
 	return out
@@ -183,6 +183,11 @@ func dependencyRules() []dependencyRule {
 		{"internal/natstest", nil, append([]string{"internal/embedded"}, leaves...)},
 		{"internal/tenancy/tenancytest", []string{"github.com/nats-io/nats-server"}, append([]string{"events", "threadkey", "internal/tenancy"}, leaves...)},
 		{"internal/nodetest", []string{"github.com/nats-io/"}, nil},
+		// The shared set-up of the tests of client and the layers on it: a
+		// server (natstest), a client, a projector. Only external test
+		// packages import it (client_test's arrow to it is test-only, which
+		// go list -deps of client does not follow).
+		{"internal/clienttest", nil, below("client", "projector", "internal/natstest", "internal/embedded")},
 		// The fold's case table: events and the fold, no NATS.
 		{"internal/foldcases", []string{"github.com/nats-io/"}, []string{"events", "fold"}},
 		// The cluster tests build with -tags cluster; without it, a doc.go.

@@ -10,32 +10,20 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/internal/natstest"
+	"github.com/convlog/convlog/internal/clienttest"
 )
 
-func newClient(t testing.TB) (*client.Client, *natstest.Server) {
-	t.Helper()
-	s := natstest.Run(t)
-	c, err := client.New(context.Background(), s.NC, client.Config{Provision: true})
-	require.NoError(t, err)
-	return c, s
-}
-
-func user(text string) events.Event {
-	return events.Event{Payload: events.UserMessage{Content: events.Text(text)}}
-}
-
 func TestAppendSmoke(t *testing.T) {
-	c, _ := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	tenant, thread, v, err := c.CreateThread(ctx, client.CreateOptions{ThreadCreated: events.ThreadCreated{Agent: "demo"}})
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), v)
-	res, err := c.Append(ctx, tenant, thread, []events.Event{user("hi")}, client.ExpectVersion(v))
+	res, err := c.Append(ctx, tenant, thread, []events.Event{clienttest.User("hi")}, client.ExpectVersion(v))
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), res.Version)
 	// stale version
-	_, err = c.Append(ctx, tenant, thread, []events.Event{user("again")}, client.ExpectVersion(1))
+	_, err = c.Append(ctx, tenant, thread, []events.Event{clienttest.User("again")}, client.ExpectVersion(1))
 	var ce *client.ConflictError
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, uint64(2), ce.Actual)
@@ -75,7 +63,7 @@ func TestAppendSmoke(t *testing.T) {
 }
 
 func TestConcurrentWritersOneThread(t *testing.T) {
-	c, _ := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	tenant, thread, _, err := c.CreateThread(ctx, client.CreateOptions{})
 	require.NoError(t, err)
@@ -85,7 +73,7 @@ func TestConcurrentWritersOneThread(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 10; i++ {
-				_, err := c.Append(ctx, tenant, thread, []events.Event{user("m")}, client.AnyVersion())
+				_, err := c.Append(ctx, tenant, thread, []events.Event{clienttest.User("m")}, client.AnyVersion())
 				require.NoError(t, err)
 			}
 		}()

@@ -10,22 +10,24 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/clienttest"
 )
 
 // A conflict the server answered keeps the server's answer as its cause
 // (errors.As finds the *jetstream.APIError), and is still ErrConflict.
 func TestAServerConflictKeepsTheServersError(t *testing.T) {
-	a, srv := newClient(t)
+	srv := clienttest.New(t)
+	a := srv.Client
 	b, err := client.New(context.Background(), srv.NC, client.Config{})
 	require.NoError(t, err)
 	ctx := context.Background()
 	_, thread, v, err := a.CreateThread(ctx, client.CreateOptions{ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
 	require.NoError(t, err)
-	_, err = b.Append(ctx, events.DefaultTenant, thread, []events.Event{user("from b")}, client.AnyVersion())
+	_, err = b.Append(ctx, events.DefaultTenant, thread, []events.Event{clienttest.User("from b")}, client.AnyVersion())
 	require.NoError(t, err)
 	// a's state of the thread is its own write at v: it publishes with v
 	// and the server refuses.
-	_, err = a.Append(ctx, events.DefaultTenant, thread, []events.Event{user("from a")}, client.ExpectVersion(v))
+	_, err = a.Append(ctx, events.DefaultTenant, thread, []events.Event{clienttest.User("from a")}, client.ExpectVersion(v))
 	require.ErrorIs(t, err, client.ErrConflict)
 	var conflict *client.ConflictError
 	require.ErrorAs(t, err, &conflict)

@@ -12,6 +12,8 @@ import (
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/fold"
+	"github.com/convlog/convlog/internal/clienttest"
+	"github.com/convlog/convlog/projector"
 )
 
 // Finding 2 of the reliability issue: an erasure marker published by hand
@@ -21,12 +23,12 @@ import (
 // then the marker) still erases. Before, the thread answered 404 while its
 // events stayed in the stream.
 func TestAForgedErasureMarkerHidesNothing(t *testing.T) {
-	c, srv := newClient(t)
-	runProjector(t, srv.JS)
+	srv := clienttest.New(t, clienttest.WithProjector(projector.Config{}))
+	c := srv.Client
 	ctx := context.Background()
 	_, thread, _, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
 	require.NoError(t, err)
-	_, err = c.Append(ctx, "acme", thread, []events.Event{user("one"), user("two")}, client.AnyVersion())
+	_, err = c.Append(ctx, "acme", thread, []events.Event{clienttest.User("one"), clienttest.User("two")}, client.AnyVersion())
 	require.NoError(t, err)
 
 	forgedSeq := publishBehindTheClient(t, srv.JS, events.New("acme", thread, "attacker", events.Erased{RemovedEvents: 3, Reason: "forged"}))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/clienttest"
 	"github.com/convlog/convlog/projector"
 )
 
@@ -22,7 +23,8 @@ import (
 // takes the inherited history from its forks (and their forks), on every
 // read path.
 func TestForkByReferenceOfAThreadLargerThanAnEvent(t *testing.T) {
-	c, ns := newClient(t)
+	ns := clienttest.New(t)
+	c := ns.Client
 	ctx := context.Background()
 	_, _, _, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: "src"})
 	require.NoError(t, err)
@@ -30,7 +32,7 @@ func TestForkByReferenceOfAThreadLargerThanAnEvent(t *testing.T) {
 	for i := 0; i < 3000; i += 500 {
 		var evs []events.Event
 		for j := range 500 {
-			evs = append(evs, user(fmt.Sprintf("%s %d", text, i+j)))
+			evs = append(evs, clienttest.User(fmt.Sprintf("%s %d", text, i+j)))
 		}
 		_, err := c.Append(ctx, "acme", "src", evs, client.AnyVersion())
 		require.NoError(t, err)
@@ -44,7 +46,7 @@ func TestForkByReferenceOfAThreadLargerThanAnEvent(t *testing.T) {
 	_, _, v, err := c.Fork(ctx, "acme", "src", client.ForkOptions{ThreadID: "fork"})
 	require.NoError(t, err, "a copy would not fit: the fork is by reference")
 	// The source goes on; the fork does not see it.
-	_, err = c.Append(ctx, "acme", "src", []events.Event{user("after the fork")}, client.AnyVersion())
+	_, err = c.Append(ctx, "acme", "src", []events.Event{clienttest.User("after the fork")}, client.AnyVersion())
 	require.NoError(t, err)
 
 	same := func(t *testing.T, th *client.Thread, extra int) {
@@ -70,7 +72,7 @@ func TestForkByReferenceOfAThreadLargerThanAnEvent(t *testing.T) {
 	require.NoError(t, err)
 	require.Less(t, len(b), 1024, "the fork event is small")
 
-	_, err = c.Append(ctx, "acme", "fork", []events.Event{user("only in the fork")}, client.AnyVersion())
+	_, err = c.Append(ctx, "acme", "fork", []events.Event{clienttest.User("only in the fork")}, client.AnyVersion())
 	require.NoError(t, err)
 	fk, err = c.Get(ctx, "acme", "fork", client.Consistent())
 	require.NoError(t, err)
@@ -127,7 +129,8 @@ func TestForkByReferenceOfAThreadLargerThanAnEvent(t *testing.T) {
 // thread of the same length, in one run; metric fork/source (target: at
 // most 1.2).
 func BenchmarkGetOfAForkByReference(b *testing.B) {
-	c, ns := newClient(b)
+	ns := clienttest.New(b)
+	c := ns.Client
 	ctx := context.Background()
 	_, _, _, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: "src"})
 	require.NoError(b, err)
@@ -135,7 +138,7 @@ func BenchmarkGetOfAForkByReference(b *testing.B) {
 	for i := 0; i < 10000; i += 500 {
 		var evs []events.Event
 		for j := range 500 {
-			evs = append(evs, user(fmt.Sprintf("%s %d", text, i+j)))
+			evs = append(evs, clienttest.User(fmt.Sprintf("%s %d", text, i+j)))
 		}
 		_, err := c.Append(ctx, "acme", "src", evs, client.AnyVersion())
 		require.NoError(b, err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/clienttest"
 )
 
 // Finding 7 of the reliability issue: an event id reused with a different
@@ -20,7 +21,7 @@ import (
 // event. Before, a state.set sent with the id of a stored message.user was
 // answered as a duplicate echoing the new type.
 func TestReusingAnEventIDWithAnotherEventIsRefused(t *testing.T) {
-	c, _ := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	_, thread, v0, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
 	require.NoError(t, err)
@@ -79,7 +80,7 @@ func TestReusingAnEventIDWithAnotherEventIsRefused(t *testing.T) {
 // derived ones (UUIDv5, as the HTTP API derives them from an
 // Idempotency-Key) or the client's UUIDv7s.
 func TestReusingEventIDsInAnAppendOfOtherEventsIsRefused(t *testing.T) {
-	c, _ := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	msg := func(id, text string) events.Event {
 		return events.Event{ID: id, Payload: events.UserMessage{Content: events.Text(text)}}

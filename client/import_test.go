@@ -13,6 +13,7 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/clienttest"
 	"github.com/convlog/convlog/internal/transcripts"
 )
 
@@ -20,7 +21,7 @@ import (
 // rejections; a second import stores nothing; exporting a thread in the
 // OpenAI format gives back the source conversation exactly.
 func TestImportExportRealTranscripts(t *testing.T) {
-	c, _ := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	set, err := transcripts.Find()
 	dir := set.Dir
@@ -61,14 +62,14 @@ func TestImportExportRealTranscripts(t *testing.T) {
 // translated; a second import stores nothing. (Event ids are de-duplicated
 // stream-wide, so a copy inside the same deployment needs new ids.)
 func TestExportImportEvents(t *testing.T) {
-	c, _ := newClient(t)
-	target, _ := newClient(t)
+	c := clienttest.New(t).Client
+	target := clienttest.New(t).Client
 	ctx := context.Background()
 	_, th, _, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "src", ThreadCreated: events.ThreadCreated{Agent: "a"}})
 	require.NoError(t, err)
 	var firstSeq uint64
 	for i := 0; i < 5; i++ {
-		r, err := c.Append(ctx, "src", th, []events.Event{user(fmt.Sprintf("m%d", i))}, client.AnyVersion())
+		r, err := c.Append(ctx, "src", th, []events.Event{clienttest.User(fmt.Sprintf("m%d", i))}, client.AnyVersion())
 		require.NoError(t, err)
 		if i == 1 {
 			firstSeq = r.Version

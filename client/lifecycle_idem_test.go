@@ -8,6 +8,7 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/clienttest"
 )
 
 // Delete, Undelete and Fork are idempotent in the client (before, only the
@@ -15,12 +16,12 @@ import (
 // returns the version; a fork repeated with the same new id returns that
 // fork; another thread under the id is ErrThreadExists.
 func TestLifecycleCallsAreIdempotent(t *testing.T) {
-	c, _ := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	tenant := events.DefaultTenant
 	_, th, _, err := c.CreateThread(ctx, client.CreateOptions{ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
 	require.NoError(t, err)
-	_, err = c.Append(ctx, tenant, th, []events.Event{user("hello")}, client.AnyVersion())
+	_, err = c.Append(ctx, tenant, th, []events.Event{clienttest.User("hello")}, client.AnyVersion())
 	require.NoError(t, err)
 
 	v1, err := c.Delete(ctx, tenant, th, "first")

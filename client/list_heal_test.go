@@ -9,6 +9,8 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/clienttest"
+	"github.com/convlog/convlog/projector"
 	"github.com/convlog/convlog/snapstore"
 )
 
@@ -16,8 +18,8 @@ import (
 // does not hide its thread from List; the thread is listed from its log.
 // Before, List logged "bad index entry" and silently left it out.
 func TestListShowsAThreadWhoseIndexEntryIsUnreadable(t *testing.T) {
-	c, srv := newClient(t)
-	runProjector(t, srv.JS)
+	srv := clienttest.New(t, clienttest.WithProjector(projector.Config{}))
+	c := srv.Client
 	ctx := context.Background()
 	_, thread, _, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadCreated: events.ThreadCreated{Title: "kept", Replies: events.RepliesOff}})
 	require.NoError(t, err)

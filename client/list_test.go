@@ -12,28 +12,10 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/clienttest"
 	"github.com/convlog/convlog/projector"
 	"github.com/convlog/convlog/snapstore"
 )
-
-// runProjector runs a projector until the test ends.
-func runProjector(t *testing.T, js jetstream.JetStream) {
-	t.Helper()
-	runProjectorWith(t, js, projector.Config{})
-}
-
-// runProjectorWith runs a projector configured by cfg until the test ends,
-// and returns once it consumes.
-func runProjectorWith(t testing.TB, js jetstream.JetStream, cfg projector.Config) {
-	t.Helper()
-	p, err := projector.New(js, cfg)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = p.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	<-p.Ready()
-}
 
 // seedThreads creates n threads quickly: two events each (created + user
 // message) published asynchronously straight to JetStream, as a bulk
@@ -83,8 +65,8 @@ func seedThreads(t *testing.T, js jetstream.JetStream, n int) {
 // Listing 10,000 threads with filters and pagination returns every matching
 // thread exactly once, newest first.
 func TestListTenThousandThreadsPaged(t *testing.T) {
-	c, s := newClient(t)
-	runProjector(t, s.JS)
+	s := clienttest.New(t, clienttest.WithProjector(projector.Config{}))
+	c := s.Client
 	const n = 10_000
 	seedThreads(t, s.JS, n)
 	ctx := context.Background()
@@ -157,8 +139,8 @@ func TestListTenThousandThreadsPaged(t *testing.T) {
 // After erasure no event, snapshot or index entry of the thread can be read
 // by any API, and other threads are untouched.
 func TestEraseLeavesNothingReadable(t *testing.T) {
-	c, s := newClient(t)
-	runProjector(t, s.JS)
+	s := clienttest.New(t, clienttest.WithProjector(projector.Config{}))
+	c := s.Client
 	ctx := context.Background()
 	for _, th := range []string{"victim", "bystander"} {
 		_, _, _, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: th, ThreadCreated: events.ThreadCreated{Agent: "a"}})

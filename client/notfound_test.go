@@ -8,13 +8,14 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/clienttest"
 )
 
 // Why a thread is not found is a sentinel, not prose: an erased thread is
 // ErrThreadErased, a soft-deleted one ErrThreadDeleted, both
 // ErrThreadNotFound; an id with no events is only ErrThreadNotFound.
 func TestNotFoundSaysWhyBySentinel(t *testing.T) {
-	c, _ := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	create := func() string {
 		_, th, _, err := c.CreateThread(ctx, client.CreateOptions{ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})

@@ -11,20 +11,21 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/clienttest"
 	"github.com/convlog/convlog/internal/natstest"
 )
 
 // A reader that disconnects at random points and resumes after the last
 // sequence it saw receives every event exactly once, in order.
 func TestWatchResumesWithoutGapOrDuplicate(t *testing.T) {
-	c, _ := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	tenant, thread, _, err := c.CreateThread(ctx, client.CreateOptions{})
 	require.NoError(t, err)
 	const n = 5000
 	go func() {
 		for i := 0; i < n; i++ {
-			if _, err := c.Append(ctx, tenant, thread, []events.Event{user("m")}, client.AnyVersion()); err != nil {
+			if _, err := c.Append(ctx, tenant, thread, []events.Event{clienttest.User("m")}, client.AnyVersion()); err != nil {
 				t.Errorf("append: %v", err)
 				return
 			}
@@ -62,13 +63,13 @@ func TestWatchResumesWithoutGapOrDuplicate(t *testing.T) {
 }
 
 func TestForkDeleteErase(t *testing.T) {
-	c, _ := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	tenant, thread, _, err := c.CreateThread(ctx, client.CreateOptions{ThreadCreated: events.ThreadCreated{Agent: "a"}})
 	require.NoError(t, err)
 	var vs []uint64
 	for _, txt := range []string{"one", "two", "three"} {
-		r, err := c.Append(ctx, tenant, thread, []events.Event{user(txt)}, client.AnyVersion())
+		r, err := c.Append(ctx, tenant, thread, []events.Event{clienttest.User(txt)}, client.AnyVersion())
 		require.NoError(t, err)
 		vs = append(vs, r.Version)
 	}
@@ -90,7 +91,7 @@ func TestForkDeleteErase(t *testing.T) {
 	d, err := c.Get(ctx, tenant, thread, client.Consistent(), client.IncludeDeleted())
 	require.NoError(t, err)
 	require.True(t, d.Deleted)
-	_, err = c.Append(ctx, tenant, thread, []events.Event{user("x")}, client.AnyVersion())
+	_, err = c.Append(ctx, tenant, thread, []events.Event{clienttest.User("x")}, client.AnyVersion())
 	require.Error(t, err)
 	_, err = c.Undelete(ctx, tenant, thread, "")
 	require.NoError(t, err)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/clienttest"
+	"github.com/convlog/convlog/projector"
 )
 
 // State reads a thread's key-value state (every key or a prefix) at its
@@ -21,9 +23,10 @@ import (
 func TestStateKeysAndSetIfAbsent(t *testing.T) {
 	for _, projected := range []bool{false, true} {
 		t.Run(fmt.Sprintf("projector running: %v", projected), func(t *testing.T) {
-			c, s := newClient(t)
+			s := clienttest.New(t)
+			c := s.Client
 			if projected {
-				runProjector(t, s.JS)
+				clienttest.RunProjector(t, s.JS, projector.Config{})
 			}
 			ctx := context.Background()
 			tenant := events.DefaultTenant
@@ -35,7 +38,7 @@ func TestStateKeysAndSetIfAbsent(t *testing.T) {
 			}
 			// A long history, so that a projected thread's messages are in chunks.
 			for i := range 20 {
-				_, err := c.Append(ctx, tenant, th, []events.Event{user(strings.Repeat("x", 4000) + fmt.Sprint(i))}, client.AnyVersion())
+				_, err := c.Append(ctx, tenant, th, []events.Event{clienttest.User(strings.Repeat("x", 4000) + fmt.Sprint(i))}, client.AnyVersion())
 				require.NoError(t, err)
 			}
 			v, err := c.DeleteState(ctx, tenant, th, "ckpt/2")

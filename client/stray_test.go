@@ -9,6 +9,7 @@ import (
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/fold"
+	"github.com/convlog/convlog/internal/clienttest"
 )
 
 // Finding 9 of the reliability issue: a stray first event that is not
@@ -18,7 +19,8 @@ import (
 // still ErrThreadExists. Before, create answered 409 for ever while the
 // thread did not exist.
 func TestCreateThreadAfterAStrayFirstEvent(t *testing.T) {
-	c, srv := newClient(t)
+	srv := clienttest.New(t)
+	c := srv.Client
 	ctx := context.Background()
 	thread := "stray-first"
 	publishBehindTheClient(t, srv.JS, events.New("acme", thread, "someone", events.UserMessage{Content: events.Text("too early")}))

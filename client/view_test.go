@@ -12,6 +12,7 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/clienttest"
 	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/projector"
 )
@@ -22,14 +23,15 @@ import (
 // A thread the projector has not reached is read from the log; a deleted
 // one is not found, as with Get.
 func TestGetViewIsGetWithoutACopy(t *testing.T) {
-	c, s := newClient(t)
+	s := clienttest.New(t)
+	c := s.Client
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
 	// Not projected yet: the log answers.
 	_, _, v, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: "early", ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
 	require.NoError(t, err)
-	_, err = c.Append(ctx, "acme", "early", []events.Event{user("first")}, client.ExpectVersion(v))
+	_, err = c.Append(ctx, "acme", "early", []events.Event{clienttest.User("first")}, client.ExpectVersion(v))
 	require.NoError(t, err)
 	early, err := c.GetView(ctx, "acme", "early")
 	require.NoError(t, err)
@@ -37,11 +39,11 @@ func TestGetViewIsGetWithoutACopy(t *testing.T) {
 	require.Equal(t, "first", early.At(0).Content.Text)
 
 	// Small chunks: a 300-message thread is several chunks and a head.
-	runProjectorWith(t, s.JS, projector.Config{ChunkBytes: 4 << 10, TailBytes: 1 << 10})
+	clienttest.RunProjector(t, s.JS, projector.Config{ChunkBytes: 4 << 10, TailBytes: 1 << 10})
 	_, _, v, err = c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: "long", ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
 	require.NoError(t, err)
 	for i := range 300 {
-		res, err := c.Append(ctx, "acme", "long", []events.Event{user(fmt.Sprintf("message %d %s", i, strings.Repeat("x", 100)))}, client.ExpectVersion(v))
+		res, err := c.Append(ctx, "acme", "long", []events.Event{clienttest.User(fmt.Sprintf("message %d %s", i, strings.Repeat("x", 100)))}, client.ExpectVersion(v))
 		require.NoError(t, err)
 		v = res.Version
 	}
@@ -86,15 +88,16 @@ func TestGetViewIsGetWithoutACopy(t *testing.T) {
 // a view after the next projection sees the new head at once, never the
 // kept one.
 func TestGetViewDecodesAnUnchangedHeadOnce(t *testing.T) {
-	c, s := newClient(t)
+	s := clienttest.New(t)
+	c := s.Client
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	runProjectorWith(t, s.JS, projector.Config{ChunkBytes: 4 << 10, TailBytes: 1 << 10})
+	clienttest.RunProjector(t, s.JS, projector.Config{ChunkBytes: 4 << 10, TailBytes: 1 << 10})
 	_, _, v, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: "kept", ThreadCreated: events.ThreadCreated{
 		Replies: events.RepliesOff, Metadata: map[string]string{"team": "blue"}}})
 	require.NoError(t, err)
 	for i := range 50 {
-		res, err := c.Append(ctx, "acme", "kept", []events.Event{user(fmt.Sprintf("message %d %s", i, strings.Repeat("x", 100)))}, client.ExpectVersion(v))
+		res, err := c.Append(ctx, "acme", "kept", []events.Event{clienttest.User(fmt.Sprintf("message %d %s", i, strings.Repeat("x", 100)))}, client.ExpectVersion(v))
 		require.NoError(t, err)
 		v = res.Version
 	}
@@ -118,7 +121,7 @@ func TestGetViewDecodesAnUnchangedHeadOnce(t *testing.T) {
 	second.Title = "the caller's own struct"
 	require.Empty(t, first.Title)
 
-	res, err := c.Append(ctx, "acme", "kept", []events.Event{user("one more")}, client.ExpectVersion(v))
+	res, err := c.Append(ctx, "acme", "kept", []events.Event{clienttest.User("one more")}, client.ExpectVersion(v))
 	require.NoError(t, err)
 	third := viewAt(res.Version)
 	require.NotEqual(t, mapOf(second), mapOf(third), "a new head is decoded")
@@ -141,14 +144,14 @@ func BenchmarkGetView(b *testing.B) {
 	ctx := context.Background()
 	c, err := client.New(ctx, nc, client.Config{Provision: true})
 	require.NoError(b, err)
-	runProjectorWith(b, s.JS, projector.Config{})
+	clienttest.RunProjector(b, s.JS, projector.Config{})
 	_, thread, v, err := c.CreateThread(ctx, client.CreateOptions{ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
 	require.NoError(b, err)
 	text := strings.Repeat("x", 512)
 	for i := 0; i < 1000; i += client.MaxTurnEvents {
 		evs := make([]events.Event, min(client.MaxTurnEvents, 1000-i))
 		for j := range evs {
-			evs[j] = user(text)
+			evs[j] = clienttest.User(text)
 		}
 		res, err := c.Append(ctx, "default", thread, evs, client.ExpectVersion(v))
 		require.NoError(b, err)
@@ -187,11 +190,11 @@ func TestTrackSnapshotsGetView(t *testing.T) {
 
 	c, err := client.New(ctx, s.NC, client.Config{Provision: true, TrackSnapshots: true})
 	require.NoError(t, err)
-	runProjectorWith(t, s.JS, projector.Config{})
+	clienttest.RunProjector(t, s.JS, projector.Config{})
 	_, thread, v, err := c.CreateThread(ctx, client.CreateOptions{ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
 	require.NoError(t, err)
 	for i := range 3 {
-		res, err := c.Append(ctx, "default", thread, []events.Event{user(fmt.Sprintf("message %d", i))}, client.ExpectVersion(v))
+		res, err := c.Append(ctx, "default", thread, []events.Event{clienttest.User(fmt.Sprintf("message %d", i))}, client.ExpectVersion(v))
 		require.NoError(t, err)
 		v = res.Version
 		require.Eventually(t, func() bool {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/clienttest"
 )
 
 // A watch whose reader does not read holds a bounded number of bytes, not
@@ -19,7 +20,7 @@ import (
 // CLI's tail, the adapters). Before, the consumer's default pull of 500
 // messages fetched the whole 32 MiB thread into memory.
 func TestAWatchThatIsNotReadHoldsBoundedBytes(t *testing.T) {
-	c, _ := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	_, thread, _, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
 	require.NoError(t, err)

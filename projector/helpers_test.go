@@ -18,6 +18,7 @@ import (
 
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/fold"
+	"github.com/convlog/convlog/internal/clienttest"
 	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/projector"
@@ -75,31 +76,14 @@ func (e *env) start(t testing.TB, cfg projector.Config) (stop func()) {
 	return stop
 }
 
-// startProjector is start, returning the projector too.
+// startProjector is start, returning the projector too; stop fails t if
+// Run returned an error.
 func (e *env) startProjector(t testing.TB, cfg projector.Config) (p *projector.Projector, stop func()) {
 	t.Helper()
-	p, err := projector.New(e.js, cfg)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	select {
-	case <-p.Ready():
-	case err := <-done:
-		cancel()
-		t.Fatalf("projector did not start: %v", err)
-	}
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		require.NoError(t, <-done)
-	}
+	rp := clienttest.RunProjector(t, e.js, cfg)
+	stop = func() { require.NoError(t, rp.Stop()) }
 	t.Cleanup(stop)
-	return p, stop
+	return rp.Projector, stop
 }
 
 // publish appends ev (marshalled, with convlog's headers) and returns its

@@ -19,6 +19,7 @@ import (
 	"github.com/convlog/convlog/agentd/worker"
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/clienttest"
 	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/projector"
 )
@@ -68,10 +69,13 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	for _, o := range opts {
 		o(&set)
 	}
-	ns := natstest.Run(t)
+	var copts []clienttest.Option
+	if set.projector {
+		copts = append(copts, clienttest.WithProjector(projector.Config{}))
+	}
+	ce := clienttest.New(t, copts...)
+	ns, c := ce.Server, ce.Client
 	ctx := context.Background()
-	c, err := client.New(ctx, ns.NC, client.Config{Provision: true})
-	require.NoError(t, err)
 	off, err := model.NewOffline(model.OfflineConfig{TokenDelay: time.Millisecond})
 	require.NoError(t, err)
 	pool, err := worker.New(c, ns.NC, worker.Config{Agents: map[string]*worker.Agent{"demo": {Provider: off, Tools: agenttest.ClockTools{}}}, Concurrency: 4})
@@ -87,19 +91,6 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 		case <-workersDone:
 			t.Fatal("worker pool stopped before it was ready")
 		}
-	}
-	projDone := make(chan struct{})
-	if set.projector {
-		proj, err := projector.New(ns.JS, projector.Config{})
-		require.NoError(t, err)
-		go func() { defer close(projDone); _ = proj.Run(wctx) }()
-		select {
-		case <-proj.Ready():
-		case <-projDone:
-			t.Fatal("projector stopped before it was ready")
-		}
-	} else {
-		close(projDone)
 	}
 	e := &env{t: t, ns: ns, c: c}
 	cfg := set.cfg
@@ -128,7 +119,6 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 		e.srv.Close()
 		stopWorkers()
 		<-workersDone
-		<-projDone
 	})
 	return e
 }

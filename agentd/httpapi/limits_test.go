@@ -20,8 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/agentd/httpapi"
-	"github.com/convlog/convlog/client"
-	"github.com/convlog/convlog/internal/natstest"
+	"github.com/convlog/convlog/internal/clienttest"
 )
 
 // realServer is e's API served the way agentd serves it: the http.Server
@@ -246,10 +245,7 @@ func TestStreamsOutliveTheRequestTimeouts(t *testing.T) {
 // /healthz.
 func connAPI(t *testing.T, cfg httpapi.Config) *httpapi.Server {
 	t.Helper()
-	ns := natstest.Run(t)
-	c, err := client.New(context.Background(), ns.NC, client.Config{Provision: true})
-	require.NoError(t, err)
-	cfg.Client, cfg.Auth = c, httpapi.Auth{Disabled: true}
+	cfg.Client, cfg.Auth = clienttest.New(t).Client, httpapi.Auth{Disabled: true}
 	api, err := httpapi.New(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() {
