@@ -10,6 +10,7 @@ import (
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/fold"
+	"github.com/convlog/convlog/internal/clienttest"
 	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/internal/provision"
 )
@@ -172,12 +173,10 @@ func TestCreateThreadRetriedWithTheSameEventIDReturnsTheSameVersion(t *testing.T
 	require.Equal(t, events.DefaultTenant, tenant)
 	require.Equal(t, "support-42", thread, "an explicit id wins")
 
-	_, _, again, err := env.c.CreateThread(ctx, opts)
-	require.NoError(t, err)
+	_, again := clienttest.Thread(t, env.c, opts, 0)
 	require.Equal(t, v, again)
 	other := env.newClient(t, env.nc) // a cold cache: the retry is settled by the server
-	_, _, again, err = other.CreateThread(ctx, opts)
-	require.NoError(t, err)
+	_, again = clienttest.Thread(t, other, opts, 0)
 	require.Equal(t, v, again)
 	require.Len(t, env.stored(t, tenant, thread), 1)
 
@@ -188,8 +187,7 @@ func TestCreateThreadRetriedWithTheSameEventIDReturnsTheSameVersion(t *testing.T
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, v, ce.Actual)
 
-	_, hooked, _, err := env.c.CreateThread(ctx, client.CreateOptions{})
-	require.NoError(t, err)
+	hooked, _ := clienttest.Thread(t, env.c, client.CreateOptions{}, 0)
 	require.Equal(t, "from-the-hook", hooked, "without an id the create hook names the thread")
 }
 

@@ -21,8 +21,7 @@ func TestAServerConflictKeepsTheServersError(t *testing.T) {
 	b, err := client.New(context.Background(), srv.NC, client.Config{})
 	require.NoError(t, err)
 	ctx := context.Background()
-	_, thread, v, err := a.CreateThread(ctx, client.CreateOptions{ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
-	require.NoError(t, err)
+	thread, v := clienttest.Thread(t, a, clienttest.RepliesOff(events.DefaultTenant, ""), 0)
 	_, err = b.Append(ctx, events.DefaultTenant, thread, []events.Event{clienttest.User("from b")}, client.AnyVersion())
 	require.NoError(t, err)
 	// a's state of the thread is its own write at v: it publishes with v

@@ -26,9 +26,8 @@ func TestAForgedErasureMarkerHidesNothing(t *testing.T) {
 	srv := clienttest.New(t, clienttest.WithProjector(projector.Config{}))
 	c := srv.Client
 	ctx := context.Background()
-	_, thread, _, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
-	require.NoError(t, err)
-	_, err = c.Append(ctx, "acme", thread, []events.Event{clienttest.User("one"), clienttest.User("two")}, client.AnyVersion())
+	thread, _ := clienttest.Thread(t, c, clienttest.RepliesOff("acme", ""), 0)
+	_, err := c.Append(ctx, "acme", thread, []events.Event{clienttest.User("one"), clienttest.User("two")}, client.AnyVersion())
 	require.NoError(t, err)
 
 	forgedSeq := publishBehindTheClient(t, srv.JS, events.New("acme", thread, "attacker", events.Erased{RemovedEvents: 3, Reason: "forged"}))

@@ -26,8 +26,7 @@ func TestForkByReferenceOfAThreadLargerThanAnEvent(t *testing.T) {
 	ns := clienttest.New(t)
 	c := ns.Client
 	ctx := context.Background()
-	_, _, _, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: "src"})
-	require.NoError(t, err)
+	clienttest.Thread(t, c, client.CreateOptions{Tenant: "acme", ThreadID: "src"}, 0)
 	text := strings.Repeat("y", 600)
 	for i := 0; i < 3000; i += 500 {
 		var evs []events.Event
@@ -37,7 +36,7 @@ func TestForkByReferenceOfAThreadLargerThanAnEvent(t *testing.T) {
 		_, err := c.Append(ctx, "acme", "src", evs, client.AnyVersion())
 		require.NoError(t, err)
 	}
-	_, err = c.SetState(ctx, "acme", "src", "k", "v")
+	_, err := c.SetState(ctx, "acme", "src", "k", "v")
 	require.NoError(t, err)
 	src, err := c.Get(ctx, "acme", "src", client.Consistent())
 	require.NoError(t, err)
@@ -132,8 +131,7 @@ func BenchmarkGetOfAForkByReference(b *testing.B) {
 	ns := clienttest.New(b)
 	c := ns.Client
 	ctx := context.Background()
-	_, _, _, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: "src"})
-	require.NoError(b, err)
+	clienttest.Thread(b, c, client.CreateOptions{Tenant: "acme", ThreadID: "src"}, 0)
 	text := strings.Repeat("y", 400)
 	for i := 0; i < 10000; i += 500 {
 		var evs []events.Event

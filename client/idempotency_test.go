@@ -23,10 +23,8 @@ import (
 func TestReusingAnEventIDWithAnotherEventIsRefused(t *testing.T) {
 	c := clienttest.New(t).Client
 	ctx := context.Background()
-	_, thread, v0, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
-	require.NoError(t, err)
-	_, other, _, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
-	require.NoError(t, err)
+	thread, v0 := clienttest.Thread(t, c, clienttest.RepliesOff("acme", ""), 0)
+	other, _ := clienttest.Thread(t, c, clienttest.RepliesOff("acme", ""), 0)
 	id := events.NewID()
 	first, err := c.Append(ctx, "acme", thread, []events.Event{{ID: id, Payload: events.UserMessage{Content: events.Text("hello")}}}, client.ExpectVersion(v0))
 	require.NoError(t, err)
@@ -86,8 +84,7 @@ func TestReusingEventIDsInAnAppendOfOtherEventsIsRefused(t *testing.T) {
 		return events.Event{ID: id, Payload: events.UserMessage{Content: events.Text(text)}}
 	}
 	newThread := func(t *testing.T) (string, uint64) {
-		_, thread, v, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
-		require.NoError(t, err)
+		thread, v := clienttest.Thread(t, c, clienttest.RepliesOff("acme", ""), 0)
 		return thread, v
 	}
 	type version int

@@ -65,8 +65,7 @@ func TestExportImportEvents(t *testing.T) {
 	c := clienttest.New(t).Client
 	target := clienttest.New(t).Client
 	ctx := context.Background()
-	_, th, _, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "src", ThreadCreated: events.ThreadCreated{Agent: "a"}})
-	require.NoError(t, err)
+	th, _ := clienttest.Thread(t, c, client.CreateOptions{Tenant: "src", ThreadCreated: events.ThreadCreated{Agent: "a"}}, 0)
 	var firstSeq uint64
 	for i := 0; i < 5; i++ {
 		r, err := c.Append(ctx, "src", th, []events.Event{clienttest.User(fmt.Sprintf("m%d", i))}, client.AnyVersion())
@@ -75,7 +74,7 @@ func TestExportImportEvents(t *testing.T) {
 			firstSeq = r.Version
 		}
 	}
-	_, err = c.Append(ctx, "src", th, []events.Event{{Payload: events.Compaction{UpToSeq: firstSeq, Summary: events.Text("summary of m0, m1")}}}, client.AnyVersion())
+	_, err := c.Append(ctx, "src", th, []events.Event{{Payload: events.Compaction{UpToSeq: firstSeq, Summary: events.Text("summary of m0, m1")}}}, client.AnyVersion())
 	require.NoError(t, err)
 	src, err := c.Get(ctx, "src", th, client.Consistent())
 	require.NoError(t, err)

@@ -19,9 +19,8 @@ func TestLifecycleCallsAreIdempotent(t *testing.T) {
 	c := clienttest.New(t).Client
 	ctx := context.Background()
 	tenant := events.DefaultTenant
-	_, th, _, err := c.CreateThread(ctx, client.CreateOptions{ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
-	require.NoError(t, err)
-	_, err = c.Append(ctx, tenant, th, []events.Event{clienttest.User("hello")}, client.AnyVersion())
+	th, _ := clienttest.Thread(t, c, clienttest.RepliesOff(events.DefaultTenant, ""), 0)
+	_, err := c.Append(ctx, tenant, th, []events.Event{clienttest.User("hello")}, client.AnyVersion())
 	require.NoError(t, err)
 
 	v1, err := c.Delete(ctx, tenant, th, "first")

@@ -21,8 +21,7 @@ func TestListShowsAThreadWhoseIndexEntryIsUnreadable(t *testing.T) {
 	srv := clienttest.New(t, clienttest.WithProjector(projector.Config{}))
 	c := srv.Client
 	ctx := context.Background()
-	_, thread, _, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadCreated: events.ThreadCreated{Title: "kept", Replies: events.RepliesOff}})
-	require.NoError(t, err)
+	thread, _ := clienttest.Thread(t, c, client.CreateOptions{Tenant: "acme", ThreadCreated: events.ThreadCreated{Title: "kept", Replies: events.RepliesOff}}, 0)
 	res, err := c.Append(ctx, "acme", thread, []events.Event{{Payload: events.UserMessage{Content: events.Text("hi")}}}, client.AnyVersion())
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {

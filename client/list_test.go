@@ -143,8 +143,7 @@ func TestEraseLeavesNothingReadable(t *testing.T) {
 	c := s.Client
 	ctx := context.Background()
 	for _, th := range []string{"victim", "bystander"} {
-		_, _, _, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: th, ThreadCreated: events.ThreadCreated{Agent: "a"}})
-		require.NoError(t, err)
+		clienttest.Thread(t, c, client.CreateOptions{Tenant: "acme", ThreadID: th, ThreadCreated: events.ThreadCreated{Agent: "a"}}, 0)
 		for i := 0; i < 50; i++ {
 			_, err := c.Append(ctx, "acme", th, []events.Event{{Payload: events.UserMessage{Content: events.Text(fmt.Sprintf("secret %d", i))}}}, client.AnyVersion())
 			require.NoError(t, err)

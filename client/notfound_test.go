@@ -18,8 +18,7 @@ func TestNotFoundSaysWhyBySentinel(t *testing.T) {
 	c := clienttest.New(t).Client
 	ctx := context.Background()
 	create := func() string {
-		_, th, _, err := c.CreateThread(ctx, client.CreateOptions{ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
-		require.NoError(t, err)
+		th, _ := clienttest.Thread(t, c, clienttest.RepliesOff(events.DefaultTenant, ""), 0)
 		return th
 	}
 	erased, deleted := create(), create()

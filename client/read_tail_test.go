@@ -10,6 +10,7 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/clienttest"
 	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/projector"
@@ -29,8 +30,7 @@ func TestConsistentGetReadsEveryTailShape(t *testing.T) {
 	w, err := client.New(ctx, s.NC, client.Config{})
 	require.NoError(t, err)
 
-	_, thread, v, err := w.CreateThread(ctx, client.CreateOptions{ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
-	require.NoError(t, err)
+	thread, v := clienttest.Thread(t, w, clienttest.RepliesOff(events.DefaultTenant, ""), 0)
 	tenant := events.DefaultTenant
 	appendEvs := func(ps ...events.Payload) {
 		evs := make([]events.Event, len(ps))
@@ -43,8 +43,7 @@ func TestConsistentGetReadsEveryTailShape(t *testing.T) {
 	}
 	// Other threads' events between ours, as on a shared stream.
 	noise := func() {
-		_, _, _, err := w.CreateThread(ctx, client.CreateOptions{})
-		require.NoError(t, err)
+		clienttest.Thread(t, w, client.CreateOptions{}, 0)
 	}
 	for i := range 20 {
 		appendEvs(events.UserMessage{Content: events.Text(fmt.Sprint("q", i))})

@@ -30,8 +30,7 @@ func TestStateKeysAndSetIfAbsent(t *testing.T) {
 			}
 			ctx := context.Background()
 			tenant := events.DefaultTenant
-			_, th, _, err := c.CreateThread(ctx, client.CreateOptions{ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
-			require.NoError(t, err)
+			th, _ := clienttest.Thread(t, c, clienttest.RepliesOff(events.DefaultTenant, ""), 0)
 			for _, k := range []string{"ckpt/1", "ckpt/2", "other"} {
 				_, err := c.SetState(ctx, tenant, th, k, map[string]string{"k": k})
 				require.NoError(t, err)

@@ -29,9 +29,8 @@ func TestGetViewIsGetWithoutACopy(t *testing.T) {
 	defer cancel()
 
 	// Not projected yet: the log answers.
-	_, _, v, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: "early", ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
-	require.NoError(t, err)
-	_, err = c.Append(ctx, "acme", "early", []events.Event{clienttest.User("first")}, client.ExpectVersion(v))
+	_, v := clienttest.Thread(t, c, clienttest.RepliesOff("acme", "early"), 0)
+	_, err := c.Append(ctx, "acme", "early", []events.Event{clienttest.User("first")}, client.ExpectVersion(v))
 	require.NoError(t, err)
 	early, err := c.GetView(ctx, "acme", "early")
 	require.NoError(t, err)
@@ -40,8 +39,7 @@ func TestGetViewIsGetWithoutACopy(t *testing.T) {
 
 	// Small chunks: a 300-message thread is several chunks and a head.
 	clienttest.RunProjector(t, s.JS, projector.Config{ChunkBytes: 4 << 10, TailBytes: 1 << 10})
-	_, _, v, err = c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: "long", ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
-	require.NoError(t, err)
+	_, v = clienttest.Thread(t, c, clienttest.RepliesOff("acme", "long"), 0)
 	for i := range 300 {
 		res, err := c.Append(ctx, "acme", "long", []events.Event{clienttest.User(fmt.Sprintf("message %d %s", i, strings.Repeat("x", 100)))}, client.ExpectVersion(v))
 		require.NoError(t, err)
@@ -145,8 +143,7 @@ func BenchmarkGetView(b *testing.B) {
 	c, err := client.New(ctx, nc, client.Config{Provision: true})
 	require.NoError(b, err)
 	clienttest.RunProjector(b, s.JS, projector.Config{})
-	_, thread, v, err := c.CreateThread(ctx, client.CreateOptions{ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
-	require.NoError(b, err)
+	thread, v := clienttest.Thread(b, c, clienttest.RepliesOff(events.DefaultTenant, ""), 0)
 	text := strings.Repeat("x", 512)
 	for i := 0; i < 1000; i += client.MaxTurnEvents {
 		evs := make([]events.Event, min(client.MaxTurnEvents, 1000-i))
@@ -191,8 +188,7 @@ func TestTrackSnapshotsGetView(t *testing.T) {
 	c, err := client.New(ctx, s.NC, client.Config{Provision: true, TrackSnapshots: true})
 	require.NoError(t, err)
 	clienttest.RunProjector(t, s.JS, projector.Config{})
-	_, thread, v, err := c.CreateThread(ctx, client.CreateOptions{ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
-	require.NoError(t, err)
+	thread, v := clienttest.Thread(t, c, clienttest.RepliesOff(events.DefaultTenant, ""), 0)
 	for i := range 3 {
 		res, err := c.Append(ctx, "default", thread, []events.Event{clienttest.User(fmt.Sprintf("message %d", i))}, client.ExpectVersion(v))
 		require.NoError(t, err)

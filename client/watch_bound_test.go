@@ -22,8 +22,7 @@ import (
 func TestAWatchThatIsNotReadHoldsBoundedBytes(t *testing.T) {
 	c := clienttest.New(t).Client
 	ctx := context.Background()
-	_, thread, _, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
-	require.NoError(t, err)
+	thread, _ := clienttest.Thread(t, c, clienttest.RepliesOff("acme", ""), 0)
 	big := strings.Repeat("x", 512<<10)
 	for range 64 {
 		_, err := c.Append(ctx, "acme", thread, []events.Event{{Payload: events.UserMessage{Content: events.Text(big)}}}, client.AnyVersion())

@@ -12,6 +12,7 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/clienttest"
 )
 
 // The default read of a thread comes from a view of its snapshot (its
@@ -20,8 +21,7 @@ import (
 func TestGetThreadFromAViewIsTheWholeThread(t *testing.T) {
 	e := newEnv(t, withProjector(), withoutWorkers())
 	ctx := context.Background()
-	_, id, v, err := e.c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}})
-	require.NoError(t, err)
+	id, v := clienttest.Thread(t, e.c, clienttest.RepliesOff("acme", ""), 0)
 	// 200 messages of 512 bytes: more than a tail (32 KiB), so the
 	// snapshot's history is in chunks.
 	for i := 0; i < 200; i += client.MaxTurnEvents {

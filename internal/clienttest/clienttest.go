@@ -114,16 +114,16 @@ func RepliesOff(tenant, thread string) client.CreateOptions {
 	return client.CreateOptions{Tenant: tenant, ThreadID: thread, ThreadCreated: events.ThreadCreated{Replies: events.RepliesOff}}
 }
 
-// Thread creates a thread with opts and appends n user messages to it,
-// "message 0" to "message n-1", one append each; it returns the thread's
-// id and version.
-func (e *Env) Thread(t testing.TB, opts client.CreateOptions, n int) (thread string, version uint64) {
+// Thread creates a thread with opts through c and appends n user
+// messages to it, "message 0" to "message n-1", one append each; it
+// returns the thread's id and version.
+func Thread(t testing.TB, c *client.Client, opts client.CreateOptions, n int) (thread string, version uint64) {
 	t.Helper()
 	ctx := context.Background()
-	tenant, thread, v, err := e.Client.CreateThread(ctx, opts)
+	tenant, thread, v, err := c.CreateThread(ctx, opts)
 	require.NoError(t, err)
 	for i := range n {
-		res, err := e.Client.Append(ctx, tenant, thread, []events.Event{User(fmt.Sprintf("message %d", i))}, client.ExpectVersion(v))
+		res, err := c.Append(ctx, tenant, thread, []events.Event{User(fmt.Sprintf("message %d", i))}, client.ExpectVersion(v))
 		require.NoError(t, err)
 		v = res.Version
 	}
