@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -18,8 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/agentd/httpapi"
-	"github.com/convlog/convlog/client"
-	"github.com/convlog/convlog/internal/natstest"
+	"github.com/convlog/convlog/internal/clienttest"
 )
 
 // serve's HTTP server takes its timeouts and connection caps from the
@@ -29,9 +27,8 @@ import (
 // --http-max-conns=3 full of idle keep-alive connections a new client
 // still gets in, taking the slot of one of them.
 func TestServeHTTPServerAppliesTheLimitFlags(t *testing.T) {
-	ns := natstest.Run(t)
-	cl, err := client.New(context.Background(), ns.NC, client.Config{Provision: true})
-	require.NoError(t, err)
+	ns := clienttest.New(t)
+	cl := ns.Client
 	var f httpLimitFlags
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	f.register(fs)

@@ -14,16 +14,15 @@ import (
 	"github.com/convlog/convlog/agentd/worker"
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/internal/natstest"
+	"github.com/convlog/convlog/internal/clienttest"
 )
 
 // setup runs an embedded server, agent workers for agent "demo" (the
 // offline model) unless noWorkers, and a chat service on a client.
 func setup(t *testing.T, noWorkers bool) (*chat.Service, *client.Client) {
 	t.Helper()
-	ns := natstest.Run(t)
-	c, err := client.New(context.Background(), ns.NC, client.Config{Provision: true})
-	require.NoError(t, err)
+	e := clienttest.New(t)
+	ns, c := e.Server, e.Client
 	if !noWorkers {
 		off, err := model.NewOffline(model.OfflineConfig{TokenDelay: time.Millisecond})
 		require.NoError(t, err)

@@ -7,9 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/agentd/replayrun"
-	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/internal/natstest"
+	"github.com/convlog/convlog/internal/clienttest"
 	"github.com/convlog/convlog/internal/transcripts"
 )
 
@@ -33,9 +32,8 @@ func TestReplayRunReproducesEveryTranscript(t *testing.T) {
 	convs := load(t)
 	for _, pools := range []int{1, 4} {
 		t.Run(map[int]string{1: "one worker pool", 4: "four worker pools"}[pools], func(t *testing.T) {
-			s := natstest.Run(t)
-			c, err := client.New(context.Background(), s.NC, client.Config{Provision: true})
-			require.NoError(t, err)
+			s := clienttest.New(t)
+			c := s.Client
 			rep, err := replayrun.Run(context.Background(), c, s.NC, convs, replayrun.Config{Pools: pools, Concurrency: 4, Parallel: 32})
 			require.NoError(t, err)
 			require.Empty(t, rep.Unresolved)

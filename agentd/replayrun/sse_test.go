@@ -15,8 +15,7 @@ import (
 
 	"github.com/convlog/convlog/agentd/httpapi"
 	"github.com/convlog/convlog/agentd/replayrun"
-	"github.com/convlog/convlog/client"
-	"github.com/convlog/convlog/internal/natstest"
+	"github.com/convlog/convlog/internal/clienttest"
 )
 
 // sseReader follows one thread's SSE stream and records the sequence of
@@ -75,9 +74,8 @@ func TestSSEWatchersOfReplayedThreadsSeeExactlyTheStoredEvents(t *testing.T) {
 	convs := load(t)
 	convs = convs[:min(40, len(convs))]
 	watched := min(20, len(convs)) // the sample of a fresh clone has 10
-	s := natstest.Run(t)
-	c, err := client.New(context.Background(), s.NC, client.Config{Provision: true})
-	require.NoError(t, err)
+	s := clienttest.New(t)
+	c := s.Client
 	const key = "replay-key"
 	api, err := httpapi.New(httpapi.Config{Client: c, NC: s.NC, Agents: []string{replayrun.AgentName},
 		Auth: httpapi.Auth{Keys: map[string]string{httpapi.HashKey(key): "replay"}}})

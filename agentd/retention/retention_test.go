@@ -16,6 +16,7 @@ import (
 	"github.com/convlog/convlog/agentd/retention"
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/clienttest"
 	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/projector"
 )
@@ -119,17 +120,8 @@ func TestIdleThreadsAreErasedOnceAcrossARestart(t *testing.T) {
 // (until the test ends).
 func withProjector(t *testing.T) (*natstest.Server, *client.Client) {
 	t.Helper()
-	ns := natstest.Run(t)
-	c, err := client.New(context.Background(), ns.NC, client.Config{Provision: true})
-	require.NoError(t, err)
-	proj, err := projector.New(ns.JS, projector.Config{})
-	require.NoError(t, err)
-	pctx, pcancel := context.WithCancel(context.Background())
-	pdone := make(chan struct{})
-	go func() { defer close(pdone); _ = proj.Run(pctx) }()
-	t.Cleanup(func() { pcancel(); <-pdone })
-	<-proj.Ready()
-	return ns, c
+	e := clienttest.New(t, clienttest.WithProjector(projector.Config{}))
+	return e.Server, e.Client
 }
 
 func threadsOf(as []retention.Action) []string {

@@ -20,6 +20,7 @@ import (
 	"github.com/convlog/convlog/audit"
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/clienttest"
 	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/projector"
 )
@@ -58,20 +59,9 @@ func mount(api http.Handler) *http.ServeMux {
 
 func newStack(t *testing.T, cfg stackConfig) *stack {
 	t.Helper()
-	ns := natstest.Run(t)
+	ce := clienttest.New(t, clienttest.WithProjector(projector.Config{}))
+	ns, c := ce.Server, ce.Client
 	ctx, cancel := context.WithCancel(context.Background())
-	c, err := client.New(ctx, ns.NC, client.Config{Provision: true})
-	require.NoError(t, err)
-
-	proj, err := projector.New(ns.JS, projector.Config{})
-	require.NoError(t, err)
-	projDone := make(chan struct{})
-	go func() { defer close(projDone); _ = proj.Run(ctx) }()
-	select {
-	case <-proj.Ready():
-	case <-projDone:
-		t.Fatal("projector stopped before it was ready")
-	}
 
 	off, err := model.NewOffline(model.OfflineConfig{TokenDelay: cfg.tokenDelay})
 	require.NoError(t, err)
@@ -116,7 +106,6 @@ func newStack(t *testing.T, cfg stackConfig) *stack {
 		srv.Close()
 		cancel()
 		<-poolDone
-		<-projDone
 		<-cpDone
 	})
 	return &stack{ns: ns, c: c, api: api, srv: srv}

@@ -16,16 +16,15 @@ import (
 	"github.com/convlog/convlog/agentd/worker"
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/clienttest"
 	"github.com/convlog/convlog/internal/natstest"
 )
 
 func setup(t *testing.T) (*client.Client, *natstest.Server, map[string]*worker.Agent) {
-	s := natstest.Run(t)
-	c, err := client.New(context.Background(), s.NC, client.Config{Provision: true})
-	require.NoError(t, err)
+	e := clienttest.New(t)
 	off, err := model.NewOffline(model.OfflineConfig{})
 	require.NoError(t, err)
-	return c, s, map[string]*worker.Agent{"demo": {Provider: off, Tools: agenttest.ClockTools{}}}
+	return e.Client, e.Server, map[string]*worker.Agent{"demo": {Provider: off, Tools: agenttest.ClockTools{}}}
 }
 
 // Answered reports whether every user message of th is followed by a final

@@ -4,28 +4,14 @@ import (
 	"context"
 	"os"
 	"sync/atomic"
-	"testing"
 
 	"github.com/nats-io/nats.go"
-	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/client/agentkit"
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/internal/embedded"
-	"github.com/convlog/convlog/internal/natstest"
 )
-
-// newClient starts an embedded JetStream server and returns a provisioned
-// client on it.
-func newClient(t *testing.T) *client.Client {
-	t.Helper()
-	s := natstest.Run(t)
-	c, err := client.New(context.Background(), s.NC, client.Config{Provision: true})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
-}
 
 // runNATS starts an embedded JetStream server in a temporary directory
 // (what `agentd serve` runs) for the examples, and returns a connection

@@ -13,10 +13,11 @@ import (
 	"github.com/convlog/convlog/client/agentkit"
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/fold"
+	"github.com/convlog/convlog/internal/clienttest"
 )
 
 func TestCreateThreadPrecedence(t *testing.T) {
-	c := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	hook := func(_ context.Context, req agentkit.CreateThreadRequest) (string, error) {
 		if req.Input == "fail" {
@@ -81,7 +82,7 @@ func TestCreateThreadPrecedence(t *testing.T) {
 }
 
 func TestCreatedThreadsHaveRepliesOffUnlessConfigured(t *testing.T) {
-	c := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	cases := []struct {
 		name string
@@ -105,7 +106,7 @@ func TestCreatedThreadsHaveRepliesOffUnlessConfigured(t *testing.T) {
 // A conversation with a tool loop reads back as one InferenceResult per
 // assistant message, with the seed's fields.
 func TestGetMapsTheHistoryToInferenceResults(t *testing.T) {
-	c := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	sys := "You are a calculator."
 	h := agentkit.NewHistory(c, agentkit.Config{Thread: events.ThreadCreated{SystemPrompt: &sys}})
@@ -159,7 +160,7 @@ func TestGetMapsTheHistoryToInferenceResults(t *testing.T) {
 }
 
 func TestGetOfAMissingThreadReturnsNoResults(t *testing.T) {
-	h := agentkit.NewHistory(newClient(t), agentkit.Config{})
+	h := agentkit.NewHistory(clienttest.New(t).Client, agentkit.Config{})
 	got, err := h.Get(context.Background(), "never-created")
 	require.NoError(t, err)
 	require.Empty(t, got)
@@ -168,7 +169,7 @@ func TestGetOfAMissingThreadReturnsNoResults(t *testing.T) {
 // Multimodal user content, participant names and metadata survive the
 // round trip through the log.
 func TestAppendedMessagesReadBackExactly(t *testing.T) {
-	c := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	h := agentkit.NewHistory(c, agentkit.Config{})
 	ref, err := h.CreateThread(ctx, agentkit.CreateThreadRequest{})
@@ -204,7 +205,7 @@ func TestAppendedMessagesReadBackExactly(t *testing.T) {
 // AppendResults places each tool result right after the message that made
 // its call, whatever order the result lists them in.
 func TestAppendResultsPlacesToolResultsAfterTheirCall(t *testing.T) {
-	c := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	h := agentkit.NewHistory(c, agentkit.Config{})
 	cases := []struct {
@@ -259,7 +260,7 @@ func TestAppendResultsPlacesToolResultsAfterTheirCall(t *testing.T) {
 // A turn is stored whole or not at all: a bad tool result in the middle of
 // the results leaves the thread as it was.
 func TestAppendResultsIsAtomic(t *testing.T) {
-	c := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	h := agentkit.NewHistory(c, agentkit.Config{})
 	ref, err := h.CreateThread(ctx, agentkit.CreateThreadRequest{})
@@ -283,7 +284,7 @@ func TestAppendResultsIsAtomic(t *testing.T) {
 }
 
 func TestInvalidResultsAreRefusedBeforeAnythingIsSent(t *testing.T) {
-	h := agentkit.NewHistory(newClient(t), agentkit.Config{})
+	h := agentkit.NewHistory(clienttest.New(t).Client, agentkit.Config{})
 	cases := []struct {
 		name   string
 		result agentkit.InferenceResult
@@ -307,7 +308,7 @@ func TestInvalidResultsAreRefusedBeforeAnythingIsSent(t *testing.T) {
 // With client.ExpectVersion, a writer whose view is stale gets a conflict
 // instead of an interleaved turn.
 func TestAppendResultsWithExpectVersionConflicts(t *testing.T) {
-	c := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	h := agentkit.NewHistory(c, agentkit.Config{})
 	run, err := h.Begin(ctx, agentkit.RunRequest{ThreadID: "occ"})
@@ -326,7 +327,7 @@ func TestAppendResultsWithExpectVersionConflicts(t *testing.T) {
 }
 
 func TestAppendTurnStoresTheUserMessageAndResultsTogether(t *testing.T) {
-	c := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	h := agentkit.NewHistory(c, agentkit.Config{})
 	ref, err := h.CreateThread(ctx, agentkit.CreateThreadRequest{})
@@ -344,7 +345,7 @@ func TestAppendTurnStoresTheUserMessageAndResultsTogether(t *testing.T) {
 
 // A retried user message with the same id is stored once.
 func TestAppendUserMessageWithTheSameIDIsStoredOnce(t *testing.T) {
-	c := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	h := agentkit.NewHistory(c, agentkit.Config{})
 	ref, err := h.CreateThread(ctx, agentkit.CreateThreadRequest{})
@@ -361,7 +362,7 @@ func TestAppendUserMessageWithTheSameIDIsStoredOnce(t *testing.T) {
 }
 
 func TestBeginSkipsTheReadWhenTheClientProvidesTheHistory(t *testing.T) {
-	c := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	_, _, _, err := c.CreateThread(ctx, client.CreateOptions{ThreadID: "known"})
 	require.NoError(t, err)
@@ -421,7 +422,7 @@ func TestBeginSkipsTheReadWhenTheClientProvidesTheHistory(t *testing.T) {
 // The explicit id of an existing thread resumes it: Begin's results and
 // version are the thread's.
 func TestBeginResumesAnExplicitThread(t *testing.T) {
-	c := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	h := agentkit.NewHistory(c, agentkit.Config{})
 	first, err := h.Begin(ctx, agentkit.RunRequest{ThreadID: "resume-me"})

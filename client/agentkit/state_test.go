@@ -11,6 +11,7 @@ import (
 	"github.com/convlog/convlog/client/agentkit"
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/fold"
+	"github.com/convlog/convlog/internal/clienttest"
 	"github.com/convlog/convlog/internal/natstest"
 )
 
@@ -19,7 +20,7 @@ type files map[string]string
 // The seed's kv API (set, get, delete, has) on a thread, persisted as
 // events and read back from the projection.
 func TestStateKeyValueStore(t *testing.T) {
-	c := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	h := agentkit.NewHistory(c, agentkit.Config{})
 	ref, err := h.CreateThread(ctx, agentkit.CreateThreadRequest{})
@@ -121,7 +122,7 @@ func TestStateIsSharedAcrossClients(t *testing.T) {
 }
 
 func TestStateErrors(t *testing.T) {
-	c := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	missing := agentkit.NewState(c, "", "missing")
 	_, _, err := missing.Get(ctx, "k")

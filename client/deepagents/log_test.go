@@ -13,21 +13,12 @@ import (
 	"github.com/convlog/convlog/client/deepagents"
 	"github.com/convlog/convlog/client/deepagents/checkpointertest"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/clienttest"
 	"github.com/convlog/convlog/internal/embedded"
-	"github.com/convlog/convlog/internal/natstest"
 )
 
-func newClient(t *testing.T) *client.Client {
-	t.Helper()
-	s := natstest.Run(t)
-	c, err := client.New(context.Background(), s.NC, client.Config{Provision: true})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
-}
-
 func TestLogCheckpointerConformance(t *testing.T) {
-	cp := deepagents.NewLogCheckpointer(newClient(t), deepagents.LogConfig{})
+	cp := deepagents.NewLogCheckpointer(clienttest.New(t).Client, deepagents.LogConfig{})
 	checkpointertest.Run(t, func(*testing.T) deepagents.Checkpointer { return cp })
 }
 
@@ -65,7 +56,7 @@ func concat(parts ...[]events.Message) []events.Message {
 // Save records the change from the stored history to the saved one with
 // the events the package doc's rule names.
 func TestSaveRecordsTheChangeAsEvents(t *testing.T) {
-	c := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	cp := deepagents.NewLogCheckpointer(c, deepagents.LogConfig{})
 	base := checkpointertest.Conversation("b", 4) // u a | u a(call) t a | u a | u a(call) t a
@@ -136,7 +127,7 @@ func TestSaveRecordsTheChangeAsEvents(t *testing.T) {
 // A new thread is created with replies off and its first messages, in
 // one atomic append; Clear is a reset that leaves the record in the log.
 func TestSaveCreatesTheThreadAndClearResetsIt(t *testing.T) {
-	c := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	cp := deepagents.NewLogCheckpointer(c, deepagents.LogConfig{Thread: events.ThreadCreated{Agent: "deep"}})
 	h := checkpointertest.Conversation("c", 2)
@@ -162,7 +153,7 @@ func TestSaveCreatesTheThreadAndClearResetsIt(t *testing.T) {
 // interleaves, and the superseded messages stay in the log; SaveVersion
 // reports the conflict instead.
 func TestSaveAfterAnotherWriter(t *testing.T) {
-	c := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	cp := deepagents.NewLogCheckpointer(c, deepagents.LogConfig{})
 	h := checkpointertest.Conversation("w", 1)
@@ -192,7 +183,7 @@ func TestSaveAfterAnotherWriter(t *testing.T) {
 // More new messages than one atomic batch holds are appended in several
 // batches and load back whole.
 func TestSaveOfAVeryLongExtension(t *testing.T) {
-	c := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	cp := deepagents.NewLogCheckpointer(c, deepagents.LogConfig{})
 	h := checkpointertest.Conversation("long", 400) // 1,200 messages
@@ -204,7 +195,7 @@ func TestSaveOfAVeryLongExtension(t *testing.T) {
 }
 
 func TestSaveToADeletedOrErasedThreadFails(t *testing.T) {
-	c := newClient(t)
+	c := clienttest.New(t).Client
 	ctx := context.Background()
 	cp := deepagents.NewLogCheckpointer(c, deepagents.LogConfig{})
 	h := checkpointertest.Conversation("d", 1)

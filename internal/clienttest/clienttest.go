@@ -2,7 +2,7 @@
 // it share: a real embedded JetStream server ([natstest.Run]), a
 // [client.Client] that provisioned it, a projector running when the test
 // asks for one, and threads with events. Everything it starts stops at
-// the test's cleanup, in the reverse order: projector, then server.
+// the test's cleanup, in the reverse order: projector, client, server.
 //
 // Only external test packages (client_test, projector_test, ...) import
 // it: it imports client and projector, so a package's internal tests
@@ -58,6 +58,7 @@ func New(t testing.TB, opts ...Option) *Env {
 	set.cfg.Provision = true
 	c, err := client.New(context.Background(), s.NC, set.cfg)
 	require.NoError(t, err)
+	t.Cleanup(c.Close)
 	if set.projector != nil {
 		RunProjector(t, s.JS, *set.projector)
 	}
