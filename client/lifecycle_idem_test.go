@@ -19,9 +19,7 @@ func TestLifecycleCallsAreIdempotent(t *testing.T) {
 	c := clienttest.New(t).Client
 	ctx := context.Background()
 	tenant := events.DefaultTenant
-	th, _ := clienttest.Thread(t, c, clienttest.RepliesOff(events.DefaultTenant, ""), 0)
-	_, err := c.Append(ctx, tenant, th, []events.Event{clienttest.User("hello")}, client.AnyVersion())
-	require.NoError(t, err)
+	th, _ := clienttest.Thread(t, c, clienttest.RepliesOff(events.DefaultTenant, ""), 1)
 
 	v1, err := c.Delete(ctx, tenant, th, "first")
 	require.NoError(t, err)
