@@ -45,6 +45,11 @@ const js = resolve(here, "..");
 const repo = resolve(js, "..");
 const work = mkdtempSync(join(tmpdir(), "convlog-pack-test-"));
 if (!relative(repo, work).startsWith("..")) throw new Error(`temporary directory ${work} is inside the repository`);
+// Removed on every exit (an uncaught error included) unless PACK_TEST_KEEP=1.
+process.on("exit", () => {
+  if (process.env.PACK_TEST_KEEP === "1") console.log(`kept ${work}`);
+  else rmSync(work, { recursive: true, force: true });
+});
 const t0 = Date.now();
 const failures = [];
 const log = (msg) => console.log(`[pack-test ${((Date.now() - t0) / 1000).toFixed(1)}s] ${msg}`);
@@ -414,6 +419,4 @@ try {
 }
 
 log(failures.length ? `${failures.length} check(s) failed` : "ok: every check passed");
-if (process.env.PACK_TEST_KEEP === "1") console.log(`kept ${work}`);
-else rmSync(work, { recursive: true, force: true });
 process.exit(failures.length ? 1 : 0);
