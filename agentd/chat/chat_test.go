@@ -24,15 +24,7 @@ func setup(t *testing.T, noWorkers bool) (*chat.Service, *client.Client) {
 	e := clienttest.New(t)
 	ns, c := e.Server, e.Client
 	if !noWorkers {
-		off, err := model.NewOffline(model.OfflineConfig{TokenDelay: time.Millisecond})
-		require.NoError(t, err)
-		pool, err := worker.New(c, ns.NC, worker.Config{Agents: map[string]*worker.Agent{"demo": {Provider: off, Tools: agenttest.ClockTools{}}}})
-		require.NoError(t, err)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); _ = pool.Run(ctx) }()
-		<-pool.Ready()
-		t.Cleanup(func() { cancel(); <-done })
+		agenttest.RunWorkers(t, c, ns.NC, worker.Config{Agents: agenttest.Demo(t, time.Millisecond)})
 	}
 	return chat.New(c, chat.Config{}), c
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/convlog/convlog/agent/model"
 	"github.com/convlog/convlog/agentd/httpapi"
 	"github.com/convlog/convlog/agentd/internal/agenttest"
 	"github.com/convlog/convlog/agentd/worker"
@@ -75,22 +74,8 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	}
 	ce := clienttest.New(t, copts...)
 	ns, c := ce.Server, ce.Client
-	ctx := context.Background()
-	off, err := model.NewOffline(model.OfflineConfig{TokenDelay: time.Millisecond})
-	require.NoError(t, err)
-	pool, err := worker.New(c, ns.NC, worker.Config{Agents: map[string]*worker.Agent{"demo": {Provider: off, Tools: agenttest.ClockTools{}}}, Concurrency: 4})
-	require.NoError(t, err)
-	wctx, stopWorkers := context.WithCancel(ctx)
-	workersDone := make(chan struct{})
-	if set.noWorkers {
-		close(workersDone)
-	} else {
-		go func() { defer close(workersDone); _ = pool.Run(wctx) }()
-		select {
-		case <-pool.Ready():
-		case <-workersDone:
-			t.Fatal("worker pool stopped before it was ready")
-		}
+	if !set.noWorkers {
+		agenttest.RunWorkers(t, c, ns.NC, worker.Config{Agents: agenttest.Demo(t, time.Millisecond), Concurrency: 4})
 	}
 	e := &env{t: t, ns: ns, c: c}
 	cfg := set.cfg
@@ -109,16 +94,15 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	if cfg.AnswerTimeout == 0 {
 		cfg.AnswerTimeout = base.AnswerTimeout
 	}
-	e.api, err = httpapi.New(cfg)
+	api, err := httpapi.New(cfg)
 	require.NoError(t, err)
+	e.api = api
 	e.srv = httptest.NewServer(e.api.Handler())
 	t.Cleanup(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		require.NoError(t, e.api.Shutdown(sctx))
 		e.srv.Close()
-		stopWorkers()
-		<-workersDone
 	})
 	return e
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/convlog/convlog/agent/model"
 	"github.com/convlog/convlog/agent/tools"
 	"github.com/convlog/convlog/agentd/httpapi"
+	"github.com/convlog/convlog/agentd/internal/agenttest"
 	"github.com/convlog/convlog/agentd/webui"
 	"github.com/convlog/convlog/agentd/worker"
 	"github.com/convlog/convlog/audit"
@@ -68,16 +69,8 @@ func newStack(t *testing.T, cfg stackConfig) *stack {
 	reg, err := tools.NewRegistry(tools.Config{})
 	require.NoError(t, err)
 	require.NoError(t, reg.Register(tools.Builtins(nil)...))
-	pool, err := worker.New(c, ns.NC, worker.Config{Concurrency: 4, Agents: map[string]*worker.Agent{
+	agenttest.RunWorkers(t, c, ns.NC, worker.Config{Concurrency: 4, Agents: map[string]*worker.Agent{
 		"demo": {Name: "demo", Provider: off, Tools: toolSet{reg}, SystemPrompt: "You are convlog's offline demo agent."}}})
-	require.NoError(t, err)
-	poolDone := make(chan struct{})
-	go func() { defer close(poolDone); _ = pool.Run(ctx) }()
-	select {
-	case <-pool.Ready():
-	case <-poolDone:
-		t.Fatal("worker pool stopped before it was ready")
-	}
 
 	// The audit checkpointer, as agentd serve runs it.
 	_, auditKey, err := ed25519.GenerateKey(rand.Reader)
@@ -105,7 +98,6 @@ func newStack(t *testing.T, cfg stackConfig) *stack {
 		srv.CloseClientConnections()
 		srv.Close()
 		cancel()
-		<-poolDone
 		<-cpDone
 	})
 	return &stack{ns: ns, c: c, api: api, srv: srv}

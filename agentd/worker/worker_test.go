@@ -22,9 +22,7 @@ import (
 
 func setup(t *testing.T) (*client.Client, *natstest.Server, map[string]*worker.Agent) {
 	e := clienttest.New(t)
-	off, err := model.NewOffline(model.OfflineConfig{})
-	require.NoError(t, err)
-	return e.Client, e.Server, map[string]*worker.Agent{"demo": {Provider: off, Tools: agenttest.ClockTools{}}}
+	return e.Client, e.Server, agenttest.Demo(t, 0)
 }
 
 // Answered reports whether every user message of th is followed by a final

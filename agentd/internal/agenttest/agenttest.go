@@ -1,6 +1,8 @@
 // Package agenttest holds the test agent shared by the tests of the agent
 // workers, the chat service and the HTTP API: a tool set whose only tool
-// is a fixed clock, which the offline model calls for "what time is it?".
+// is a fixed clock, which the offline model calls for "what time is it?",
+// the agent "demo" that uses it ([Demo]), and a worker pool that runs
+// until the test ends ([RunWorkers]).
 package agenttest
 
 import (
