@@ -20,7 +20,8 @@ import (
 // client/ appends, so the runner folds their triggers directly, even ones
 // without), and checks the runner's snapshot: the same state as the pure
 // fold of those bytes in memory, with the case's verdicts, history and
-// checks. (package fold's TestFoldCases holds the table without a server.)
+// checks. Package fold's TestFoldCases folds the same table without a
+// server.
 func TestFold(t *testing.T) {
 	cases := foldcases.Cases()
 	e := newEnv(t)
