@@ -197,7 +197,7 @@ func (s *Service) plan(ctx context.Context, t *Turn, thread string) (plan, error
 	var suffixIdx []int
 	switch kind {
 	case matchDiverged:
-		if cf, ok := currentFirst(hv, rv); ok {
+		if cf, ok := currentFirst(hv, rv, th.Pending); ok {
 			return s.planCurrentFirst(t, th, p, cf, rv)
 		}
 		return plan{}, diverged(t, thread, th, hv, rv, n)
@@ -212,17 +212,9 @@ func (s *Service) plan(ctx context.Context, t *Turn, thread string) (plan, error
 		p.mode = modeAppend
 		if n > 0 && !hv[n-1].user && len(th.Pending) > 0 {
 			// The client ran the pending tools: take its results for them.
-			pending := map[string]bool{}
-			for _, pc := range th.Pending {
-				pending[pc.ID] = true
-			}
-			it := rv[n-1]
-			for j, m := range it.msgs {
-				if m.Role == events.RoleTool && pending[m.ToolCallID] {
-					suffix = append(suffix, m)
-					suffixIdx = append(suffixIdx, t.Positions[it.from+j])
-					delete(pending, m.ToolCallID)
-				}
+			for _, k := range pendingResults(rv[n-1], th.Pending) {
+				suffix = append(suffix, t.Messages[k])
+				suffixIdx = append(suffixIdx, t.Positions[k])
 			}
 		}
 		if n < len(rv) {
@@ -258,8 +250,9 @@ func (s *Service) plan(ctx context.Context, t *Turn, thread string) (plan, error
 }
 
 // planCurrentFirst plans a request in the current-first order (rule 5 of
-// the divergence policy): a new user message is appended; a retry waits
-// for, or replays, the answer to the stored one.
+// the divergence policy): a new user message is appended, and so are the
+// client's results for the pending calls of the stored turn's answer; a
+// retry waits for, or replays, the answer to the stored one.
 func (s *Service) planCurrentFirst(t *Turn, th *client.Thread, p plan, cf currentFirstMatch, rv []viewItem) (plan, error) {
 	switch cf.kind {
 	case matchReplay:
@@ -274,11 +267,24 @@ func (s *Service) planCurrentFirst(t *Turn, th *client.Thread, p plan, cf curren
 		return plan{}, invalid(th.Thread, "messages", fmt.Sprintf("nothing new to answer: thread %s already holds every message of the request and its last one is answered; add a user message", th.Thread))
 	}
 	p.mode = modeAppend
-	first := rv[0]
 	if t.System != nil && (th.SystemPrompt == nil || *th.SystemPrompt != *t.System) {
 		sp := *t.System
 		p.evs = append(p.evs, events.Event{ID: eventID(t, "system"), Payload: events.ThreadUpdated{SystemPrompt: &sp}, Producer: s.cfg.Producer})
 	}
+	if len(cf.results) > 0 {
+		// The client ran the pending tools: take its results for them; the
+		// answer to the stored user message goes on.
+		var msgs []events.Message
+		var idx []int
+		for _, k := range cf.results {
+			msgs, idx = append(msgs, t.Messages[k]), append(idx, t.Positions[k])
+		}
+		s.addMessages(t, &p, msgs, idx)
+		x := cf.stored.msgs[0]
+		p.replyTo, p.replySeq, p.base = x.EventID, x.Seq, stepsSince(th.Messages, x.EventID)
+		return p, nil
+	}
+	first := rv[0]
 	s.addMessages(t, &p, first.msgs, t.Positions[first.from:first.from+len(first.msgs)])
 	return p, nil
 }

@@ -257,3 +257,59 @@ func TestCurrentFirstOrderOfAgentKit(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, chat.CodeHistoryDiverged, ce.Code, "a history that differs is still refused")
 }
+
+// AgentKit's own openai() model sends a client tool round trip on turn 2
+// or later as [system, current user message, ...history, the turn's tool
+// call, its result]. The history's last answer block and the turn's tool
+// call read as one answer block (a tool-call step has no text): the
+// result is taken for the pending call and the agent answers from it, not
+// a replay of the stored call.
+func TestCurrentFirstOrderClientToolRoundTripOnALaterTurn(t *testing.T) {
+	svc, c := setup(t, false)
+	sys := "You are helpful."
+	tools := []events.ClientTool{{Name: "lookup"}}
+	req := func(msgs ...events.Message) *chat.Turn {
+		tr := turn(t, "conv-agentkit-tool")
+		tr.System, tr.ClientTools = &sys, tools
+		for i, m := range msgs {
+			tr.Messages = append(tr.Messages, m)
+			tr.Positions = append(tr.Positions, i+1) // after the system message
+		}
+		return tr
+	}
+	user := func(s string) events.Message { return events.Message{Role: events.RoleUser, Content: events.Text(s)} }
+	said := func(a *chat.Answer) events.Message {
+		text, _ := a.Text()
+		return events.Message{Role: events.RoleAssistant, Content: events.Text(text)}
+	}
+	callOf := func(a *chat.Answer) (events.Message, events.Message) {
+		calls := a.ClientCalls()
+		require.Len(t, calls, 1, "the answer ends with the client's tool call")
+		return events.Message{Role: events.RoleAssistant, ToolCalls: calls},
+			events.Message{Role: events.RoleTool, ToolCallID: calls[0].ID, Content: events.Text(`{"answer":42}`)}
+	}
+
+	// Turn 1: the call, then its result in the thread's order (rule 1).
+	u1 := user("use lookup")
+	callA, resultA := callOf(answer(t, svc, req(u1)))
+	textA := said(answer(t, svc, req(u1, callA, resultA)))
+
+	// Turn 2: current first, then the history, then the turn's call and result.
+	u2 := user("thanks; use lookup")
+	callB, resultB := callOf(answer(t, svc, req(u2, u1, callA, resultA, textA)))
+	final := answer(t, svc, req(u2, u1, callA, resultA, textA, callB, resultB))
+	require.False(t, final.Replayed(), "the client's result is new, not a retry")
+	require.Empty(t, final.ClientCalls(), "the agent answers from the result instead of calling again")
+	got, _ := final.Text()
+	require.Contains(t, got, "42")
+
+	th, err := c.Get(context.Background(), "acme", final.Thread(), client.Consistent())
+	require.NoError(t, err)
+	require.Empty(t, th.Pending, "the call is answered")
+	var roles []string
+	for _, m := range th.Messages {
+		roles = append(roles, string(m.Role))
+	}
+	require.Equal(t, []string{"user", "assistant", "tool", "assistant", "user", "assistant", "tool", "assistant"}, roles)
+	require.Equal(t, callB.ToolCalls[0].ID, th.Messages[6].ToolCallID, "the result is paired with call B")
+}

@@ -50,7 +50,11 @@
 //     recognised: the first message is a user message and the rest is the
 //     thread's whole history: it is appended (as in rule 1); the rest is
 //     the history up to that very user message, stored already: a retry,
-//     which waits for or replays its answer (as in rules 1 and 2).
+//     which waits for or replays its answer (as in rules 1 and 2), unless
+//     the request's last answer block holds tool results for the calls the
+//     stored answer left pending (this turn's tool call and its result,
+//     which read as part of the history's last answer block): those results
+//     are appended (as in rule 1) and the answer goes on.
 //     Otherwise the request diverges (rule 4), naming the first differing
 //     message in the request's own order.
 //

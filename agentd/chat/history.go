@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
 )
 
@@ -154,14 +155,35 @@ func match(thread, req []viewItem) (kind matchKind, n int) {
 	return matchDiverged, i
 }
 
+// pendingResults are the indexes, in the request's messages, of the tool
+// results in the answer block it for the pending calls (the first result
+// of each call): the client ran those tools.
+func pendingResults(it viewItem, pending []client.PendingCall) []int {
+	want := map[string]bool{}
+	for _, pc := range pending {
+		want[pc.ID] = true
+	}
+	var out []int
+	for j, m := range it.msgs {
+		if m.Role == events.RoleTool && want[m.ToolCallID] {
+			out = append(out, it.from+j)
+			delete(want, m.ToolCallID)
+		}
+	}
+	return out
+}
+
 // currentFirstMatch is how a request in the current-first order relates to
 // the thread (see currentFirst).
 type currentFirstMatch struct {
-	// kind is matchAppend (the first message is new), matchDelta (it is the
-	// thread's last message, not answered yet) or matchReplay (it is the
-	// thread's last user message, answered: stored is that message).
-	kind   matchKind
-	stored viewItem
+	// kind is matchAppend (the first message is new, or results holds the
+	// client's tool results for the pending calls of stored's answer),
+	// matchDelta (the first message is the thread's last message, not
+	// answered yet) or matchReplay (it is the thread's last user message,
+	// answered: stored is that message).
+	kind    matchKind
+	stored  viewItem
+	results []int
 }
 
 // currentFirst recognises the order AgentKit 0.13 sends:
@@ -171,7 +193,14 @@ type currentFirstMatch struct {
 // is new), or the thread goes on with that very user message (a retry),
 // and, if the thread answered it, with nothing but the answer. Anything
 // else is not this order.
-func currentFirst(thread, req []viewItem) (currentFirstMatch, bool) {
+//
+// When the thread's answer ends in calls still pending, the request's
+// last answer block holds the history's last answer block and this turn's
+// answer so far as one (a tool-call step has no text, so the two read as
+// the history's block): tool results in it for the pending calls are new
+// (the client ran the tools), as in rule 1, and the request is not a
+// retry.
+func currentFirst(thread, req []viewItem, pending []client.PendingCall) (currentFirstMatch, bool) {
 	if len(req) < 2 || !req[0].user || len(req[0].msgs) != 1 {
 		return currentFirstMatch{}, false
 	}
@@ -189,6 +218,11 @@ func currentFirst(thread, req []viewItem) (currentFirstMatch, bool) {
 	case len(tail) == 1 && sameItem(tail[0], req[0]):
 		return currentFirstMatch{kind: matchDelta}, true
 	case len(tail) == 2 && sameItem(tail[0], req[0]) && !tail[1].user:
+		if last := rest[len(rest)-1]; !last.user && len(pending) > 0 {
+			if r := pendingResults(last, pending); len(r) > 0 {
+				return currentFirstMatch{kind: matchAppend, stored: tail[0], results: r}, true
+			}
+		}
 		return currentFirstMatch{kind: matchReplay, stored: tail[0]}, true
 	}
 	return currentFirstMatch{}, false

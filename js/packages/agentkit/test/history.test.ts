@@ -94,14 +94,12 @@ test("tool results are stored as returned: a string as it is, an object as its J
   assert.deepEqual(back.toolCalls, r.toolCalls);
 });
 
-// Known server limitation, kept as a todo: AgentKit sends [system, the
-// run's user message, ...history, ...this run's results]. agentd/chat's
-// rule 5 (current first) sees the history's last answer block merged with
-// this run's tool call and result, takes the request for a retry of the
-// stored turn and replays the stored tool call: the client's tool result is
-// never appended, and AgentKit calls the tool again until maxIter. Chat mode
-// (history.model) avoids it by sending the thread's order.
-test("AgentKit's own openai(): a client tool round trip on a later turn", { todo: "agentd/chat: recognise [current user, ...history, ...this turn's answer with tool results] (rule 5) and append the results" }, async () => {
+// AgentKit sends [system, the run's user message, ...history, ...this
+// run's results]: on a later turn, the history's last answer block and this
+// run's tool call read as one answer block. agentd/chat's rule 5 (current
+// first) takes the client's tool result for the pending call, so the
+// agent answers from it instead of calling the tool again until maxIter.
+test("AgentKit's own openai(): a client tool round trip on a later turn", async () => {
   const client = new ConvlogClient({ baseUrl: agentd.url, apiKey: keys.acme });
   const threadId = "issue-39/later-tool";
   for (const input of ["hello", "use lookup"]) await network(client, threadId).run(input, { state: createState<S>({}, { threadId }) });
