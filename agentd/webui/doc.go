@@ -48,7 +48,16 @@
 // is upgraded; the assets are small and compressed with gzip when the
 // browser accepts it. A Content-Security-Policy allows scripts, styles and
 // connections only from the page's own origin, and the page builds its DOM
-// with textContent, never with HTML from the API.
+// with textContent, never with HTML from the API. Message text is markdown:
+// static/js/markdown.js renders a small subset (emphasis, code, lists,
+// http(s) links) into elements it creates; any HTML in it shows as text.
+//
+// # Titles
+//
+// A thread without a title (an imported transcript has none) is named by
+// its first user message on its page and by its metadata's source_id (or
+// source) in the list, which has no messages; ids are shortened, the full
+// id in the tooltip.
 //
 // # Routes of the page
 //

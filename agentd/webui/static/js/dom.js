@@ -103,6 +103,26 @@ export function shortID(id) {
   return id.length > 14 ? id.slice(0, 8) + "…" + id.slice(-4) : id;
 }
 
+// idEl shows an id shortened (see shortID), the full id in its title.
+export function idEl(id, attrs = {}) {
+  return h("code", { ...attrs, title: id }, shortID(id));
+}
+
+// firstLine returns the first non-empty line of text, cut to max
+// characters with an ellipsis.
+export function firstLine(text, max = 80) {
+  const line = (text || "").split("\n").map((l) => l.trim()).find(Boolean) || "";
+  return line.length > max ? line.slice(0, max - 1).trimEnd() + "…" : line;
+}
+
+// sourceTitle names an imported thread by its source: the metadata's
+// source_id (e.g. "tooltalk/Email-Messages-Reminder-SendMessage-2"), else
+// its source; "" for a thread with neither.
+export function sourceTitle(metadata) {
+  const m = metadata || {};
+  return m.source_id || m.source || "";
+}
+
 // announce writes a polite status message (for screen readers and eyes).
 export function announce(el, text) {
   el.textContent = "";

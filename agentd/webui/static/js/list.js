@@ -2,7 +2,7 @@
 // paging by cursor, open-by-id and "new thread".
 
 import { ApiError, request, enc } from "./api.js";
-import { h, clear, fill, timeEl } from "./dom.js";
+import { h, clear, fill, timeEl, shortID, sourceTitle } from "./dom.js";
 
 // listView renders the list into main. params: URLSearchParams of the
 // fragment (agent, owner, meta = "k=v, k2=v2"). ctx: {notify, go}.
@@ -81,7 +81,10 @@ class ListView {
       this.newForm,
       h("div", { class: "filter-bar" }, this.filterForm, this.idForm),
       this.status,
-      h("div", { class: "table-wrap" }, h("table", { class: "threads", id: "thread-list" },
+      // The table scrolls sideways inside its wrapper on narrow screens; the
+      // wrapper is focusable so that the keyboard can scroll it too.
+      h("div", { class: "table-wrap", id: "thread-list-wrap", tabindex: "0", role: "region", "aria-label": "Threads (scrolls sideways)" },
+        h("table", { class: "threads", id: "thread-list" },
         h("caption", { class: "visually-hidden" }, "Threads, most recently updated first"),
         h("thead", {}, h("tr", {},
           h("th", { scope: "col" }, "Thread"), h("th", { scope: "col" }, "Agent"), h("th", { scope: "col" }, "Owner"),
@@ -163,22 +166,33 @@ class ListView {
     }
   }
 
+  // row shows a thread: its title (or, for an untitled imported thread,
+  // its source), the id shortened (full id on hover), and notes. The
+  // metadata's source_meta (a JSON document of the import) is not a note:
+  // it is in the source badge's tooltip.
   row(t) {
+    const md = t.metadata || {};
     const notes = [];
     if (t.pending) notes.push(h("span", { class: "badge warn" }, `${t.pending} pending`));
     if (t.rejected) notes.push(h("span", { class: "badge error" }, `${t.rejected} rejected`));
     if (t.deleted) notes.push(h("span", { class: "badge muted" }, "deleted"));
     if (t.forked_from) notes.push(h("span", { class: "badge", title: `forked from ${t.forked_from.thread} at seq ${t.forked_from.seq}` }, "fork"));
-    for (const [k, v] of Object.entries(t.metadata || {})) notes.push(h("span", { class: "badge muted" }, `${k}=${v}`));
+    for (const [k, v] of Object.entries(md)) {
+      if (k === "source_meta" || k === "source_id") continue;
+      const tip = k === "source" ? [`${k}=${v}`, md.source_id && `source_id=${md.source_id}`, md.source_meta && `source_meta=${md.source_meta}`]
+        .filter(Boolean).join("\n") : `${k}=${v}`;
+      notes.push(h("span", { class: "badge muted meta-note", title: tip }, `${k}=${v}`));
+    }
+    const title = t.title || sourceTitle(md);
     return h("tr", { dataset: { thread: t.thread } },
       h("td", { class: "title" },
-        h("a", { href: `#/t/${enc(t.thread)}` }, t.title || t.thread),
-        t.title ? h("div", { class: "muted mono small" }, t.thread) : null),
+        h("a", { href: `#/t/${enc(t.thread)}`, title: title ? null : t.thread }, title || shortID(t.thread)),
+        title ? h("div", { class: "muted mono small thread-id", title: t.thread }, shortID(t.thread)) : null),
       h("td", {}, t.agent || h("span", { class: "muted" }, "—")),
       h("td", {}, t.owner || h("span", { class: "muted" }, "—")),
       h("td", { class: "num count" }, String(t.message_count || 0)),
       h("td", { class: "num" }, String(t.version)),
-      h("td", {}, timeEl(t.updated_at)),
+      h("td", { class: "updated" }, timeEl(t.updated_at)),
       h("td", {}, h("div", { class: "notes" }, notes)));
   }
 

@@ -5,10 +5,19 @@ import { ApiError, request, download, enc } from "./api.js";
 import { EventStream, OPEN, RECONNECTING, FAILED, CONNECTING } from "./sse.js";
 import { Transcript } from "./transcript.js";
 import { EventLog } from "./auditlog.js";
-import { h, clear, fill, timeEl, uuid, announce } from "./dom.js";
+import { h, clear, fill, timeEl, uuid, announce, contentText, firstLine, idEl, shortID, sourceTitle } from "./dom.js";
 
 function scrollToEnd() {
   window.scrollTo(0, document.documentElement.scrollHeight);
+}
+
+// threadTitle names a thread: its title, else (an imported thread has
+// none) the first line of its first user message, else its source; "" if
+// none of them is known.
+export function threadTitle(s) {
+  if (s.title) return s.title;
+  const first = (s.messages || []).find((m) => m.role === "user" && contentText(m.content).trim());
+  return (first && firstLine(contentText(first.content))) || sourceTitle(s.metadata);
 }
 
 // threadView renders thread id into main. params: URLSearchParams of the
@@ -89,17 +98,28 @@ class ThreadView {
       h("form", { class: "row seq-form", onsubmit: (e) => { e.preventDefault(); this.showAt(Number(this.seqInput.value) || 0); } },
         h("label", { for: "tt-seq" }, "Sequence"), this.seqInput,
         h("button", { type: "submit", class: "secondary" }, "Show"), this.latestBtn, this.forkHereBtn),
+      // Sequences are stream positions, not a per-thread count: say why
+      // they skip.
+      h("p", { class: "seq-note muted small", id: "seq-note" },
+        "Seq is the event's position in the server's stream, which holds every thread's events: " +
+        "the numbers skip where other threads' events are. Versions count this thread's events only."),
       h("div", { class: "table-wrap" },
-        h("table", { class: "events", id: "event-log" }, this.logCaption,
+        h("table", { class: "events", id: "event-log", "aria-describedby": "seq-note" }, this.logCaption,
           h("thead", {}, h("tr", {},
             h("th", { scope: "col" }, "Seq"), h("th", { scope: "col" }, "Time"), h("th", { scope: "col" }, "Type"),
             h("th", { scope: "col" }, "Producer"), h("th", { scope: "col" }, "Event id"))),
           this.logBody)));
 
-    this.body = h("div", { class: ["thread-body", this.audit && "with-audit"] },
-      h("section", { class: "transcript-pane", "aria-label": "Transcript" },
-        this.asOf, this.rejectNote, this.transcriptList, this.composer),
-      this.auditPane);
+    this.transcriptPane = h("section", { class: "transcript-pane", "aria-label": "Transcript" },
+      this.asOf, this.rejectNote, this.transcriptList, this.composer);
+    this.body = h("div", { class: ["thread-body", this.audit && "with-audit"] }, this.transcriptPane, this.auditPane);
+    // On narrow screens the composer is fixed to the bottom of the window
+    // (app.css); the pane's padding-bottom, --composer-h, is its height so
+    // that it never covers the end of the transcript.
+    this.composerSize = new ResizeObserver(() => {
+      this.transcriptPane.style.setProperty("--composer-h", Math.ceil(this.composer.getBoundingClientRect().height) + "px");
+    });
+    this.composerSize.observe(this.composer);
 
     clear(this.main).appendChild(h("section", { class: "thread", dataset: { thread: id } },
       h("div", { class: "thread-head" },
@@ -142,6 +162,7 @@ class ThreadView {
 
   destroy() {
     this.destroyed = true;
+    this.composerSize.disconnect();
     if (this.stream) this.stream.stop();
     clearTimeout(this.rangeTimer);
   }
@@ -158,10 +179,14 @@ class ThreadView {
   // renderHead shows the header and notes of the latest state.
   renderHead() {
     const s = this.head;
-    this.title.textContent = s.title || "Thread " + this.id;
-    document.title = (s.title || this.id) + " · convlog";
+    const title = threadTitle(s);
+    this.title.textContent = title || "Thread " + shortID(this.id);
+    this.title.title = title ? "" : this.id;
+    document.title = (title || shortID(this.id)) + " · convlog";
+    const source = s.title ? "" : sourceTitle(s.metadata);
     fill(this.meta,
-      h("code", { class: "thread-id" }, this.id),
+      idEl(this.id, { class: "thread-id" }),
+      source ? h("span", { class: "source" }, " · source ", h("span", { title: (s.metadata && s.metadata.source) || "" }, source)) : null,
       s.agent ? h("span", {}, " · agent ", h("strong", {}, s.agent)) : " · no agent",
       s.owner ? h("span", {}, " · owner ", s.owner) : null,
       h("span", {}, " · ", h("span", { id: "msg-count" }, String(s.message_count ?? (s.messages || []).length)), " messages"),

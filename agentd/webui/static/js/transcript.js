@@ -3,6 +3,7 @@
 // live deltas).
 
 import { h, clear, contentText, prettyJSON, timeEl } from "./dom.js";
+import { markdown } from "./markdown.js";
 
 // pairResults maps each assistant message's tool calls to their results:
 // the first unused tool message after the call with the call's id (ids may
@@ -96,9 +97,10 @@ export class Transcript {
       h("span", { class: ["who", cls] }, who), extra, synthetic,
       m.seq ? h("span", { class: "seq", title: "event " + (m.event_id || "") }, "seq " + m.seq) : null,
       m.time ? timeEl(m.time, "clock") : null);
+    // Message text is rendered as markdown (static/js/markdown.js).
     const body = (c) => {
       const t = contentText(c);
-      return t ? h("div", { class: "msg-body" }, t) : null;
+      return t ? h("div", { class: "msg-body md" }, markdown(t)) : null;
     };
     const attrs = (role, label) => ({ class: ["msg", role, m.is_error && "error"], dataset: { seq: String(m.seq || 0), role },
       "aria-label": label });
