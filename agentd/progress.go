@@ -1,53 +1,78 @@
 package main
 
 import (
+	"fmt"
+	"io"
 	"os"
 	"time"
-
-	"github.com/schollz/progressbar/v3"
-	"golang.org/x/term"
 )
 
-// progress is a progress bar on stderr that is drawn only when stderr is a
-// terminal (never into a log file or a pipe). A nil *progress is valid and
-// draws nothing, so callers need not check.
-type progress struct{ bar *progressbar.ProgressBar }
+// progress is a one-line progress report on stderr ("importing 12.3 MB /
+// 40.0 MB (30%)"), drawn only when stderr is a terminal (never into a log
+// file or a pipe) and redrawn at most every 100 ms. A nil *progress is
+// valid and draws nothing, so callers need not check.
+type progress struct {
+	w       io.Writer
+	desc    string
+	total   int64 // < 0: unknown, only the count is drawn
+	asBytes bool
+	done    int64
+	drawn   time.Time
+}
 
-// stderrIsTerminal reports whether progress bars are drawn; a variable so
-// that tests can force it.
-var stderrIsTerminal = func() bool { return term.IsTerminal(int(os.Stderr.Fd())) }
+// stderrIsTerminal reports whether progress is drawn; a variable so that
+// tests can force it.
+var stderrIsTerminal = func() bool {
+	st, err := os.Stderr.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
 
-// newProgress returns a bar of total units (bytes when asBytes) described
-// by desc, or nil when off is set or stderr is not a terminal. total < 0
-// draws a spinner with a count.
+// newProgress returns a report of total units (bytes when asBytes)
+// described by desc, or nil when off is set or stderr is not a terminal.
+// total < 0 draws the count alone.
 func newProgress(total int64, desc string, asBytes, off bool) *progress {
 	if off || !stderrIsTerminal() {
 		return nil
 	}
-	return &progress{bar: progressbar.NewOptions64(total, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowBytes(asBytes),
-		progressbar.OptionSetDescription(desc), progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())}
+	return &progress{w: os.Stderr, desc: desc, total: total, asBytes: asBytes}
 }
 
-// set moves the bar to n units done.
+// set moves the report to n units done.
 func (p *progress) set(n int64) {
-	if p != nil {
-		_ = p.bar.Set64(n)
+	if p == nil {
+		return
+	}
+	p.done = n
+	if time.Since(p.drawn) >= 100*time.Millisecond {
+		p.drawn = time.Now()
+		line := p.desc + " " + p.units(p.done)
+		if p.total > 0 {
+			line += fmt.Sprintf(" / %s (%d%%)", p.units(p.total), 100*p.done/p.total)
+		}
+		fmt.Fprintf(p.w, "\r\033[K%s", line)
 	}
 }
 
-// add moves the bar n units on.
+// add moves the report n units on.
 func (p *progress) add(n int) {
 	if p != nil {
-		_ = p.bar.Add(n)
+		p.set(p.done + int64(n))
 	}
 }
 
-// finish draws the bar at 100% and clears it.
+// finish clears the line.
 func (p *progress) finish() {
-	if p != nil {
-		_ = p.bar.Finish()
+	if p != nil && !p.drawn.IsZero() {
+		fmt.Fprint(p.w, "\r\033[K")
 	}
+}
+
+// units formats n as a count or, for bytes, in MB.
+func (p *progress) units(n int64) string {
+	if p.asBytes {
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	}
+	return fmt.Sprint(n)
 }
 
 // filesSize is the total size of files in bytes.
