@@ -78,79 +78,16 @@ a running deployment, whose projector projects the threads.`,
 			if err := checkInputFiles(args); err != nil {
 				return err
 			}
-			if format == "events" {
-				return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) (err error) {
-					if e.conn.Server != nil {
-						// This command owns the data directory: nobody else
-						// projects what it imports.
-						stop, perr := startLocalProjector(ctx, e)
-						if perr != nil {
-							return perr
-						}
-						defer func() {
-							if perr := stop(); perr != nil && err == nil {
-								err = perr
-							}
-						}()
-					}
-					total := client.EventsImportReport{}
-					for _, file := range args {
-						fh, err := os.Open(file)
-						if err != nil {
-							return err
-						}
-						tenant := ""
-						if cmd.Flags().Changed("tenant") {
-							tenant = e.tenant
-						}
-						rep, err := e.c.ImportEvents(ctx, fh, tenant)
-						fh.Close()
-						total.Threads += rep.Threads
-						total.Events += rep.Events
-						total.Already += rep.Already
-						total.Rejected += rep.Rejected
-						if err != nil {
-							return fmt.Errorf("%s: %w", file, err)
-						}
-					}
-					if e.json {
-						return e.printJSON(total)
-					}
-					fmt.Fprintf(e.out, "imported %d threads, %d events (%d already present), %d rejected\n", total.Threads, total.Events, total.Already, total.Rejected)
-					return nil
-				})
-			}
-			if format != "openai" {
-				return usageError{fmt.Errorf("--format %q: want openai or events", format)}
-			}
 			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
-				var stop func() error
-				if e.conn.Server != nil {
-					s, err := startLocalProjector(ctx, e)
-					if err != nil {
-						return err
+				if format == "events" {
+					tenant := ""
+					if cmd.Flags().Changed("tenant") {
+						tenant = e.tenant
 					}
-					stop = s
+					return importEventFiles(ctx, e, args, tenant)
 				}
-				sum, err := importFiles(ctx, e, args, client.ImportOptions{Tenant: e.tenant, Replies: rm, Agent: agent}, !noProgress && !e.json)
-				if stop != nil {
-					if perr := stop(); perr != nil && err == nil {
-						err = perr
-					}
-					sum.Projected = err == nil
-				}
-				if err != nil {
-					return fmt.Errorf("%w (stopped after %d threads, %d events)", err, sum.Threads, sum.Events)
-				}
-				if e.json {
-					_ = e.printJSON(sum)
-				} else {
-					printImportSummary(e.out, sum)
-				}
-				if sum.Failed > 0 {
-					err = fmt.Errorf("%d conversation(s) could not be imported", sum.Failed)
-				}
-				return err
+				opts := client.ImportOptions{Tenant: e.tenant, Replies: rm, Agent: agent}
+				return importConversationFiles(ctx, e, args, opts, !noProgress && !e.json)
 			})
 		},
 	}
@@ -161,6 +98,81 @@ a running deployment, whose projector projects the threads.`,
 	cmd.Flags().BoolVar(&noProgress, "no-progress", false, "no progress bar (none is drawn when stderr is not a terminal)")
 	cmd.Flags().StringVar(&format, "format", "openai", "openai (conversations) or events (raw events, as written by 'agentd thread export --format events')")
 	return cmd
+}
+
+// importEventFiles imports the raw events of files (as 'agentd thread
+// export --format events' writes them) into their own tenants, or all into
+// tenant when it is not "", and prints the totals. When this command owns
+// the data directory it projects the threads before it returns.
+func importEventFiles(ctx context.Context, e *cliEnv, files []string, tenant string) (err error) {
+	if e.conn.Server != nil {
+		// This command owns the data directory: nobody else
+		// projects what it imports.
+		stop, perr := startLocalProjector(ctx, e)
+		if perr != nil {
+			return perr
+		}
+		defer func() {
+			if perr := stop(); perr != nil && err == nil {
+				err = perr
+			}
+		}()
+	}
+	total := client.EventsImportReport{}
+	for _, file := range files {
+		fh, err := os.Open(file)
+		if err != nil {
+			return err
+		}
+		rep, err := e.c.ImportEvents(ctx, fh, tenant)
+		fh.Close()
+		total.Threads += rep.Threads
+		total.Events += rep.Events
+		total.Already += rep.Already
+		total.Rejected += rep.Rejected
+		if err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+	}
+	if e.json {
+		return e.printJSON(total)
+	}
+	fmt.Fprintf(e.out, "imported %d threads, %d events (%d already present), %d rejected\n", total.Threads, total.Events, total.Already, total.Rejected)
+	return nil
+}
+
+// importConversationFiles imports the OpenAI-format conversations of files
+// with opts and prints the summary; an error when a conversation could not
+// be imported. When this command owns the data directory it projects the
+// threads before it returns.
+func importConversationFiles(ctx context.Context, e *cliEnv, files []string, opts client.ImportOptions, progress bool) error {
+	var stop func() error
+	if e.conn.Server != nil {
+		s, err := startLocalProjector(ctx, e)
+		if err != nil {
+			return err
+		}
+		stop = s
+	}
+	sum, err := importFiles(ctx, e, files, opts, progress)
+	if stop != nil {
+		if perr := stop(); perr != nil && err == nil {
+			err = perr
+		}
+		sum.Projected = err == nil
+	}
+	if err != nil {
+		return fmt.Errorf("%w (stopped after %d threads, %d events)", err, sum.Threads, sum.Events)
+	}
+	if e.json {
+		_ = e.printJSON(sum)
+	} else {
+		printImportSummary(e.out, sum)
+	}
+	if sum.Failed > 0 {
+		err = fmt.Errorf("%d conversation(s) could not be imported", sum.Failed)
+	}
+	return err
 }
 
 // checkInputFiles reports every file argument that is missing or is not
@@ -299,46 +311,10 @@ differing with the first difference, and exits 1 if any thread differs.`,
 				return err
 			}
 			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
-				rep := verifyReport{}
-				total, err := filesSize(args)
+				rep, err := verifyFiles(ctx, e, args, !noProgress && !e.json)
 				if err != nil {
 					return err
 				}
-				bar := newProgress(total, "verifying", true, noProgress || e.json)
-				var done int64
-				for _, file := range args {
-					st, err := os.Stat(file)
-					if err != nil {
-						return err
-					}
-					fileStart := done
-					for conv, err := range transcripts.Read(file) {
-						if err != nil {
-							return err
-						}
-						if b, err := json.Marshal(conv); err == nil {
-							done = min(done+int64(len(b))+1, fileStart+st.Size())
-							bar.set(done)
-						}
-						rep.Threads++
-						thread := events.ConversationThreadID(conv)
-						th, err := e.c.Get(ctx, e.tenant, thread, client.Consistent(), client.IncludeDeleted())
-						diff := ""
-						if err != nil {
-							diff = err.Error()
-						} else {
-							diff = replayrun.Compare(conv, th)
-						}
-						if diff == "" {
-							rep.Identical++
-							continue
-						}
-						rep.Differing = append(rep.Differing, verifyDiff{File: filepath.Base(file), ID: conv.ID, Thread: thread, Diff: diff})
-					}
-					done = fileStart + st.Size()
-					bar.set(done)
-				}
-				bar.finish()
 				if e.json {
 					_ = e.printJSON(rep)
 				} else {
@@ -357,4 +333,50 @@ differing with the first difference, and exits 1 if any thread differs.`,
 	f.register(cmd)
 	cmd.Flags().BoolVar(&noProgress, "no-progress", false, "no progress bar (none is drawn when stderr is not a terminal)")
 	return cmd
+}
+
+// verifyFiles compares the thread of every conversation of files with the
+// conversation.
+func verifyFiles(ctx context.Context, e *cliEnv, files []string, progress bool) (verifyReport, error) {
+	rep := verifyReport{}
+	total, err := filesSize(files)
+	if err != nil {
+		return rep, err
+	}
+	bar := newProgress(total, "verifying", true, !progress)
+	var done int64
+	for _, file := range files {
+		st, err := os.Stat(file)
+		if err != nil {
+			return rep, err
+		}
+		fileStart := done
+		for conv, err := range transcripts.Read(file) {
+			if err != nil {
+				return rep, err
+			}
+			if b, err := json.Marshal(conv); err == nil {
+				done = min(done+int64(len(b))+1, fileStart+st.Size())
+				bar.set(done)
+			}
+			rep.Threads++
+			thread := events.ConversationThreadID(conv)
+			th, err := e.c.Get(ctx, e.tenant, thread, client.Consistent(), client.IncludeDeleted())
+			diff := ""
+			if err != nil {
+				diff = err.Error()
+			} else {
+				diff = replayrun.Compare(conv, th)
+			}
+			if diff == "" {
+				rep.Identical++
+				continue
+			}
+			rep.Differing = append(rep.Differing, verifyDiff{File: filepath.Base(file), ID: conv.ID, Thread: thread, Diff: diff})
+		}
+		done = fileStart + st.Size()
+		bar.set(done)
+	}
+	bar.finish()
+	return rep, nil
 }

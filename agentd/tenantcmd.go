@@ -7,15 +7,13 @@ import (
 	"os"
 	"strings"
 
-	"github.com/nats-io/nkeys"
 	"github.com/spf13/cobra"
 
-	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/internal/tenancy"
 )
 
 func newTenantCmd(lf *logFlags) *cobra.Command {
-	var f cliFlags
+	f := &cliFlags{}
 	cmd := &cobra.Command{Use: "tenant", Short: "Tenant-scoped NATS users: create, list, revoke, show their accounts",
 		Example: `  agentd tenant create acme --out acme.nk
   agentd tenant list --json`,
@@ -35,8 +33,14 @@ nats.CustomInboxPrefix("_INBOX_<tenant>"), and uses client.Config{Tenant: "<tena
   agentd tenant create acme --out acme.nk
   agentd tenant accounts --convlog-nkey UAGENTD... > accounts.conf`}
 	f.register(cmd)
+	cmd.AddCommand(newTenantCreateCmd(f, lf), newTenantListCmd(f, lf), newTenantRevokeCmd(f, lf),
+		newTenantPermissionsCmd(f), newTenantAccountsCmd(f, lf))
+	return cmd
+}
+
+func newTenantCreateCmd(f *cliFlags, lf *logFlags) *cobra.Command {
 	var out, name string
-	create := &cobra.Command{Use: "create TENANT --out SEED_FILE", Short: "Create a user of TENANT and write its NKey seed to --out (mode 0600)",
+	cmd := &cobra.Command{Use: "create TENANT --out SEED_FILE", Short: "Create a user of TENANT and write its NKey seed to --out (mode 0600)",
 		Example: `  agentd tenant create acme --out acme.nk --name billing`,
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -47,164 +51,109 @@ nats.CustomInboxPrefix("_INBOX_<tenant>"), and uses client.Config{Tenant: "<tena
 				return usageError{fmt.Errorf("--out %s exists: choose a new file (a seed is never overwritten)", out)}
 			}
 			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
-				reg, err := e.registry(ctx)
-				if err != nil {
-					return err
-				}
-				u, seed, err := reg.Create(ctx, args[0], name)
-				if err != nil {
-					return err
-				}
-				if err := writeSeed(out, seed); err != nil {
-					_, _ = reg.Revoke(ctx, u.Tenant, u.PublicKey)
-					return err
-				}
-				if err := e.syncTenantUsers(ctx, reg, f.conn.DataDir); err != nil {
-					return err
-				}
-				if e.json {
-					return e.printJSON(map[string]any{"user": u, "seed_file": out, "inbox_prefix": tenancy.InboxPrefix(u.Tenant)})
-				}
-				fmt.Fprintf(e.out, "created user %s of tenant %s; its seed is in %s\nconnect with the seed and nats.CustomInboxPrefix(%q); use client.Config{Tenant: %q}\n",
-					u.PublicKey, u.Tenant, out, tenancy.InboxPrefix(u.Tenant), u.Tenant)
-				return nil
+				return createTenantUser(ctx, e, args[0], name, out, f.conn.DataDir)
 			})
 		}}
-	create.Flags().StringVar(&out, "out", "", "file to write the user's NKey seed to (must not exist)")
-	create.Flags().StringVar(&name, "name", "", "a label for the user (e.g. the service that holds it)")
-	list := &cobra.Command{Use: "list [TENANT]", Short: "List the tenant-scoped users (of TENANT, or all)", Args: cobra.MaximumNArgs(1),
+	cmd.Flags().StringVar(&out, "out", "", "file to write the user's NKey seed to (must not exist)")
+	cmd.Flags().StringVar(&name, "name", "", "a label for the user (e.g. the service that holds it)")
+	return cmd
+}
+
+// createTenantUser creates a user name of tenant, writes its seed to the
+// new file out (revoking the user when that fails) and prints how to
+// connect as it.
+func createTenantUser(ctx context.Context, e *cliEnv, tenant, name, out, dataDir string) error {
+	reg, err := e.registry(ctx)
+	if err != nil {
+		return err
+	}
+	u, seed, err := reg.Create(ctx, tenant, name)
+	if err != nil {
+		return err
+	}
+	if err := writeSeed(out, seed); err != nil {
+		_, _ = reg.Revoke(ctx, u.Tenant, u.PublicKey)
+		return err
+	}
+	if err := e.syncTenantUsers(ctx, reg, dataDir); err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(map[string]any{"user": u, "seed_file": out, "inbox_prefix": tenancy.InboxPrefix(u.Tenant)})
+	}
+	fmt.Fprintf(e.out, "created user %s of tenant %s; its seed is in %s\nconnect with the seed and nats.CustomInboxPrefix(%q); use client.Config{Tenant: %q}\n",
+		u.PublicKey, u.Tenant, out, tenancy.InboxPrefix(u.Tenant), u.Tenant)
+	return nil
+}
+
+func newTenantListCmd(f *cliFlags, lf *logFlags) *cobra.Command {
+	return &cobra.Command{Use: "list [TENANT]", Short: "List the tenant-scoped users (of TENANT, or all)", Args: cobra.MaximumNArgs(1),
 		Example: `  agentd tenant list
   agentd tenant list acme --json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
-				reg, err := e.registry(ctx)
-				if err != nil {
-					return err
-				}
-				users, err := reg.List(ctx, strings.Join(args, ""))
-				if err != nil {
-					return err
-				}
-				if e.json {
-					return e.printJSON(map[string]any{"users": users})
-				}
-				for _, u := range users {
-					fmt.Fprintf(e.out, "%s\t%s\t%s\t%s\n", u.Tenant, u.PublicKey, u.CreatedAt.Format("2006-01-02T15:04:05Z"), u.Name)
-				}
-				return nil
+				return listTenantUsers(ctx, e, strings.Join(args, ""))
 			})
 		}}
+}
+
+// listTenantUsers prints the users of tenant, or of every tenant when
+// tenant is "".
+func listTenantUsers(ctx context.Context, e *cliEnv, tenant string) error {
+	reg, err := e.registry(ctx)
+	if err != nil {
+		return err
+	}
+	users, err := reg.List(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(map[string]any{"users": users})
+	}
+	for _, u := range users {
+		fmt.Fprintf(e.out, "%s\t%s\t%s\t%s\n", u.Tenant, u.PublicKey, u.CreatedAt.Format("2006-01-02T15:04:05Z"), u.Name)
+	}
+	return nil
+}
+
+func newTenantRevokeCmd(f *cliFlags, lf *logFlags) *cobra.Command {
 	var user string
-	revoke := &cobra.Command{Use: "revoke TENANT [--user PUBLIC_KEY]", Short: "Revoke TENANT's user --user, or all of TENANT's users",
+	cmd := &cobra.Command{Use: "revoke TENANT [--user PUBLIC_KEY]", Short: "Revoke TENANT's user --user, or all of TENANT's users",
 		Example: `  agentd tenant revoke acme
   agentd tenant revoke acme --user UABC...`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
-				reg, err := e.registry(ctx)
-				if err != nil {
-					return err
-				}
-				gone, err := reg.Revoke(ctx, args[0], user)
-				if err != nil {
-					return err
-				}
-				if err := e.syncTenantUsers(ctx, reg, f.conn.DataDir); err != nil {
-					return err
-				}
-				if user != "" && len(gone) == 0 {
-					return fmt.Errorf("tenant %s has no user %s", args[0], user)
-				}
-				if e.json {
-					return e.printJSON(map[string]any{"revoked": gone})
-				}
-				fmt.Fprintf(e.out, "revoked %d user(s) of tenant %s\n", len(gone), args[0])
-				return nil
+				return revokeTenantUsers(ctx, e, args[0], user, f.conn.DataDir)
 			})
 		}}
-	revoke.Flags().StringVar(&user, "user", "", "public NKey of the user to revoke (default: every user of the tenant)")
-	var format string
-	perms := &cobra.Command{Use: "permissions TENANT", Short: "Print the NATS allow lists of TENANT's users (JSON)",
-		Example: `  agentd tenant permissions acme
-  agentd tenant permissions acme --partitions 3`,
-		Long: `permissions prints the allow lists of a tenant-scoped user of TENANT for the configured
-stream, buckets and subject prefix, as JSON: the subjects its account imports from convlog's and
-its users may use. For a deployment of K partitions give --partitions K (the lists name every
-partition's stream, subjects and buckets). The nats-server configuration of tenants is
-'agentd tenant accounts': allow lists inside one account cannot stop a reply subject from
-crossing into another tenant's data.`,
-		Args: exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := f.conn.validate(); err != nil {
-				return usageError{err}
-			}
-			p, err := tenancy.For(f.conn.resources(), args[0]) // --partitions: the deployment's K
-			if err != nil {
-				return usageError{err}
-			}
-			if format != "json" {
-				return usageError{fmt.Errorf("--format %q: only json; a users entry of one account cannot isolate tenants (NATS does not check reply subjects): use 'agentd tenant accounts'", format)}
-			}
-			return (&cliEnv{out: cmd.OutOrStdout()}).printJSON(p)
-		}}
-	perms.Flags().StringVar(&format, "format", "json", "json (the only format)")
-	var convlogKeys []string
-	var noRegistry bool
-	accounts := &cobra.Command{Use: "accounts --convlog-nkey U... [--no-registry]", Short: "Print the nats-server accounts block that isolates the tenants",
-		Example: `  agentd tenant accounts --nats-url nats://n1:4222 --nkey agentd.nk --convlog-nkey UAGENTD... > accounts.conf
-  agentd tenant accounts --convlog-nkey UAGENTD... --no-registry`,
-		Long: `accounts prints the "accounts { ... }" block of a nats-server configuration for the
-deployment: convlog's account CONVLOG (JetStream, the users --convlog-nkey names, which agentd
-and your services with every permission connect as, and the exports of every tenant-scoped
-subject) and one account per tenant of the registry's users, importing exactly its tenant's
-subjects. Put it in each server's configuration in place of any authorization block, reload
-the servers (nats-server --signal reload), and print it again after each create or revoke.
-With --no-registry it prints the block without tenants (to start a new server before agentd
-has made the registry). For K partitions give --partitions K.
-
-  agentd tenant accounts --nats-url nats://n1:4222 --nkey agentd.nk --convlog-nkey UAGENTD... > accounts.conf`,
-		Args: exactArgs(0),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(convlogKeys) == 0 {
-				return usageError{errors.New("--convlog-nkey is required: the public NKey (U...) of agentd's own NATS user, which goes into convlog's account")}
-			}
-			for _, k := range convlogKeys {
-				if !nkeys.IsValidPublicUserKey(k) {
-					return usageError{fmt.Errorf("--convlog-nkey %q is not a public user NKey (U...)", k)}
-				}
-			}
-			print := func(users []tenancy.User, res provision.Config) error {
-				conf, err := tenancy.AccountsConf(tenancy.AccountsConfig{Resources: res, Users: users, ConvlogUsers: convlogKeys})
-				if err != nil {
-					return err
-				}
-				fmt.Fprint(cmd.OutOrStdout(), conf)
-				return nil
-			}
-			if noRegistry {
-				if err := f.conn.validate(); err != nil {
-					return usageError{err}
-				}
-				return print(nil, f.conn.resources())
-			}
-			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
-				reg, err := e.registry(ctx)
-				if err != nil {
-					return err
-				}
-				users, err := reg.List(ctx, "")
-				if err != nil {
-					return err
-				}
-				res := e.c.Config().Resources
-				res.Partitions = len(e.c.Partitions())
-				return print(users, res)
-			})
-		}}
-	accounts.Flags().StringSliceVar(&convlogKeys, "convlog-nkey", nil, "public NKey of a user of convlog's account (agentd's own); repeat for several")
-	accounts.Flags().BoolVar(&noRegistry, "no-registry", false, "print the block without reading the registry (no tenant accounts)")
-	cmd.AddCommand(create, list, revoke, perms, accounts)
+	cmd.Flags().StringVar(&user, "user", "", "public NKey of the user to revoke (default: every user of the tenant)")
 	return cmd
+}
+
+// revokeTenantUsers revokes tenant's user (every user of tenant when user
+// is "") and prints how many are gone; an error when user names none.
+func revokeTenantUsers(ctx context.Context, e *cliEnv, tenant, user, dataDir string) error {
+	reg, err := e.registry(ctx)
+	if err != nil {
+		return err
+	}
+	gone, err := reg.Revoke(ctx, tenant, user)
+	if err != nil {
+		return err
+	}
+	if err := e.syncTenantUsers(ctx, reg, dataDir); err != nil {
+		return err
+	}
+	if user != "" && len(gone) == 0 {
+		return fmt.Errorf("tenant %s has no user %s", tenant, user)
+	}
+	if e.json {
+		return e.printJSON(map[string]any{"revoked": gone})
+	}
+	fmt.Fprintf(e.out, "revoked %d user(s) of tenant %s\n", len(gone), tenant)
+	return nil
 }
 
 // registry returns the tenant registry of the deployment.
