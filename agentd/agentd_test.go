@@ -47,6 +47,16 @@ type proc struct {
 	done    chan error
 }
 
+// postOK posts the JSON body to p's HTTP API at path and requires a 2xx
+// answer.
+func (p *proc) postOK(t *testing.T, path, body string) {
+	t.Helper()
+	res, err := http.Post(p.httpURL+path, "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Less(t, res.StatusCode, 300, path)
+}
+
 func startServe(t *testing.T, dataDir string, extra ...string) *proc {
 	t.Helper()
 	bin, err := buildOnce()

@@ -134,12 +134,7 @@ func mustNKey(t *testing.T, seed string) nats.Option {
 func TestAuditVerifyFailsWhenTheCheckpointsArePurged(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	p := startServe(t, dir, "--workers", "0")
-	post := func(path, body string) {
-		res, err := http.Post(p.httpURL+path, "application/json", strings.NewReader(body))
-		require.NoError(t, err)
-		res.Body.Close()
-		require.Less(t, res.StatusCode, 300, path)
-	}
+	post := func(path, body string) { p.postOK(t, path, body) }
 	post("/v1/threads", `{"id":"t1","replies":"off"}`)
 	for i := range 3 {
 		post("/v1/threads/t1/events", `{"events":[{"type":"message.user","payload":{"content":"m`+strconv.Itoa(i)+`"}}]}`)

@@ -185,12 +185,7 @@ func TestRedactOneFieldOfAThousandMessageThread(t *testing.T) {
 func TestThreadRedactCommand(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	p := startServe(t, dir, "--workers", "0")
-	post := func(path, body string) {
-		res, err := http.Post(p.httpURL+path, "application/json", strings.NewReader(body))
-		require.NoError(t, err)
-		res.Body.Close()
-		require.Less(t, res.StatusCode, 300, path)
-	}
+	post := func(path, body string) { p.postOK(t, path, body) }
 	post("/v1/threads", `{"id":"c","replies":"off"}`)
 	post("/v1/threads/c/events", `{"events":[{"type":"message.user","payload":{"content":"keep"}},{"type":"message.user","payload":{"content":"drop me"}}]}`)
 	_, stderr, err := runCLIFull(t, "thread", "redact", "c", "--seq", "3", "--data-dir", dir)
