@@ -162,6 +162,9 @@ type AppendParams struct {
 	Writers int           // concurrent writers
 	Threads int           // threads the concurrent writers share (each owned by one writer)
 	ConcFor time.Duration // how long the concurrent writers run per system per round
+	// ConcSlice splits ConcFor into windows of this length, the systems
+	// alternating window by window (0: one window per system per round).
+	ConcSlice time.Duration
 }
 
 // AppendResults are the append section's figures per system.
@@ -171,20 +174,28 @@ type AppendResults struct {
 	Conc     map[string]Dist
 	ConcRate map[string]float64 // appends/s, median over rounds
 	Errors   map[string]int
+	// SeqRatio and ConcRatio compare convlog with each other system
+	// (the key) round by round: convlog's sequential p50 over the
+	// system's, and convlog's concurrent appends/s over the system's.
+	SeqRatio, ConcRatio map[string]Spread
 }
 
 // RunAppend measures appends of one ~600-byte event with a durable ack:
 // sequential (one writer, one thread, each append conditional on the
 // version the previous one returned) and concurrent (p.Writers writers over
-// p.Threads threads). Systems run in rounds, in a rotating order, so that
-// the machine's background load falls on all of them alike; latencies are
-// pooled over the rounds, throughput is the median round's.
+// p.Threads threads). Systems run in rounds and alternate within each
+// round, in a rotating order: sequential appends one by one, concurrent
+// writers window by window (p.ConcSlice), so that the machine's background
+// load falls on all of them alike. Latencies are pooled over the rounds,
+// throughput is the median round's, and the ratios to convlog are taken
+// in each round and summarized over them.
 func RunAppend(ctx context.Context, e *Env, b *Baselines, p AppendParams, log func(string, ...any)) (*AppendResults, error) {
 	as, err := appenders(e, b)
 	if err != nil {
 		return nil, err
 	}
-	res := &AppendResults{Seq: map[string]Dist{}, Conc: map[string]Dist{}, ConcRate: map[string]float64{}, Errors: map[string]int{}}
+	res := &AppendResults{Seq: map[string]Dist{}, Conc: map[string]Dist{}, ConcRate: map[string]float64{}, Errors: map[string]int{},
+		SeqRatio: map[string]Spread{}, ConcRatio: map[string]Spread{}}
 	seqThreads := map[string]*appendThread{}
 	concThreads := map[string][]*appendThread{}
 	for _, a := range as {
@@ -206,31 +217,48 @@ func RunAppend(ctx context.Context, e *Env, b *Baselines, p AppendParams, log fu
 		}
 	}
 	seqLat := map[string][]time.Duration{}
+	seqRounds := map[string][][]time.Duration{}
 	concLat := map[string][]time.Duration{}
 	rates := map[string][]float64{}
+	windows := 1
+	if p.ConcSlice > 0 {
+		windows = max(1, int(p.ConcFor/p.ConcSlice))
+	}
 	for round := range p.Rounds {
-		for k := range as {
-			a := as[(k+round)%len(as)]
-			log("append: round %d/%d: %s sequential", round+1, p.Rounds, a.name)
-			th := seqThreads[a.name]
-			for range p.SeqOps {
+		log("append: round %d/%d: sequential, the systems alternating append by append", round+1, p.Rounds)
+		for name := range seqThreads {
+			seqRounds[name] = append(seqRounds[name], make([]time.Duration, 0, p.SeqOps))
+		}
+		for i := range p.SeqOps {
+			for k := range as {
+				a := as[(k+i+round)%len(as)]
 				t0 := time.Now()
-				if err := a.append(ctx, th); err != nil {
+				if err := a.append(ctx, seqThreads[a.name]); err != nil {
 					return nil, fmt.Errorf("%s sequential append: %w", a.name, err)
 				}
-				seqLat[a.name] = append(seqLat[a.name], time.Since(t0))
+				d := time.Since(t0)
+				seqLat[a.name] = append(seqLat[a.name], d)
+				seqRounds[a.name][round] = append(seqRounds[a.name][round], d)
 			}
 		}
-		for k := range as {
-			a := as[(k+round)%len(as)]
-			log("append: round %d/%d: %s, %d concurrent writers", round+1, p.Rounds, a.name, p.Writers)
-			lat, rate, errs, err := concurrentAppends(ctx, a, concThreads[a.name], p.Writers, p.ConcFor)
-			if err != nil {
-				return nil, err
+		log("append: round %d/%d: %d concurrent writers, the systems alternating every %s", round+1, p.Rounds, p.Writers, p.ConcFor/time.Duration(windows))
+		done := map[string]int{}
+		took := map[string]time.Duration{}
+		for w := range windows {
+			for k := range as {
+				a := as[(k+w+round)%len(as)]
+				lat, elapsed, errs, err := concurrentAppends(ctx, a, concThreads[a.name], p.Writers, p.ConcFor/time.Duration(windows))
+				if err != nil {
+					return nil, err
+				}
+				concLat[a.name] = append(concLat[a.name], lat...)
+				done[a.name] += len(lat)
+				took[a.name] += elapsed
+				res.Errors[a.name] += errs
 			}
-			concLat[a.name] = append(concLat[a.name], lat...)
-			rates[a.name] = append(rates[a.name], rate)
-			res.Errors[a.name] += errs
+		}
+		for _, a := range as {
+			rates[a.name] = append(rates[a.name], float64(done[a.name])/took[a.name].Seconds())
 		}
 	}
 	for _, a := range as {
@@ -238,13 +266,24 @@ func RunAppend(ctx context.Context, e *Env, b *Baselines, p AppendParams, log fu
 		res.Conc[a.name] = distOf(concLat[a.name])
 		res.ConcRate[a.name] = median(rates[a.name])
 	}
+	for _, a := range as[1:] { // as[0] is convlog
+		res.SeqRatio[a.name] = p50Ratios(seqRounds[sysConvlog], seqRounds[a.name])
+		conc := make([]float64, len(rates[a.name]))
+		for i, r := range rates[a.name] {
+			if r > 0 {
+				conc[i] = rates[sysConvlog][i] / r
+			}
+		}
+		res.ConcRatio[a.name] = spreadOf(conc)
+	}
 	return res, nil
 }
 
 // concurrentAppends runs writers goroutines for d, writer w owning threads
 // w, w+writers, ... (so no two writers share a thread and OCC never
-// conflicts), and returns every latency and the throughput.
-func concurrentAppends(ctx context.Context, a appender, threads []*appendThread, writers int, d time.Duration) ([]time.Duration, float64, int, error) {
+// conflicts), and returns every latency, the time the writers took (d and
+// the appends in flight at its end) and the count of errors.
+func concurrentAppends(ctx context.Context, a appender, threads []*appendThread, writers int, d time.Duration) ([]time.Duration, time.Duration, int, error) {
 	var (
 		mu       sync.Mutex
 		all      []time.Duration
@@ -291,5 +330,5 @@ func concurrentAppends(ctx context.Context, a appender, threads []*appendThread,
 	if errs > 10 {
 		return nil, 0, errs, fmt.Errorf("%s concurrent appends: %d errors, first: %w", a.name, errs, firstErr)
 	}
-	return all, float64(len(all)) / elapsed.Seconds(), errs, nil
+	return all, elapsed, errs, nil
 }

@@ -48,6 +48,10 @@ func TestRunTiny(t *testing.T) {
 			assert.Positive(t, a.ConcRate[s], s)
 			assert.Zero(t, a.Errors[s], s)
 		}
+		for _, s := range a.Systems[1:] {
+			assert.Len(t, a.SeqRatio[s].Rounds, p.Append.Rounds, s)
+			assert.Len(t, a.ConcRatio[s].Rounds, p.Append.Rounds, s)
+		}
 	})
 
 	t.Run("every Get returned the whole thread", func(t *testing.T) {
@@ -65,6 +69,7 @@ func TestRunTiny(t *testing.T) {
 			assert.Equal(t, p.Get.NextEvent, r.Next.N, "next-event projections at %d messages", r.N)
 		}
 		assert.Positive(t, g.Rows[1].Chunks, "1,200 messages of 512 bytes do not fit in a head")
+		assert.Len(t, g.Rows[0].Ratios[ratioKey(sysConvlog, sysRawKV)].Rounds, p.Get.Rounds, "a ratio per round")
 	})
 
 	t.Run("lag was measured for the window's events", func(t *testing.T) {
@@ -265,4 +270,21 @@ func TestWhileRecoveringRetriesOnlyTimeouts(t *testing.T) {
 	err = whileRecovering(cctx, time.Second, func(context.Context) error { calls++; cancel(); return context.DeadlineExceeded })
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Equal(t, 1, calls, "the end of ctx stops it")
+}
+
+func TestSpreadOf(t *testing.T) {
+	t.Run("the median of the rounds with a ratio, with the lowest and highest", func(t *testing.T) {
+		s := spreadOf([]float64{2, 0, 1, 4})
+		assert.Equal(t, Spread{Rounds: []float64{2, 1, 4}, Median: 2, Min: 1, Max: 4}, s)
+		assert.Equal(t, "2.00x (1.00-4.00x over 3 rounds)", fmtSpread(s))
+	})
+	t.Run("no round with a ratio is not measured", func(t *testing.T) {
+		assert.False(t, spreadOf([]float64{0}).Measured())
+		assert.Equal(t, "–", fmtSpread(Spread{}))
+	})
+	t.Run("p50s are compared round by round", func(t *testing.T) {
+		ms := time.Millisecond
+		s := p50Ratios([][]time.Duration{{2 * ms, 2 * ms, 9 * ms}, {3 * ms}}, [][]time.Duration{{ms, ms, ms}, {ms}})
+		assert.Equal(t, []float64{2, 3}, s.Rounds)
+	})
 }

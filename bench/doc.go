@@ -40,11 +40,14 @@
 //  6. memory: heap and RSS of the server, the projector and the worker
 //     after many threads.
 //
-// Systems are measured in rounds, interleaved (appends in a rotating
-// order, Gets in an order shuffled every round, so that no system always
-// follows the same one), so that the shared machine's background load
-// falls on all of them alike;
-// every ratio compares figures of the same run. Performance is reported,
+// Systems are measured in rounds, interleaved (sequential appends
+// alternating one by one and concurrent writers window by window, in a
+// rotating order; Gets in an order shuffled every iteration, so that no
+// system always follows the same one), so that the shared machine's
+// background load falls on all of them alike; every ratio compares
+// figures of the same run. A target's ratio is the median of the ratios
+// taken within each round, reported with the lowest and highest, so that
+// one round's burst of background load does not decide its verdict. Performance is reported,
 // never asserted: bench_test.go runs every section at a tiny size against
 // embedded NATS only and checks what was measured (that every Get returned
 // the whole thread, that every figure has samples), not how fast.

@@ -22,6 +22,10 @@ type GetParams struct {
 	Sizes   []int         // thread lengths in messages
 	Content int           // content bytes per message
 	Iters   func(int) int `json:"-"` // measured gets per system for a thread length
+	// Rounds is how many consecutive groups the measured gets of a thread
+	// length are split into: each round's p50s give one ratio of convlog
+	// to a baseline, and the report gives the median of those ratios.
+	Rounds int
 	// CollectFrom is the thread length (in messages) from which every get
 	// starts after a forced garbage collection (runtime.GC), so that the
 	// garbage of the system read before it (a 100,000-element LRANGE
@@ -43,6 +47,9 @@ type GetRow struct {
 	EventBytes, SnapshotBytes, HeadBytes int
 	Chunks                               int
 	D                                    map[string]Dist
+	// Ratios compare two systems round by round, keyed by ratioKey:
+	// convlog (chunk cache off, and warm) over each baseline's p50.
+	Ratios map[string]Spread
 	// Got is how many messages (convlog) or events (baselines) the last
 	// Get of each system returned; Want the same expected.
 	Got, Want map[string]int
@@ -135,6 +142,11 @@ func RunGet(ctx context.Context, e *Env, b *Baselines, p GetParams, log func(str
 		iters := p.Iters(row.N)
 		log("get: %d messages, %d gets per system", row.N, iters)
 		lat := map[string][]time.Duration{}
+		rounds := max(1, min(p.Rounds, iters))
+		rlat := map[string][][]time.Duration{}
+		for _, sys := range res.Systems {
+			rlat[sys] = make([][]time.Duration, rounds)
+		}
 		order := getOrder(row.N)
 		for i := -1; i < iters; i++ { // i == -1 warms up
 			for _, k := range order(len(res.Systems)) {
@@ -157,11 +169,18 @@ func RunGet(ctx context.Context, e *Env, b *Baselines, p GetParams, log func(str
 				row.Got[sys] = got
 				if i >= 0 {
 					lat[sys] = append(lat[sys], d)
+					r := i * rounds / iters
+					rlat[sys][r] = append(rlat[sys][r], d)
 				}
 			}
 		}
 		for sys, l := range lat {
 			row.D[sys] = distOf(l)
+		}
+		for _, pair := range getRatioPairs {
+			if s := p50Ratios(rlat[pair[0]], rlat[pair[1]]); s.Measured() {
+				row.Ratios[ratioKey(pair[0], pair[1])] = s
+			}
 		}
 	}
 	if p.NextEvent > 0 {
@@ -171,6 +190,16 @@ func RunGet(ctx context.Context, e *Env, b *Baselines, p GetParams, log func(str
 	}
 	return res, nil
 }
+
+// getRatioPairs are the systems whose Get times the report compares, as
+// (numerator, denominator).
+var getRatioPairs = [][2]string{
+	{sysConvlog, sysRawKV}, {sysConvlogWarm, sysRawKV}, {sysConvlog, sysPG}, {sysConvlog, sysRedis},
+	{sysConvlogCons, sysRawKV}, {sysConvlogCons, sysPG}, {sysConvlogCons, sysRedis},
+}
+
+// ratioKey names the ratio of system a's figure to system b's.
+func ratioKey(a, b string) string { return a + "/" + b }
 
 // getOrder returns the order of the systems in each round of the Get of
 // an n-message thread: a new random permutation per round, from a seed
@@ -315,7 +344,7 @@ func readLog(ctx context.Context, js jetstream.JetStream, stream, subject string
 // loadBaselines writes lt's event bytes into the raw KV bucket (one value,
 // when it fits), Postgres and Redis.
 func loadBaselines(ctx context.Context, e *Env, b *Baselines, lt *loadedThread, n int) (*GetRow, error) {
-	row := &GetRow{N: n, D: map[string]Dist{}, Got: map[string]int{}, Want: map[string]int{}, Notes: map[string]string{},
+	row := &GetRow{N: n, D: map[string]Dist{}, Ratios: map[string]Spread{}, Got: map[string]int{}, Want: map[string]int{}, Notes: map[string]string{},
 		thread: lt.id, version: lt.version}
 	var all []byte
 	for _, m := range lt.msgs {

@@ -35,8 +35,8 @@ type Params struct {
 func fullParams() Params {
 	return Params{
 		Mode:   "full",
-		Append: AppendParams{Rounds: 5, SeqOps: 400, Warmup: 50, Writers: 32, Threads: 1000, ConcFor: 3 * time.Second},
-		Get: GetParams{Sizes: []int{100, 1_000, 10_000, 100_000}, Content: 512, NextEvent: 60, CollectFrom: 10_000,
+		Append: AppendParams{Rounds: 5, SeqOps: 400, Warmup: 50, Writers: 32, Threads: 1000, ConcFor: 3 * time.Second, ConcSlice: 500 * time.Millisecond},
+		Get: GetParams{Sizes: []int{100, 1_000, 10_000, 100_000}, Content: 512, NextEvent: 60, CollectFrom: 10_000, Rounds: 5,
 			Iters: func(n int) int { return min(300, max(7, 300_000/n)) }},
 		Lag:        LagParams{Rates: []int{1_000, 5_000}, For: 10 * time.Second, Warmup: 2 * time.Second, Threads: 1_000, Content: 512, Backlog: 300_000, SplitRates: []int{5_000}},
 		ReplayReps: 3,
@@ -52,9 +52,14 @@ func fullParams() Params {
 func quickParams() Params {
 	return Params{
 		Mode:   "quick",
-		Append: AppendParams{Rounds: 2, SeqOps: 200, Warmup: 20, Writers: 32, Threads: 1000, ConcFor: time.Second},
-		Get: GetParams{Sizes: []int{100, 1_000, 10_000}, Content: 512, NextEvent: 8, CollectFrom: 10_000,
-			Iters: func(n int) int { return min(100, max(5, 50_000/n)) }},
+		Append: AppendParams{Rounds: 5, SeqOps: 200, Warmup: 20, Writers: 32, Threads: 1000, ConcFor: time.Second, ConcSlice: 200 * time.Millisecond},
+		Get: GetParams{Sizes: []int{100, 1_000, 10_000}, Content: 512, NextEvent: 8, CollectFrom: 10_000, Rounds: 5,
+			Iters: func(n int) int {
+				if n <= 1_000 {
+					return 200 // the ratio rows: 5 rounds of 40
+				}
+				return max(5, 50_000/n)
+			}},
 		Lag:        LagParams{Rates: []int{1_000, 5_000}, For: 2 * time.Second, Warmup: 500 * time.Millisecond, Threads: 1_000, Content: 512, Backlog: 5_000, SplitRates: []int{5_000}},
 		ReplayReps: 3,
 		Turn:       TurnParams{Samples: 20, PerThread: 10},
@@ -69,8 +74,8 @@ func quickParams() Params {
 func tinyParams() Params {
 	return Params{
 		Mode:   "tiny",
-		Append: AppendParams{Rounds: 1, SeqOps: 10, Warmup: 2, Writers: 4, Threads: 8, ConcFor: 200 * time.Millisecond},
-		Get: GetParams{Sizes: []int{10, 1_200}, Content: 512, NextEvent: 2, CollectFrom: 1_000,
+		Append: AppendParams{Rounds: 1, SeqOps: 10, Warmup: 2, Writers: 4, Threads: 8, ConcFor: 200 * time.Millisecond, ConcSlice: 100 * time.Millisecond},
+		Get: GetParams{Sizes: []int{10, 1_200}, Content: 512, NextEvent: 2, CollectFrom: 1_000, Rounds: 2,
 			Iters: func(int) int { return 2 }},
 		Lag:        LagParams{Rates: []int{200}, For: 500 * time.Millisecond, Warmup: 100 * time.Millisecond, Threads: 20, Content: 64, Backlog: 200, SplitRates: []int{200}},
 		ReplayReps: 1,

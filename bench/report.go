@@ -133,9 +133,11 @@ func machine(m *md, res *Results) {
 	m.row("load average (1/5/15 min) at each section's start", strings.Join(loads, "; "))
 	m.p("")
 	m.p("The machine is shared with other engineers' test runs, so the load average above is not zero and")
-	m.p("absolute figures are noisy. Systems are measured in rounds, interleaved (appends in a rotating order, Gets")
-	m.p("in an order shuffled every round, so that no system always follows the same one), so that")
-	m.p("background load falls on all of them alike; ratios are more stable than absolute numbers. All clients")
+	m.p("absolute figures are noisy. Systems are measured in rounds, interleaved (sequential appends alternating one")
+	m.p("by one and concurrent writers window by window, in a rotating order; Gets in an order shuffled every")
+	m.p("iteration, so that no system always follows the same one), so that background load falls on all of them")
+	m.p("alike; ratios are more stable than absolute numbers. A target's ratio is the median of the ratios taken")
+	m.p("within each round, with the lowest and highest in parentheses. All clients")
 	m.p("(and the embedded nats-server) run in the bench process; PostgreSQL and Redis run as their own")
 	m.p("processes. Everything talks TCP over loopback.")
 	m.p("")
@@ -171,12 +173,14 @@ func targets(m *md, res *Results) {
 			if r.N == 0 {
 				continue // an older -json without this baseline
 			}
+			sr := roundRatio(a.SeqRatio[b.sys], float64(c.P50), float64(r.P50))
 			ts = append(ts, target{"append p50 <= 1.25x raw JetStream (sequential), raw " + b.what,
-				fmt.Sprintf("%s vs %s = %s", fmtDur(c.P50), fmtDur(r.P50), durRatio(c.P50, r.P50)),
-				verdict(float64(c.P50) <= 1.25*float64(r.P50))})
+				fmt.Sprintf("%s; pooled p50s %s vs %s", fmtSpread(sr), fmtDur(c.P50), fmtDur(r.P50)),
+				verdict(sr.Median <= 1.25)})
 			rr := a.ConcRate[b.sys]
+			cc := roundRatio(a.ConcRatio[b.sys], cr, rr)
 			ts = append(ts, target{"concurrent append throughput >= 0.8x raw JetStream, raw " + b.what,
-				fmt.Sprintf("%s vs %s = %s", fmtRate(cr), fmtRate(rr), ratio(cr, rr)), verdict(cr >= 0.8*rr)})
+				fmt.Sprintf("%s; median round's appends/s %s vs %s", fmtSpread(cc), fmtRate(cr), fmtRate(rr)), verdict(cc.Median >= 0.8)})
 		}
 		if pr := a.ConcRate[sysPG]; pr > 0 {
 			ts = append(ts, target{"concurrent append throughput >= 3x PostgreSQL",
@@ -191,12 +195,13 @@ func targets(m *md, res *Results) {
 			// byte read from KV, as the baselines read theirs.
 			c := r.D[sysConvlog]
 			if k := r.D[sysRawKV]; k.Measured() {
-				measured := fmt.Sprintf("%s vs %s = %s (chunk cache off)", fmtDur(c.P50), fmtDur(k.P50), durRatio(c.P50, k.P50))
+				kr := r.ratio(sysConvlog, sysRawKV)
+				measured := fmt.Sprintf("%s (chunk cache off); pooled p50s %s vs %s", fmtSpread(kr), fmtDur(c.P50), fmtDur(k.P50))
 				if w := r.D[sysConvlogWarm]; w.Measured() {
-					measured += fmt.Sprintf("; cache warm: %s = %s", fmtDur(w.P50), durRatio(w.P50, k.P50))
+					measured += fmt.Sprintf("; cache warm: %s (p50 %s)", fmtSpread(r.ratio(sysConvlogWarm, sysRawKV)), fmtDur(w.P50))
 				}
 				ts = append(ts, target{"Get of 1,000 messages <= 1.5x raw KV get of the same bytes", measured,
-					verdict(float64(c.P50) <= 1.5*float64(k.P50))})
+					verdict(kr.Median <= 1.5)})
 			}
 			if rd := r.D[sysRedis]; rd.Measured() {
 				ts = append(ts, target{"Get of 1,000 messages <= 1.5x Redis LRANGE",
@@ -314,6 +319,22 @@ func targets(m *md, res *Results) {
 	m.p("")
 }
 
+// roundRatio is s, or, when s was not measured (the -json of a run that
+// kept no per-round ratios), the ratio of the pooled figures a/b as one
+// round.
+func roundRatio(s Spread, a, b float64) Spread {
+	if s.Measured() || a <= 0 || b <= 0 {
+		return s
+	}
+	return spreadOf([]float64{a / b})
+}
+
+// ratio is the per-round ratio of system a's Get p50 to system b's, or of
+// their pooled p50s (see roundRatio).
+func (r *GetRow) ratio(a, b string) Spread {
+	return roundRatio(r.Ratios[ratioKey(a, b)], float64(r.D[a].P50), float64(r.D[b].P50))
+}
+
 // row returns the row of thread length n.
 func (g *GetResults) row(n int) *GetRow {
 	for _, r := range g.Rows {
@@ -381,7 +402,20 @@ func appendSection(m *md, res *Results) {
 		cells = append(cells, durRatio(c, get(sysRaw)), durRatio(c, get(sysRawEnc)), durRatio(c, get(sysPG)), durRatio(c, get(sysRedis)))
 		m.row(cells...)
 	}
+	// spreads is the row of per-round ratios of rs, the pooled figures' as
+	// one round when rs has none.
+	spreads := func(name string, rs map[string]Spread, get func(string) float64) {
+		cells := []string{name}
+		for range sys {
+			cells = append(cells, "")
+		}
+		for _, b := range []string{sysRaw, sysRawEnc, sysPG, sysRedis} {
+			cells = append(cells, fmtSpread(roundRatio(rs[b], get(sysConvlog), get(b))))
+		}
+		m.row(cells...)
+	}
 	lat("sequential p50", func(s string) time.Duration { return a.Seq[s].P50 })
+	spreads("sequential p50, ratio per round: median (min-max)", a.SeqRatio, func(s string) float64 { return float64(a.Seq[s].P50) })
 	lat("sequential p99", func(s string) time.Duration { return a.Seq[s].P99 })
 	lat(fmt.Sprintf("%d writers / %s threads: p50", res.appendWriters(), fmtInt(res.appendThreads())), func(s string) time.Duration { return a.Conc[s].P50 })
 	lat(fmt.Sprintf("%d writers / %s threads: p99", res.appendWriters(), fmtInt(res.appendThreads())), func(s string) time.Duration { return a.Conc[s].P99 })
@@ -392,10 +426,14 @@ func appendSection(m *md, res *Results) {
 	c := a.ConcRate[sysConvlog]
 	cells = append(cells, ratio(c, a.ConcRate[sysRaw]), ratio(c, a.ConcRate[sysRawEnc]), ratio(c, a.ConcRate[sysPG]), ratio(c, a.ConcRate[sysRedis]))
 	m.row(cells...)
+	spreads(fmt.Sprintf("%d writers: appends/s, ratio per round: median (min-max)", res.appendWriters()), a.ConcRatio, func(s string) float64 { return a.ConcRate[s] })
 	m.p("")
 	m.p("Latency ratios below 1 mean convlog is faster. Samples: %s sequential and %s concurrent appends per",
 		fmtInt(a.Seq[sysConvlog].N), fmtInt(a.Conc[sysConvlog].N))
-	m.p("system for convlog, pooled over %d interleaved rounds; throughput is the median round's.", res.appendRounds())
+	m.p("system for convlog, pooled over %d interleaved rounds; throughput is the median round's. The \"ratio per", res.appendRounds())
+	m.p("round\" rows take convlog's figure over the baseline's within each round (in which the systems alternate,")
+	m.p("so they share its background load) and give the median over the rounds, with the lowest and highest; the")
+	m.p("targets use that median.")
 	m.p("")
 }
 
@@ -464,28 +502,27 @@ func getSection(m *md, res *Results, out string) {
 				cells = append(cells, "–")
 			}
 		}
-		c, cc := r.D[sysConvlog].P50, r.D[sysConvlogCons].P50
 		both := func(b string) string {
-			x := r.D[b].P50
-			if x == 0 {
+			if !r.D[b].Measured() {
 				return "–"
 			}
-			return durRatio(c, x) + " (consistent " + durRatio(cc, x) + ")"
+			return fmtSpread(r.ratio(sysConvlog, b)) + "; consistent " + fmtSpread(r.ratio(sysConvlogCons, b))
 		}
 		cells = append(cells, both(sysRawKV), both(sysPG), both(sysRedis))
 		if warm {
-			w, k := r.D[sysConvlogWarm].P50, r.D[sysRawKV].P50
-			if w == 0 || k == 0 {
+			if !r.D[sysConvlogWarm].Measured() || !r.D[sysRawKV].Measured() {
 				cells = append(cells, "–")
 			} else {
-				cells = append(cells, durRatio(w, k))
+				cells = append(cells, fmtSpread(r.ratio(sysConvlogWarm, sysRawKV)))
 			}
 		}
 		m.row(cells...)
 	}
 	m.p("")
-	m.p("Samples per system: %s. Ratios are of medians; below 1 means convlog is faster. The convlog", getSamples(g))
-	m.p("ratios are of the Get with the chunk cache off (and of the consistent one), unless marked warm.")
+	m.p("Samples per system: %s. A thread length's Gets are split into %d consecutive rounds (every system", getSamples(g), max(1, res.Params.Get.Rounds))
+	m.p("read once per iteration, in a shuffled order); each ratio is the median over the rounds of the ratio of")
+	m.p("the two systems' p50s in the round, with the lowest and highest; below 1 means convlog is faster. The")
+	m.p("convlog ratios are of the Get with the chunk cache off (and of the consistent one), unless marked warm.")
 	if g.CollectFrom > 0 {
 		m.p("From %s messages on, every Get of every system starts after a forced garbage collection, so that", fmtInt(g.CollectFrom))
 		m.p("the garbage of the read before it (a 100,000-element LRANGE leaves about 70 MB in this process, which all")

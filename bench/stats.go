@@ -134,3 +134,56 @@ func fmtInt[T ~int | ~int64 | ~uint64](n T) string {
 	}
 	return b.String()
 }
+
+// Spread is a ratio measured once per round (rounds interleave the systems
+// it compares): the median over the rounds, the lowest and the highest.
+// The zero value means "not measured".
+type Spread struct {
+	Rounds []float64 `json:"rounds"`
+	Median float64   `json:"median"`
+	Min    float64   `json:"min"`
+	Max    float64   `json:"max"`
+}
+
+// Measured reports whether s holds at least one round.
+func (s Spread) Measured() bool { return len(s.Rounds) > 0 }
+
+// spreadOf summarizes per-round ratios, leaving out rounds without one (0).
+func spreadOf(xs []float64) Spread {
+	var s Spread
+	for _, x := range xs {
+		if x > 0 {
+			s.Rounds = append(s.Rounds, x)
+		}
+	}
+	if len(s.Rounds) == 0 {
+		return Spread{}
+	}
+	s.Median, s.Min, s.Max = median(s.Rounds), slices.Min(s.Rounds), slices.Max(s.Rounds)
+	return s
+}
+
+// p50Ratios returns the spread of the ratio of a's p50 to b's, round by
+// round; a and b hold each round's latencies.
+func p50Ratios(a, b [][]time.Duration) Spread {
+	xs := make([]float64, min(len(a), len(b)))
+	for i := range xs {
+		x, y := distOf(a[i]).P50, distOf(b[i]).P50
+		if x > 0 && y > 0 {
+			xs[i] = float64(x) / float64(y)
+		}
+	}
+	return spreadOf(xs)
+}
+
+// fmtSpread formats s as "1.23x (1.10-1.40x over 5 rounds)", as "1.23x"
+// when it holds one round and as "–" when not measured.
+func fmtSpread(s Spread) string {
+	if !s.Measured() {
+		return "–"
+	}
+	if len(s.Rounds) == 1 {
+		return ratio(s.Median, 1)
+	}
+	return fmt.Sprintf("%s (%s-%s over %d rounds)", ratio(s.Median, 1), strings.TrimSuffix(ratio(s.Min, 1), "x"), ratio(s.Max, 1), len(s.Rounds))
+}
