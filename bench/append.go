@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -247,6 +248,10 @@ func RunAppend(ctx context.Context, e *Env, b *Baselines, p AppendParams, log fu
 		for w := range windows {
 			for k := range as {
 				a := as[(k+w+round)%len(as)]
+				// The window before left its garbage in this process,
+				// which all the clients and the server share: collected
+				// now, it is not collected during this window.
+				runtime.GC()
 				lat, elapsed, errs, err := concurrentAppends(ctx, a, concThreads[a.name], p.Writers, p.ConcFor/time.Duration(windows))
 				if err != nil {
 					return nil, err

@@ -52,7 +52,7 @@ func fullParams() Params {
 func quickParams() Params {
 	return Params{
 		Mode:   "quick",
-		Append: AppendParams{Rounds: 5, SeqOps: 200, Warmup: 20, Writers: 32, Threads: 1000, ConcFor: time.Second, ConcSlice: 200 * time.Millisecond},
+		Append: AppendParams{Rounds: 9, SeqOps: 200, Warmup: 20, Writers: 32, Threads: 1000, ConcFor: 600 * time.Millisecond, ConcSlice: 200 * time.Millisecond},
 		Get: GetParams{Sizes: []int{100, 1_000, 10_000}, Content: 512, NextEvent: 8, CollectFrom: 10_000, Rounds: 5,
 			Iters: func(n int) int {
 				if n <= 1_000 {
