@@ -53,10 +53,10 @@ func quickParams() Params {
 	return Params{
 		Mode:   "quick",
 		Append: AppendParams{Rounds: 9, SeqOps: 200, Warmup: 20, Writers: 32, Threads: 1000, ConcFor: 600 * time.Millisecond, ConcSlice: 200 * time.Millisecond},
-		Get: GetParams{Sizes: []int{100, 1_000, 10_000}, Content: 512, NextEvent: 8, CollectFrom: 10_000, Rounds: 5,
+		Get: GetParams{Sizes: []int{100, 1_000, 10_000}, Content: 512, NextEvent: 8, CollectFrom: 10_000, Rounds: 9,
 			Iters: func(n int) int {
 				if n <= 1_000 {
-					return 200 // the ratio rows: 5 rounds of 40
+					return 396 // the ratio rows: 9 rounds of 44
 				}
 				return max(5, 50_000/n)
 			}},
