@@ -157,13 +157,20 @@ func (e *env) do(method, path, key string, body any, kv ...string) resp {
 	for i := 0; i+1 < len(kv); i += 2 {
 		req.Header.Set(kv[i], kv[i+1])
 	}
+	return e.send(req, path)
+}
+
+// send sends req (to path) and reads its answer, which must conform to
+// the API's documented shapes (checkConformance).
+func (e *env) send(req *http.Request, path string) resp {
+	e.t.Helper()
 	res, err := e.srv.Client().Do(req)
 	require.NoError(e.t, err)
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
 	require.NoError(e.t, err)
 	r := resp{status: res.StatusCode, header: res.Header, body: b}
-	checkConformance(e.t, method, path, r)
+	checkConformance(e.t, req.Method, path, r)
 	return r
 }
 

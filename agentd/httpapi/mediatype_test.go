@@ -23,14 +23,7 @@ func (e *env) doRaw(method, path, body string, hdr ...string) resp {
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	res, err := e.srv.Client().Do(req)
-	require.NoError(e.t, err)
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	require.NoError(e.t, err)
-	r := resp{status: res.StatusCode, header: res.Header, body: b}
-	checkConformance(e.t, method, path, r)
-	return r
+	return e.send(req, path)
 }
 
 // A request body is read as JSON only when it says it is: Content-Type
