@@ -153,9 +153,6 @@ func lookPath(t *testing.T, tool, why string) {
 // serve whose demo agent answers. (js/packages/sdk-e2e runs the
 // TypeScript blocks.)
 func TestREADMEQuickstart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs agentd serve")
-	}
 	blocks := quickstartBlocks(t)
 	sh := quickstartBlockOf(t, blocks, "sh")
 	goSrc := quickstartBlockOf(t, blocks, "go")

@@ -1,7 +1,6 @@
 // Package transcripts finds and reads the real agent transcripts, the full
-// set (outside the repository: $CONVLOG_TRANSCRIPTS, or
-// ../shared/data/conversations beside the clone, where CI has it) or the
-// sample in testdata/conversations, and turns a conversation into the
+// set (outside the repository: $CONVLOG_TRANSCRIPTS, or the folder CI
+// puts beside the clone, [Find]) or the sample in testdata/conversations, and turns a conversation into the
 // events a writer would append.
 //
 // # The test cache
