@@ -217,7 +217,9 @@ func (p *Projector) step(ctx context.Context, ts *threadState, behind uint64, tr
 // head returns the thread's head: the cached one when this instance wrote
 // the newest head it knows of, else read from KV (a fresh empty state when
 // there is none), or the empty head to rebuild over when the stored one is
-// unreadable (ts.rebuild).
+// unreadable (ts.rebuild). An empty head for redelivered triggers sweeps
+// (snapstore.Head.WithSweep): a step that crashed before the thread's
+// first head may have left deltas.
 func (p *Projector) head(ctx context.Context, ts *threadState) (*snapstore.Head, error) {
 	if c, ok := p.cache.Get(ts.key()); ok {
 		return c, nil
@@ -225,7 +227,11 @@ func (p *Projector) head(ctx context.Context, ts *threadState) (*snapstore.Head,
 	if ts.rebuild {
 		return p.store.RebuildHead(ctx, ts.tenant, ts.thread)
 	}
-	return p.store.ReadHead(ctx, ts.tenant, ts.thread)
+	h, err := p.store.ReadHead(ctx, ts.tenant, ts.thread)
+	if err == nil && h.Version() == 0 && ts.redelivered {
+		h = h.WithSweep()
+	}
+	return h, err
 }
 
 // firstOnSubject returns the sequence of the first message stored on the

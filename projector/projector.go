@@ -79,6 +79,10 @@ type threadState struct {
 	// the next step folds the log from the start over it (see cursor).
 	// Only the worker that runs the thread touches it.
 	rebuild bool
+	// redelivered: a trigger of the running step was delivered before, so
+	// a step may have crashed or been cancelled after writing chunks (see
+	// Projector.head). Set by process, read by the worker that runs it.
+	redelivered bool
 }
 
 // delivery is one trigger as the dispatcher received it: the message, its
@@ -477,6 +481,7 @@ func (p *Projector) process(ctx context.Context, ts *threadState, ds []delivery)
 		nakAll(msgs, 0)
 		return
 	}
+	ts.redelivered = delivered > 1
 	version, err := p.project(ctx, ts, behind, triggers)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -78,3 +78,71 @@ func TestSweepNeverPurgesAChunkALaterHeadNames(t *testing.T) {
 	require.NoError(t, err, "the head names a chunk a sweep purged")
 	require.Len(t, snap.State.Messages, 11)
 }
+
+// A step that crashes in a thread's first step, after writing its delta
+// and before the thread's first head, leaves a delta no head names; the
+// step after the restart folds a different batch, so its delta has
+// another key. The restarted step's head asks for a sweep
+// (Head.WithSweep, as the projector does for redelivered events): the
+// stray delta is purged once the thread has moved past it. Without the
+// sweep it stays for good (TestCrashAtRandomPointsLosesNothing, rarely).
+func TestFirstStepAfterACrashSweepsItsDelta(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	w, err := snapstore.NewWriter(ctx, e.js, snapstore.WriterConfig{
+		SnapshotBucket: provision.DefaultConfig().SnapshotBucket, IndexBucket: provision.DefaultConfig().IndexBucket,
+		ChunkBytes: 8 << 10, TailBytes: 1 << 10,
+	})
+	require.NoError(t, err)
+	const tenant, thread = "acme", "firststep"
+	evs := []events.Event{events.New(tenant, thread, "test", events.ThreadCreated{})}
+	for i := range 30 {
+		evs = append(evs, events.New(tenant, thread, "test", events.UserMessage{Content: events.Text(strings.Repeat("y", 300) + string(rune('a'+i)))}))
+	}
+	at := time.Unix(1_800_000_000, 0).UTC()
+	// step folds evs[from:to] (sequence = index + 1) into an edit of cur
+	// and commits it; the purge of its garbage follows at once.
+	step := func(cur *snapstore.Head, from, to int) *snapstore.Head {
+		t.Helper()
+		ed := w.Edit(ctx, cur)
+		for i := from; i < to; i++ {
+			before := ed.Mark()
+			require.NoError(t, fold.Apply(ed.State(), events.Stored{Event: evs[i], Seq: uint64(i + 1), StoredAt: at}))
+			require.NoError(t, ed.Settle(ctx, before))
+		}
+		c, err := w.Commit(ctx, cur, ed)
+		require.NoError(t, err)
+		return w.Tidy(ctx, c.Head)
+	}
+	empty, err := w.ReadHead(ctx, tenant, thread)
+	require.NoError(t, err)
+	require.Zero(t, empty.Version())
+
+	// The crashed first step: five events, then its head is gone (as if
+	// never written; the delete leaves the key free for a create).
+	step(empty, 0, 5)
+	crashed := e.chunkKeys(t, e.res.Snapshots.Bucket(), tenant, thread)
+	require.NotEmpty(t, crashed)
+	require.NoError(t, e.res.Snapshots.Delete(ctx, snapstore.HeadKey(tenant, thread)))
+
+	// After the restart: a first step of three events from the empty head,
+	// then the writer's own heads, far past the crashed step's range.
+	cur, err := w.ReadHead(ctx, tenant, thread)
+	require.NoError(t, err)
+	require.Zero(t, cur.Version())
+	cur = step(cur.WithSweep(), 0, 3)
+	for from := 3; from < len(evs); from += 4 {
+		cur = step(cur, from, min(from+4, len(evs)))
+	}
+
+	snap, err := e.snaps.Load(ctx, tenant, thread)
+	require.NoError(t, err)
+	require.Len(t, snap.State.Messages, 30)
+	named := map[string]bool{}
+	for _, k := range snapstore.RefKeys(tenant, thread, snap.Gen, snap.Chunks) {
+		named[k] = true
+	}
+	for _, k := range e.chunkKeys(t, e.res.Snapshots.Bucket(), tenant, thread) {
+		require.True(t, named[k], "chunk %s is named by no head (the crashed step wrote %v)", k, crashed)
+	}
+}

@@ -122,7 +122,9 @@
 // head; the next commit sweeps again, until the thread has moved past
 // them (TestSweepNeverPurgesAChunkALaterHeadNames). (A thread's first step starts
 // from no head, which is not swept, so that creating threads costs no
-// listing: a crash in it may leave one delta behind.) A step working from a stale head
+// listing; a caller that knows a step may have crashed there asks for the
+// sweep with [Head.WithSweep], as the projector does for redelivered
+// events.) A step working from a stale head
 // can still leave a chunk nobody names after a newer head was written by
 // another instance (it loses the compare-and-swap afterwards); so can
 // instances whose ChunkBytes differ. Such a chunk costs space, never

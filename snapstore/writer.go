@@ -145,6 +145,20 @@ func (c *Head) Cost() int {
 	return n
 }
 
+// WithSweep returns a copy of c whose next commit lists the thread's chunk
+// keys and makes garbage of those no head names, as a commit from a head
+// read from KV does. A thread's empty head (no head in KV yet) skips that
+// listing, so that creating a thread costs no request; a caller that
+// knows a step may have crashed before the thread's first head (its
+// events were delivered before, as a redelivery's count says) asks for
+// it here, else the deltas that step wrote would stay behind for good.
+// c is not modified.
+func (c *Head) WithSweep() *Head {
+	d := *c
+	d.sweep = true
+	return &d
+}
+
 // ReadHead reads the thread's head from the snapshot bucket, or returns
 // the empty head (version 0, [fold.NewState]) when there is none. Errors:
 // [ErrCorrupt] (wrapped) for a head that does not decode; KV and context
