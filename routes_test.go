@@ -222,3 +222,60 @@ func TestLayoutTableNamesEveryPart(t *testing.T) {
 		assert.Contains(t, listed["agentd"], "`"+name+"`", "README's Layout row of agentd/ names the command %s", name)
 	}
 }
+
+// helpCommands returns the names under "Available Commands:" in an
+// agentd --help output, without help and completion.
+func helpCommands(t *testing.T, help string) []string {
+	t.Helper()
+	_, cmds, ok := strings.Cut(help, "Available Commands:\n")
+	if !ok {
+		return nil
+	}
+	cmds, _, _ = strings.Cut(cmds, "\n\n")
+	var out []string
+	for l := range strings.SplitSeq(cmds, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] != "help" && f[0] != "completion" {
+			out = append(out, f[0])
+		}
+	}
+	return out
+}
+
+// The README's paragraph on operator commands (with the list after it)
+// names every command agentd
+// has besides serve, each with all its subcommands ("`agentd thread
+// list|get|...`"), so a new command cannot go unmentioned.
+func TestOperatorCommandsParagraphNamesEveryCommand(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "agentd")
+	out, err := exec.Command("go", "build", "-o", bin, "./agentd").CombinedOutput()
+	require.NoError(t, err, string(out))
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	_, para, ok := strings.Cut(string(readme), "\nOperator commands ")
+	require.True(t, ok, "README.md has no paragraph starting \"Operator commands\"")
+	intro, rest, _ := strings.Cut(para, "\n\n")
+	list, _, _ := strings.Cut(rest, "\n\n")
+	if !strings.HasPrefix(list, "- ") {
+		list = "" // the paragraph has no list of commands after it
+	}
+	para = strings.Join(strings.Fields(intro+" "+list), " ")
+
+	help, err := exec.Command(bin, "--help").CombinedOutput()
+	require.NoError(t, err, string(help))
+	for _, name := range helpCommands(t, string(help)) {
+		if name == "serve" {
+			continue
+		}
+		sub, err := exec.Command(bin, name, "--help").CombinedOutput()
+		require.NoError(t, err, string(sub))
+		subs := helpCommands(t, string(sub))
+		m := regexp.MustCompile("`agentd " + name + `(?: ([a-z|-]+))?` + "`").FindStringSubmatch(para)
+		if !assert.NotNil(t, m, "README's operator commands paragraph lacks `agentd %s`", name) {
+			continue
+		}
+		listed := strings.Split(m[1], "|")
+		for _, s := range subs {
+			assert.Contains(t, listed, s, "README's operator commands paragraph lacks `agentd %s %s`", name, s)
+		}
+	}
+}
