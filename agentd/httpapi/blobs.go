@@ -38,10 +38,15 @@ func blobProblem(err error, id, name string, limit int64) error {
 
 // putBlob is PUT /v1/threads/{id}/blobs/{name}: the body (any bytes, up
 // to Config.MaxBlobBytes; 413 beyond) becomes the blob, replacing one of
-// that name; Content-Type is kept. 200 with the BlobInfo.
+// that name; Content-Type is kept. 200 with the BlobInfo. A body sent
+// with a content coding is a 415 (codingProblem), as on every route: the
+// bytes are stored as sent, and a read could not say they are coded.
 func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) error {
 	id, name, p := threadAndBlob(r)
 	if p != nil {
+		return p
+	}
+	if p := codingProblem(r); p != nil {
 		return p
 	}
 	// The route's MaxBytesReader stops the body at the limit; PutBlob's

@@ -110,3 +110,29 @@ func TestBlobsHoldValuesLargerThanAnEvent(t *testing.T) {
 	r.json(t, &rep)
 	require.ElementsMatch(t, []string{"acme/lg-blobs/0/checkpoints/main/0001", "acme/lg-blobs/1/checkpoints/main/0001"}, rep.Blobs)
 }
+
+// A blob sent with a content coding is refused like any request body
+// (415, field Content-Encoding, Accept-Encoding: identity) and nothing is
+// stored: the API stores bytes as sent and could not say on a read that
+// they are gzip-coded.
+func TestBlobWithAContentCodingIsRefused(t *testing.T) {
+	e := newEnv(t, withoutWorkers())
+	const thread = "/v1/threads/coded-blob"
+	r := e.do("PUT", thread, keyAcme, nil)
+	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
+	req, err := http.NewRequest("PUT", e.srv.URL+thread+"/blobs/b", strings.NewReader("\x1f\x8bnot really gzip"))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+keyAcme)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	req.Header.Set("Content-Encoding", "gzip")
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusUnsupportedMediaType, res.StatusCode, "body: %s", body)
+	require.Contains(t, string(body), `"field":"Content-Encoding"`)
+	require.Equal(t, "identity", res.Header.Get("Accept-Encoding"))
+	res, _ = e.rawDo("GET", thread+"/blobs/b", nil, "")
+	require.Equal(t, http.StatusNotFound, res.StatusCode, "a refused blob stores nothing")
+}
