@@ -166,7 +166,13 @@ const byName = new Map(pkgs.map((p) => [p.name, p]));
 const tsVersion = JSON.parse(readFileSync(join(js, "node_modules/typescript/package.json"), "utf8")).version;
 const installs = new Set([`typescript@${tsVersion}`, "@types/node@^20"]);
 for (const p of pkgs.filter((p) => p.tarball)) {
-  const line = installLine(readFileSync(join(p.dir, "README.md"), "utf8"));
+  const readme = readFileSync(join(p.dir, "README.md"), "utf8");
+  // npm shows the README on its own page: a relative link resolves there,
+  // not in this repository.
+  for (const [, target] of readme.matchAll(/\]\(([^)\s]+)\)/g)) {
+    if (!/^(https?:|mailto:|#)/.test(target)) fail(`${p.name}: its README links ${target}, which breaks on npm's page: link an absolute URL`);
+  }
+  const line = installLine(readme);
   if (line) console.log(`  ${p.name}'s README: ${line}`);
   else console.log(`  note: ${p.name}'s README has no npm install line; installing its tarball alone`);
   for (const a of line ? line.split(/\s+/).slice(2) : [p.name]) installs.add(byName.get(a)?.tarball ?? a);
@@ -403,7 +409,7 @@ try {
     const js = join(app, "out", ex.file.replace(/\.ts$/, ".js"));
     writeFileSync(js, readFileSync(js, "utf8").replaceAll(URL_MARK, url));
     log(`${ex.pkg}: README example`);
-    const r = attempt("node", [js], { cwd: app, timeout: 60_000, env: { ...process.env, CONVLOG_KEY: key, CONVLOG_API_KEY: key, CONVLOG_URL: url } });
+    const r = attempt("node", [js], { cwd: app, timeout: 60_000, env: { ...process.env, CONVLOG_API_KEY: key, CONVLOG_URL: url } });
     if (!r.ok) fail(`${ex.pkg}: its README example failed:\n${indent(r.out)}`);
     else if (!ex.expect.test(r.out)) fail(`${ex.pkg}: its README example printed nothing matching ${ex.expect}:\n${indent(r.out)}`);
     else console.log(indent(r.out.split("\n").slice(-6).join("\n")));
