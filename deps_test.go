@@ -108,7 +108,7 @@ func testSupport() []string {
 	var out []string
 	for _, p := range []string{"internal/natstest", "internal/nodetest", "internal/tenancy/tenancytest",
 		"agent/model/modeltest", "agentd/internal/agenttest", "client/deepagents/checkpointertest",
-		"internal/foldcases", "internal/clienttest"} {
+		"internal/foldcases", "internal/clienttest", "internal/eventfixtures"} {
 		out = append(out, mod+p)
 	}
 	return out
@@ -190,6 +190,8 @@ func dependencyRules() []dependencyRule {
 		{"internal/clienttest", nil, below("client", "projector", "internal/natstest", "internal/embedded")},
 		// The fold's case table: events and the fold, no NATS.
 		{"internal/foldcases", []string{"github.com/nats-io/"}, []string{"events", "fold"}},
+		// The test events of every type: events only, no NATS.
+		{"internal/eventfixtures", []string{"github.com/nats-io/"}, []string{"events"}},
 		// The cluster tests build with -tags cluster; without it, a doc.go.
 		{"deploy/clustertest", []string{"github.com/nats-io/"}, nil},
 		// This package: the tests that hold the repository together.

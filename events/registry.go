@@ -13,7 +13,8 @@ import (
 
 // TypeInfo is one event type's entry in the registry: adding an event type
 // is one entry here, its payload type (with EventType), its fold case in
-// package fold, and its schema in schemas/payloads
+// package fold, its schema in schemas/payloads and its test events in
+// internal/eventfixtures
 // (TestEveryRegisteredTypeIsEverywhere in the repository root fails when
 // one of them is missing), then "go generate ./events/".
 type TypeInfo struct {

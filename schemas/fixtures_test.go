@@ -2,211 +2,24 @@ package schemas
 
 import (
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/eventfixtures"
 )
 
-// Fixed envelope values of the fixtures, so that the golden vectors are
-// stable.
-const (
-	fxTenant      = "acme"
-	fxThread      = "support-4711"
-	fxCorrelation = "turn-2025-06-01-0007"
+// The fixture envelope's helpers (package eventfixtures).
+var (
+	fxID    = eventfixtures.ID
+	fxEvent = eventfixtures.Event
 )
 
-// fxID returns the n-th fixture event id (n from 1 to 255): a UUIDv7
-// (version 7, RFC 4122 variant) in canonical lower-case form.
-func fxID(n int) string {
-	return fmt.Sprintf("01972b6e-8a40-7c1d-8e2f-3a4b5c6d7e%02x", n)
-}
-
-// fxTime returns the fixture time of the n-th event: nanosecond precision,
-// UTC, so the envelope time is an 8-byte msgpack timestamp.
-func fxTime(n int) time.Time {
-	return time.Date(2025, 6, 1, 12, 0, n, 123456789, time.UTC)
-}
+const fxPNG = eventfixtures.PNG
 
 func ptr[T any](v T) *T { return &v }
 
-// fxEvent wraps p in the fixture envelope of event n.
-func fxEvent(n int, producer string, p events.Payload) events.Event {
-	return events.Event{
-		ID:            fxID(n),
-		Type:          p.EventType(),
-		Tenant:        fxTenant,
-		Thread:        fxThread,
-		Time:          fxTime(n),
-		Producer:      producer,
-		SchemaVersion: events.SchemaVersion,
-		Payload:       p,
-	}
-}
-
-// A 1x1 PNG, base64: the inline image of the multimodal example.
-const fxPNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
-
-// terminalOutput is tool output as terminals produce it (the SWE-agent
-// transcripts have the like): CR LF line ends, a progress counter that is
-// overwritten with backspaces, and non-ASCII text.
-const terminalOutput = "$ lookup-order 4711\r\n" +
-	"status: delivered (beschädigt)\r\n" +
-	"fetching 42%\b\b\b100%\r\n" +
-	"Empfänger: Jürgen Groß, 東京都\r\n"
-
-// goldenEvent is one golden vector's event: the file name is its type.
-type goldenEvent struct {
-	// note says what the vector shows; it is written to the file as
-	// "description".
-	note  string
-	event events.Event
-}
-
-// goldenEvents returns one realistic event per event type, in
-// events.AllTypes order. They are the source of testdata/golden (-update).
-// Raw JSON fields (metadata, state values) are compact JSON text: the JSON
-// form of an event always carries them compact, so only compact text
-// reproduces the same msgpack bytes from the JSON form.
-func goldenEvents() []goldenEvent {
-	created := events.ThreadCreated{
-		Owner:         "u-1029",
-		Agent:         "support-bot",
-		SystemPrompt:  ptr("You are Acme's support agent. Antworte auf Deutsch, wenn der Kunde Deutsch schreibt."),
-		Title:         "Rückerstattung für Bestellung #4711",
-		Metadata:      map[string]string{"plan": "pro", "channel": "web", "locale": "de-DE"},
-		Replies:       events.RepliesAuto,
-		PendingPolicy: events.PendingCancel,
-	}
-	createdEv := fxEvent(1, "chat-frontend", created)
-	createdEv.CorrelationID = fxCorrelation
-
-	updatedEv := fxEvent(2, "ops-console", events.ThreadUpdated{
-		Title:    ptr("Rückerstattung erledigt ✅"),
-		Metadata: map[string]string{"status": "resolved", "locale": ""},
-		Replies:  events.RepliesOff,
-		Agent:    ptr("billing-bot"),
-	})
-
-	userEv := fxEvent(3, "chat-frontend", events.UserMessage{
-		Content: events.Parts(
-			events.Part{Type: events.PartText, Text: "Hallo! Das Paket kam beschädigt an — siehe Fotos und Rechnung. 📦"},
-			events.Part{Type: events.PartImage, URL: "https://cdn.example.com/uploads/4711/box.jpg?sig=a1&exp=1748779200", Detail: "high"},
-			events.Part{Type: events.PartImage, Data: fxPNG, MediaType: "image/png"},
-			events.Part{Type: events.PartFile, FileID: "file-7Qm2xR9kLp", Filename: "rechnung_4711.pdf", MediaType: "application/pdf"},
-		),
-		Name:     "kunde_1029",
-		Metadata: json.RawMessage(`{"client":"web-2.3.1","ip_country":"DE","tags":["damaged","refund"]}`),
-	})
-	userEv.CorrelationID = fxCorrelation
-
-	assistantEv := fxEvent(4, "agent-worker/support-bot", events.AssistantMessage{
-		Content:   events.Content{},
-		Reasoning: "The customer reports a damaged parcel. Look up order 4711 and the refund policy before answering.",
-		ToolCalls: []events.ToolCall{
-			{ID: "call_8f3a", Name: "lookup_order", Arguments: `{"order_id": "4711", "include": ["items", "shipping"]}`},
-			{ID: "call_8f3b", Name: "search_kb", Arguments: `{"query":"beschädigte Lieferung Rückerstattung","top_k":3}`},
-		},
-		Agent:    "support-bot",
-		Model:    "gpt-4o-2024-08-06",
-		Usage:    &events.Usage{InputTokens: 1234, OutputTokens: 56, TotalTokens: 1290},
-		Metadata: json.RawMessage(`{"finish_reason":"tool_calls","provider":"openai","system_fingerprint":"fp_5f2c"}`),
-		ReplyTo:  fxID(3),
-	})
-	assistantEv.CausationID = fxID(3)
-	assistantEv.CorrelationID = fxCorrelation
-
-	toolEv := fxEvent(5, "tool-runner", events.ToolResult{
-		ToolCallID: "call_8f3a",
-		Name:       "lookup_order",
-		Content:    events.Text(terminalOutput),
-	})
-	toolEv.CausationID = fxID(4)
-	toolEv.CorrelationID = fxCorrelation
-
-	restoreEv := fxEvent(7, "deepagents-checkpointer", events.Restore{
-		Messages: []events.Message{
-			{Role: events.RoleSystem, Content: events.Text("Be terse.")},
-			{Role: events.RoleUser, Content: events.Text("What are 7 × 6 and 0 ÷ 0? Log the first."), Name: "kunde_1029"},
-			{Role: events.RoleAssistant, Content: events.Content{}, Reasoning: "Use the calculator twice.",
-				ToolCalls: []events.ToolCall{
-					{ID: "call_1", Name: "calc", Arguments: `{"expr":"7*6"}`},
-					{ID: "call_2", Name: "calc", Arguments: `{"expr":"0/0"}`},
-				},
-				Agent: "math-bot", Model: "llama-3.1-8b-instruct", Usage: &events.Usage{InputTokens: 40, OutputTokens: 9}},
-			{Role: events.RoleTool, ToolCallID: "call_1", Name: "calc", Content: events.Text("42")},
-			{Role: events.RoleTool, ToolCallID: "call_2", Name: "calc", Content: events.Text("error: division by zero"), IsError: true},
-			{Role: events.RoleAssistant, Content: events.Text(""),
-				ToolCalls: []events.ToolCall{{ID: "call_3", Name: "log_answer", Arguments: `{"value":42}`}}},
-			{Role: events.RoleTool, ToolCallID: "call_3", Name: "log_answer", Content: events.Text("")},
-			{Role: events.RoleAssistant, Content: events.Text("42; 0 ÷ 0 is undefined."), Metadata: json.RawMessage(`{"finish_reason":"stop"}`)},
-		},
-		Reason: "restore checkpoint 3",
-	})
-
-	forkedEv := fxEvent(11, "client/fork", events.Forked{
-		SourceTenant: fxTenant,
-		SourceThread: "support-4700",
-		SourceSeq:    9,
-		Created: events.ThreadCreated{
-			Owner:         "u-1029",
-			Agent:         "support-bot",
-			SystemPrompt:  ptr(""),
-			Title:         "Fork: Lieferstatus",
-			Metadata:      map[string]string{"forked_from": "support-4700"},
-			PendingPolicy: events.PendingCancel,
-		},
-		Messages: []events.Message{
-			{Role: events.RoleUser, Content: events.Text("Wo ist mein Paket?"), Seq: 3,
-				EventID: "01972b60-0000-7000-8000-000000000003", Time: time.Date(2025, 5, 31, 9, 15, 2, 500000000, time.UTC)},
-			{Role: events.RoleAssistant, Content: events.Content{},
-				ToolCalls: []events.ToolCall{{ID: "call_1", Name: "track", Arguments: `{"order_id":"4700"}`}},
-				Agent:     "support-bot", Model: "gpt-4o-mini", Seq: 4,
-				EventID: "01972b60-0000-7000-8000-000000000004", Time: time.Date(2025, 5, 31, 9, 15, 4, 1, time.UTC)},
-			{Role: events.RoleTool, ToolCallID: "call_1", Name: "track", Content: events.Text(events.CancelledContent),
-				IsError: true, Synthetic: true},
-			{Role: events.RoleUser, Content: events.Text("Egal, bitte einfach erstatten."), Seq: 6,
-				EventID: "01972b60-0000-7000-8000-000000000006", Time: time.Date(2025, 5, 31, 9, 16, 0, 0, time.UTC)},
-		},
-		// Keys in msgpack are sorted by their bytes, whatever the map order.
-		State: map[string]json.RawMessage{
-			"cart":      json.RawMessage(`{"items":[{"sku":"A-1","qty":2}],"total":49.9,"currency":"EUR"}`),
-			"Step":      json.RawMessage(`3`),
-			"escalated": json.RawMessage(`false`),
-			"notes":     json.RawMessage(`["Kunde ungeduldig","Paket verloren?"]`),
-			"agent":     json.RawMessage(`null`),
-		},
-	})
-	forkedEv.CausationID = "01972b60-0000-7000-8000-000000000009"
-
-	deletedEv := fxEvent(12, "ops-console", events.Deleted{Reason: "user closed the account"})
-	deletedEv.Time = time.Date(2025, 6, 2, 8, 0, 0, 0, time.UTC) // whole second: 4-byte timestamp
-
-	return []goldenEvent{
-		{"thread.created: owner, agent, a system prompt, non-ASCII title, metadata (keys sorted in msgpack), reply mode and pending policy; a correlation id.", createdEv},
-		{"thread.updated: pointer fields set, a metadata key removed by an empty value; system_prompt absent (unchanged).", updatedEv},
-		{"message.user: multimodal content (text with non-ASCII and emoji, image by URL with detail, image as base64 data, file reference) and raw JSON metadata (msgpack bin).", userEv},
-		{"message.assistant: null content with reasoning, two tool calls whose arguments are raw JSON text kept byte for byte (spaces included), usage, model, agent, raw JSON metadata, reply_to, causation and correlation ids.", assistantEv},
-		{"tool.result: string content with CR LF line ends, backspace (\\b) bytes and non-ASCII text, as terminal output has it.", toolEv},
-		{"thread.reset: a reason.", fxEvent(6, "chat-frontend", events.Reset{Reason: "user asked to start over"})},
-		{"thread.restored: a whole history with system, user, assistant (null content, tool call, usage), an error tool result, empty-string content (distinct from null) and metadata.", restoreEv},
-		{"thread.compacted: a summary in assistant role standing in for every message up to sequence 42.", fxEvent(8, "summarizer", events.Compaction{
-			UpToSeq: 42,
-			Summary: events.Text("Zusammenfassung: Kunde meldet beschädigtes Paket (#4711); Rückerstattung über 49,90 € genehmigt."),
-			Role:    events.RoleAssistant,
-		})},
-		{"state.set: a JSON object value (msgpack bin holding compact JSON text).", fxEvent(9, "agent-worker/support-bot", events.StateSet{
-			Key:   "cart",
-			Value: json.RawMessage(`{"items":[{"sku":"A-1","qty":2}],"total":49.9,"currency":"EUR","note":"Größe M"}`),
-		})},
-		{"state.deleted: one key.", fxEvent(10, "agent-worker/support-bot", events.StateDeleted{Key: "cart"})},
-		{"thread.forked: source thread and sequence, the source's attributes (an explicitly empty system prompt), projected messages with seq, event_id and time (timestamps inside the payload), a synthetic cancelled tool result, and state (keys sorted by their bytes in msgpack: \"Step\" before \"agent\").", forkedEv},
-		{"thread.deleted: a reason; the time is a whole second, so it is a 4-byte msgpack timestamp.", deletedEv},
-		{"thread.undeleted: a reason.", fxEvent(13, "ops-console", events.Undeleted{Reason: "restored by support (ticket 99)"})},
-		{"thread.erased: counts of what the purge removed.", fxEvent(14, "agentd/purge", events.Erased{RemovedEvents: 17, LastSeq: 128, Reason: "GDPR erasure request"})},
-		{"event.redacted: the sequence and id of the redacted event, the fields redacted, a reason.", fxEvent(15, "agentd/redact", events.Redacted{Seq: 42, EventID: "01972b6e-8a40-7c1d-8e2f-3a4b5c6d7e03", Fields: []string{"content"}, Reason: "GDPR request about one message"})},
-	}
-}
+// goldenEvents is eventfixtures.Golden.
+func goldenEvents() []eventfixtures.GoldenEvent { return eventfixtures.Golden() }
 
 // validEvents returns Go-built events that must encode to schema-valid JSON:
 // the golden events and variants that exercise the optional and edge shapes
@@ -221,7 +34,7 @@ func validEvents() []struct {
 	}
 	var out []tc
 	for _, g := range goldenEvents() {
-		out = append(out, tc{"the golden " + string(g.event.Type) + " event is valid", g.event})
+		out = append(out, tc{"the golden " + string(g.Event.Type) + " event is valid", g.Event})
 	}
 	nonUTC := fxEvent(1, "", events.ThreadCreated{})
 	nonUTC.Time = time.Date(2025, 6, 1, 14, 0, 0, 0, time.FixedZone("CEST", 2*3600))

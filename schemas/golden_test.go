@@ -41,11 +41,11 @@ func writeGoldens() error {
 		return err
 	}
 	for _, g := range goldenEvents() {
-		j, err := g.event.MarshalJSON()
+		j, err := g.Event.MarshalJSON()
 		if err != nil {
 			return err
 		}
-		b, err := events.Marshal(g.event)
+		b, err := events.Marshal(g.Event)
 		if err != nil {
 			return err
 		}
@@ -53,10 +53,10 @@ func writeGoldens() error {
 		enc := json.NewEncoder(&out)
 		enc.SetEscapeHTML(false)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(goldenFile{Description: g.note, JSON: j, MsgpackHex: hex.EncodeToString(b)}); err != nil {
+		if err := enc.Encode(goldenFile{Description: g.Note, JSON: j, MsgpackHex: hex.EncodeToString(b)}); err != nil {
 			return err
 		}
-		if err := os.WriteFile(goldenPath(g.event.Type), out.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(goldenPath(g.Event.Type), out.Bytes(), 0o644); err != nil {
 			return err
 		}
 	}
@@ -94,7 +94,7 @@ func TestGoldenDirectoryHoldsOneVectorPerEventType(t *testing.T) {
 
 	var types []events.Type
 	for _, g := range goldenEvents() {
-		types = append(types, g.event.Type)
+		types = append(types, g.Event.Type)
 	}
 	require.Equal(t, events.AllTypes, types, "goldenEvents has one event per type, in AllTypes order")
 }
@@ -141,17 +141,17 @@ func TestGoCodecReproducesTheGoldenVectors(t *testing.T) {
 // the fixtures or of the encoder without -update fails here.
 func TestGoldenVectorsAreUpToDate(t *testing.T) {
 	for _, g := range goldenEvents() {
-		t.Run(string(g.event.Type), func(t *testing.T) {
-			file, _, _ := readGolden(t, g.event.Type)
-			require.Equal(t, g.note, file.Description)
-			b, err := events.Marshal(g.event)
+		t.Run(string(g.Event.Type), func(t *testing.T) {
+			file, _, _ := readGolden(t, g.Event.Type)
+			require.Equal(t, g.Note, file.Description)
+			b, err := events.Marshal(g.Event)
 			require.NoError(t, err)
 			require.Equal(t, file.MsgpackHex, hex.EncodeToString(b), "msgpack (run go test ./schemas/ -update after a deliberate change)")
-			j, err := g.event.MarshalJSON()
+			j, err := g.Event.MarshalJSON()
 			require.NoError(t, err)
 			require.JSONEq(t, string(file.JSON), string(j), "JSON")
 			for range 20 {
-				again, err := events.Marshal(g.event)
+				again, err := events.Marshal(g.Event)
 				require.NoError(t, err)
 				require.Equal(t, b, again, "the encoding must be deterministic")
 			}
@@ -165,7 +165,7 @@ func TestGoldenVectorsCoverTheHardCases(t *testing.T) {
 	var contents []events.Content
 	var args []string
 	for _, g := range goldenEvents() {
-		switch p := g.event.Payload.(type) {
+		switch p := g.Event.Payload.(type) {
 		case events.UserMessage:
 			contents = append(contents, p.Content)
 		case events.AssistantMessage:

@@ -44,7 +44,7 @@ func TestSchemaRejectsInvalidEvents(t *testing.T) {
 	g := goldenEvents()
 	byType := map[events.Type]events.Event{}
 	for _, x := range g {
-		byType[x.event.Type] = x.event
+		byType[x.Event.Type] = x.Event
 	}
 	cases := []struct {
 		name   string

@@ -237,7 +237,7 @@ func TestSchemasNameTheGoFieldsInOrder(t *testing.T) {
 		cases = append(cases, struct {
 			schema, def string
 			typ         reflect.Type
-		}{"payloads/" + string(g.event.Type) + ".json", "", reflect.TypeOf(g.event.Payload)})
+		}{"payloads/" + string(g.Event.Type) + ".json", "", reflect.TypeOf(g.Event.Payload)})
 	}
 	for _, c := range cases {
 		t.Run(path.Join(c.schema, c.def), func(t *testing.T) {
@@ -260,7 +260,7 @@ func TestSchemasNameTheGoFieldsInOrder(t *testing.T) {
 // The envelope schema lists the keys in the order Go writes them, both in
 // msgpack and in JSON.
 func TestEnvelopeSchemaListsTheKeysInWireOrder(t *testing.T) {
-	e := goldenEvents()[3].event // has causation and correlation ids
+	e := goldenEvents()[3].Event // has causation and correlation ids
 	require.NotEmpty(t, e.CausationID)
 	require.NotEmpty(t, e.CorrelationID)
 	props, required := schemaObject(t, "envelope.json", "")
