@@ -8,11 +8,9 @@ import (
 	"github.com/convlog/convlog/internal/eventfixtures"
 )
 
-// The fixture envelope's helpers (package eventfixtures).
-var (
-	fxID    = eventfixtures.ID
-	fxEvent = eventfixtures.Event
-)
+// fxEvent wraps a payload in the fixture envelope of event n
+// (eventfixtures.Event).
+var fxEvent = eventfixtures.Event
 
 const fxPNG = eventfixtures.PNG
 
