@@ -14,6 +14,40 @@ import (
 	"github.com/convlog/convlog/snapstore"
 )
 
+// sweepWriter is a snapshot writer on e's buckets with small chunks (8
+// KiB, tail 1 KiB) and the events of a thread: its creation and n user
+// messages of about 300 bytes, so that a few messages make a cut.
+func sweepWriter(t *testing.T, e *env, tenant, thread string, n int) (*snapstore.Writer, []events.Event) {
+	t.Helper()
+	w, err := snapstore.NewWriter(context.Background(), e.js, snapstore.WriterConfig{
+		SnapshotBucket: provision.DefaultConfig().SnapshotBucket, IndexBucket: provision.DefaultConfig().IndexBucket,
+		ChunkBytes: 8 << 10, TailBytes: 1 << 10,
+	})
+	require.NoError(t, err)
+	evs := []events.Event{events.New(tenant, thread, "test", events.ThreadCreated{})}
+	for i := range n {
+		evs = append(evs, events.New(tenant, thread, "test", events.UserMessage{Content: events.Text(strings.Repeat("x", 300) + string(rune('a'+i)))}))
+	}
+	return w, evs
+}
+
+// commitEvents folds evs[from:to] (sequence = index + 1) into an edit of
+// cur and commits it.
+func commitEvents(t *testing.T, w *snapstore.Writer, cur *snapstore.Head, evs []events.Event, from, to int) snapstore.Commit {
+	t.Helper()
+	ctx := context.Background()
+	at := time.Unix(1_800_000_000, 0).UTC()
+	ed := w.Edit(ctx, cur)
+	for i := from; i < to; i++ {
+		before := ed.Mark()
+		require.NoError(t, fold.Apply(ed.State(), events.Stored{Event: evs[i], Seq: uint64(i + 1), StoredAt: at}))
+		require.NoError(t, ed.Settle(ctx, before))
+	}
+	c, err := w.Commit(ctx, cur, ed)
+	require.NoError(t, err)
+	return c
+}
+
 // A sweep lists the thread's chunk keys, among them those a concurrent
 // step wrote before its head; a key past the sweeping edit's messages may
 // be named by a later head (keys are a function of the events), so it must
@@ -27,32 +61,15 @@ import (
 func TestSweepNeverPurgesAChunkALaterHeadNames(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	w, err := snapstore.NewWriter(ctx, e.js, snapstore.WriterConfig{
-		SnapshotBucket: provision.DefaultConfig().SnapshotBucket, IndexBucket: provision.DefaultConfig().IndexBucket,
-		ChunkBytes: 8 << 10, TailBytes: 1 << 10,
-	})
-	require.NoError(t, err)
 	const tenant, thread = "acme", "sweep"
-	evs := []events.Event{events.New(tenant, thread, "test", events.ThreadCreated{})}
-	for i := range 12 {
-		evs = append(evs, events.New(tenant, thread, "test", events.UserMessage{Content: events.Text(strings.Repeat("x", 300) + string(rune('a'+i)))}))
-	}
-	at := time.Unix(1_800_000_000, 0).UTC()
+	w, evs := sweepWriter(t, e, tenant, thread, 12)
 	// step folds evs[from:to] (sequence = index + 1) into an edit of a
 	// head read from KV and commits it.
 	step := func(from, to int) snapstore.Commit {
 		t.Helper()
 		cur, err := w.ReadHead(ctx, tenant, thread)
 		require.NoError(t, err)
-		ed := w.Edit(ctx, cur)
-		for i := from; i < to; i++ {
-			before := ed.Mark()
-			require.NoError(t, fold.Apply(ed.State(), events.Stored{Event: evs[i], Seq: uint64(i + 1), StoredAt: at}))
-			require.NoError(t, ed.Settle(ctx, before))
-		}
-		c, err := w.Commit(ctx, cur, ed)
-		require.NoError(t, err)
-		return c
+		return commitEvents(t, w, cur, evs, from, to)
 	}
 	step(0, 1)
 	h0, err := e.res.Snapshots.Get(ctx, snapstore.HeadKey(tenant, thread))
@@ -89,30 +106,13 @@ func TestSweepNeverPurgesAChunkALaterHeadNames(t *testing.T) {
 func TestFirstStepAfterACrashSweepsItsDelta(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	w, err := snapstore.NewWriter(ctx, e.js, snapstore.WriterConfig{
-		SnapshotBucket: provision.DefaultConfig().SnapshotBucket, IndexBucket: provision.DefaultConfig().IndexBucket,
-		ChunkBytes: 8 << 10, TailBytes: 1 << 10,
-	})
-	require.NoError(t, err)
 	const tenant, thread = "acme", "firststep"
-	evs := []events.Event{events.New(tenant, thread, "test", events.ThreadCreated{})}
-	for i := range 30 {
-		evs = append(evs, events.New(tenant, thread, "test", events.UserMessage{Content: events.Text(strings.Repeat("y", 300) + string(rune('a'+i)))}))
-	}
-	at := time.Unix(1_800_000_000, 0).UTC()
+	w, evs := sweepWriter(t, e, tenant, thread, 30)
 	// step folds evs[from:to] (sequence = index + 1) into an edit of cur
 	// and commits it; the purge of its garbage follows at once.
 	step := func(cur *snapstore.Head, from, to int) *snapstore.Head {
 		t.Helper()
-		ed := w.Edit(ctx, cur)
-		for i := from; i < to; i++ {
-			before := ed.Mark()
-			require.NoError(t, fold.Apply(ed.State(), events.Stored{Event: evs[i], Seq: uint64(i + 1), StoredAt: at}))
-			require.NoError(t, ed.Settle(ctx, before))
-		}
-		c, err := w.Commit(ctx, cur, ed)
-		require.NoError(t, err)
-		return w.Tidy(ctx, c.Head)
+		return w.Tidy(ctx, commitEvents(t, w, cur, evs, from, to).Head)
 	}
 	empty, err := w.ReadHead(ctx, tenant, thread)
 	require.NoError(t, err)
