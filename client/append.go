@@ -111,7 +111,9 @@ type AppendResult struct {
 // thread differs from the arguments); *TooLargeError;
 // *fold.RejectionError; *ConflictError (not retryable as is: reload,
 // re-decide, append with the new version); [ErrStorageFull] (the server
-// refused it for lack of storage; nothing stored); [ErrIdempotencyMismatch]
+// refused it for lack of storage; nothing stored); [ErrOverloaded] (the
+// server refused every attempt as busy or had no stream leader;
+// retryable after a backoff); [ErrIdempotencyMismatch]
 // (an event id already used by another event, or by another append: one
 // of other events, or of the same events in another order; not
 // retryable); [ErrClosed]; ctx errors.
@@ -121,10 +123,12 @@ type AppendResult struct {
 // Config.MaxRetries times: timeouts, no responders (no stream leader),
 // disconnects, 10158 (same id in flight), 10163, 10167, 10176 (abandoned
 // batch), 10210 (too many batches in flight) and any 503/429 answer (leader
-// changes). If they persist, or ctx ends while an attempt is in flight, the
-// error is returned and the outcome is ambiguous: append the same events
-// (AppendResult.Events of the failed call is empty, so set event ids
-// yourself if you need to retry) to learn it.
+// changes). If refusals for load persist (429, 503, 10167, 10210, no
+// responders), the error wraps [ErrOverloaded]. If other errors persist,
+// or ctx ends while an attempt is in flight, the error is returned and the
+// outcome is ambiguous: append the same events (AppendResult.Events of the
+// failed call is empty, so set event ids yourself if you need to retry) to
+// learn it.
 func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events.Event, opts ...AppendOption) (AppendResult, error) {
 	if p := c.route(tenant, thread); p != c {
 		return p.Append(ctx, tenant, thread, evs, opts...)

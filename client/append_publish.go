@@ -86,12 +86,18 @@ func (c *Client) publish(ctx context.Context, p *prepared, expect uint64) (seqs 
 		}
 		unknown := "(the outcome is unknown: append the same events again to learn it)"
 		if ctx.Err() != nil {
+			if overloaded(err) {
+				return nil, false, true, overloadError(p, fmt.Errorf("%w, then %w", err, ctx.Err()), attempt+1, maybeStored)
+			}
 			return nil, false, true, fmt.Errorf("client: append to %s/%s: %w %s", p.tenant, p.thread, ctx.Err(), unknown)
 		}
 		if !retryable(err) {
 			return nil, false, true, fmt.Errorf("client: append to %s/%s: %w", p.tenant, p.thread, err)
 		}
 		if attempt >= c.cfg.MaxRetries {
+			if overloaded(err) {
+				return nil, false, true, overloadError(p, err, attempt+1, maybeStored)
+			}
 			return nil, false, true, fmt.Errorf("client: append to %s/%s: %w (after %d attempts) %s", p.tenant, p.thread, err, attempt+1, unknown)
 		}
 		// A server's error answer, or no responders, stored nothing; other
@@ -101,8 +107,11 @@ func (c *Client) publish(ctx context.Context, p *prepared, expect uint64) (seqs 
 		}
 		attempt++
 		c.cfg.Logger.Debug("retrying append", "tenant", p.tenant, "thread", p.thread, "attempt", attempt, "err", err)
-		if err := sleep(ctx, backoff/2+time.Duration(rand.Int64N(int64(backoff/2)+1))); err != nil {
-			return nil, false, true, fmt.Errorf("client: append to %s/%s: %w %s", p.tenant, p.thread, err, unknown)
+		if serr := sleep(ctx, backoff/2+time.Duration(rand.Int64N(int64(backoff/2)+1))); serr != nil {
+			if overloaded(err) {
+				return nil, false, true, overloadError(p, fmt.Errorf("%w, then %w", err, serr), attempt, maybeStored)
+			}
+			return nil, false, true, fmt.Errorf("client: append to %s/%s: %w %s", p.tenant, p.thread, serr, unknown)
 		}
 		backoff = min(backoff*2, 2*time.Second)
 	}
@@ -187,6 +196,33 @@ func retryable(err error) bool {
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
 		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected) ||
 		errors.Is(err, jetstreamext.ErrInvalidBatchAck) || errors.Is(err, jetstream.ErrInvalidJSAck)
+}
+
+// overloaded reports whether err is the server refusing a publish for
+// load or for want of a stream leader: it stored nothing, and the same
+// publish may be sent again later ([ErrOverloaded]).
+func overloaded(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case errCodeTooManyRequests, errCodeBatchTooManyInflight:
+			return true
+		}
+		return apiErr.Code == 503 || apiErr.Code == 429
+	}
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+}
+
+// overloadError is the error of an append whose attempts, the last one
+// refused with err, ended refused for load: it wraps [ErrOverloaded] and
+// err, and says whether an earlier attempt may have stored the events.
+func overloadError(p *prepared, err error, attempts int, maybeStored bool) error {
+	outcome := "nothing was stored; append the same events again after a backoff"
+	if maybeStored {
+		outcome = "an earlier attempt timed out, so the outcome is unknown: append the same events again after a backoff to learn it"
+	}
+	return fmt.Errorf("%w (%s/%s): %w (after %d attempts); %s",
+		ErrOverloaded, p.tenant, p.thread, err, attempts, outcome)
 }
 
 // parseLastSeq reads N from "wrong last sequence: N"; 0 if absent.

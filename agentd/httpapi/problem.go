@@ -280,6 +280,8 @@ func problemFor(err error, ec errCtx) *Problem {
 		return q
 	case errors.Is(err, client.ErrStorageFull):
 		return storageFullProblem(strings.TrimPrefix(err.Error(), "client: ") + "; nothing was stored").thread(ec.thread)
+	case errors.Is(err, client.ErrOverloaded):
+		return overloadedProblem(strings.TrimPrefix(err.Error(), "client: ")).thread(ec.thread)
 	case errors.Is(err, client.ErrBadCursor):
 		return badRequest("bad-cursor", err.Error()).field("cursor")
 	case errors.Is(err, client.ErrClosed):
@@ -306,6 +308,18 @@ func newRef() string {
 // data store has no space for the write.
 func storageFullProblem(detail string) *Problem {
 	return newProblem(http.StatusInsufficientStorage, "storage-full", "Storage full", detail).header("Retry-After", "10")
+}
+
+// overloadedRetryAfter is the Retry-After (seconds) of an append the
+// NATS server refused as busy: the client retried within the request
+// already, so the caller waits a little before sending it again.
+const overloadedRetryAfter = "1"
+
+// overloadedProblem is 503 overloaded with Retry-After: the NATS server
+// refused the write for load, or had no stream leader, on every attempt
+// (client.ErrOverloaded). The request may be sent again as is.
+func overloadedProblem(detail string) *Problem {
+	return newProblem(http.StatusServiceUnavailable, "overloaded", "Overloaded", detail).header("Retry-After", overloadedRetryAfter)
 }
 
 func tooLargeBody(limit int64) *Problem {
