@@ -93,10 +93,10 @@ func (c *Client) publish(ctx context.Context, p *prepared, expect uint64) (seqs 
 const outcomeUnknown = "(the outcome is unknown: append the same events again to learn it)"
 
 // answered maps the server's error answers (err, as apiErr) that end or
-// repeat a publish at once: final is the call's error (a *serverConflict, ErrStorageFull, a
-// *TooLargeError); again is true when the publish is to be sent again now
-// (10164, at most inFlightRetries times, counted in *inFlight). Neither:
-// the answer is left to giveUp and the retries.
+// repeat a publish at once: final is the call's error (a *serverConflict,
+// ErrStorageFull, a *TooLargeError); again is true when the publish is to
+// be sent again now (10164, at most inFlightRetries times, counted in
+// *inFlight). Neither: the answer is left to giveUp and the retries.
 func (c *Client) answered(ctx context.Context, p *prepared, err error, apiErr *jetstream.APIError, inFlight *int) (final error, again bool) {
 	switch apiErr.ErrorCode {
 	case errCodeWrongLastSeq:
