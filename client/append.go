@@ -2,13 +2,10 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/fold"
 	"github.com/convlog/convlog/internal/quota"
 )
 
@@ -111,7 +108,9 @@ type AppendResult struct {
 // thread differs from the arguments); *TooLargeError;
 // *fold.RejectionError; *ConflictError (not retryable as is: reload,
 // re-decide, append with the new version); [ErrStorageFull] (the server
-// refused it for lack of storage; nothing stored); [ErrIdempotencyMismatch]
+// refused it for lack of storage; nothing stored); [ErrOverloaded] (the
+// server refused every attempt as busy or had no stream leader;
+// retryable after a backoff); [ErrIdempotencyMismatch]
 // (an event id already used by another event, or by another append: one
 // of other events, or of the same events in another order; not
 // retryable); [ErrClosed]; ctx errors.
@@ -121,10 +120,12 @@ type AppendResult struct {
 // Config.MaxRetries times: timeouts, no responders (no stream leader),
 // disconnects, 10158 (same id in flight), 10163, 10167, 10176 (abandoned
 // batch), 10210 (too many batches in flight) and any 503/429 answer (leader
-// changes). If they persist, or ctx ends while an attempt is in flight, the
-// error is returned and the outcome is ambiguous: append the same events
-// (AppendResult.Events of the failed call is empty, so set event ids
-// yourself if you need to retry) to learn it.
+// changes). If refusals for load persist (429, 503, 10167, 10210, no
+// responders), the error wraps [ErrOverloaded]. If other errors persist,
+// or ctx ends while an attempt is in flight, the error is returned and the
+// outcome is ambiguous: append the same events (AppendResult.Events of the
+// failed call is empty, so set event ids yourself if you need to retry) to
+// learn it.
 func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events.Event, opts ...AppendOption) (AppendResult, error) {
 	if p := c.route(tenant, thread); p != c {
 		return p.Append(ctx, tenant, thread, evs, opts...)
@@ -132,25 +133,9 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 	if err := c.check(); err != nil {
 		return AppendResult{}, err
 	}
-	var o appendOptions
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	if !o.hasExpect && !o.any {
-		return AppendResult{}, fmt.Errorf("%w: pass client.ExpectVersion(v) or client.AnyVersion()", ErrInvalidAppend)
-	}
-	if len(evs) == 0 {
-		return AppendResult{}, fmt.Errorf("%w: no events", ErrInvalidAppend)
-	}
-	for i, e := range evs {
-		if (e.Type == events.TypeRedacted || e.Payload != nil && e.Payload.EventType() == events.TypeRedacted) && !o.redaction {
-			return AppendResult{}, fmt.Errorf("%w: event %d is %s, which only Client.Redact writes (after it made the content unreadable)", ErrInvalidAppend, i, events.TypeRedacted)
-		}
-	}
-	if len(evs) > MaxTurnEvents {
-		return AppendResult{}, fmt.Errorf("%w: %d events, at most %d commit atomically", ErrInvalidAppend, len(evs), MaxTurnEvents)
+	o, err := appendOptionsFor(evs, opts)
+	if err != nil {
+		return AppendResult{}, err
 	}
 	subject, err := c.subjects.Thread(tenant, thread)
 	if err != nil {
@@ -161,142 +146,43 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 	if err := c.checkQuota(ctx, tenant, evs); err != nil {
 		return AppendResult{}, err
 	}
-
 	p, err := c.prepare(ctx, tenant, thread, subject, evs)
 	if err != nil {
 		return AppendResult{}, err
 	}
-	key := tenant + "." + thread
-
+	run := &appendRun{c: c, p: p, o: o}
 	for attempt := 1; ; attempt++ {
-		s, err := c.stateFor(ctx, tenant, thread, o, attempt)
-		if err != nil {
-			return AppendResult{}, err
-		}
-		if o.hasExpect && s.Version < o.expect {
-			// A replica that lags served the read (R>1), or the caller
-			// passed a version the thread never had.
-			if s, err = c.catchUp(ctx, s, o.expect); err != nil {
-				return AppendResult{}, err
-			}
-		}
-		if o.hasExpect && s.Version != o.expect {
-			if s.Version > o.expect && !p.fresh {
-				// Maybe an earlier attempt of this append moved the thread on.
-				res, ok, err := c.findAfter(ctx, p, o.expect, s.Version)
-				if err != nil {
-					return AppendResult{}, err
-				}
-				if ok {
-					c.logDuplicate(p, "already_stored", 0, res.Version)
-					return c.sameAsStored(ctx, p, res)
-				}
-			}
-			return AppendResult{}, &ConflictError{Tenant: tenant, Thread: thread, Expected: o.expect, Actual: s.Version}
-		}
-		if o.any && attempt == 1 && !p.fresh && c.maybeForgotten(p) {
-			// Outside the duplicate window the server would store a second copy.
-			res, ok, err := c.findByIDTime(ctx, p)
-			if err != nil {
-				return AppendResult{}, err
-			}
-			if ok {
-				c.logDuplicate(p, "id_time_scan", 0, res.Version)
-				return c.sameAsStored(ctx, p, res)
-			}
-		}
-		checked, folded, err := c.checkAll(ctx, s, p.events)
-		if err != nil && o.any && attempt == 1 && errors.Is(err, fold.ErrRejected) {
-			continue // checked on the cached state, which may be behind: read, check again
-		}
-		if err != nil {
-			// The same events may be stored already (a retry whose first
-			// attempt landed): a second answer to a call is rejected by the
-			// fold, so look before reporting. Ids this call generated
-			// cannot be stored before it published.
-			if p.fresh {
-				return AppendResult{}, err
-			}
-			res, ok, ferr := c.findAnywhere(ctx, p, s, o.any)
-			if ferr == nil && ok {
-				c.logDuplicate(p, "already_stored", 0, res.Version)
-				return c.sameAsStored(ctx, p, res)
-			}
-			if errors.Is(ferr, ErrIdempotencyMismatch) {
-				return AppendResult{}, ferr // the ids are another append's
-			}
-			return AppendResult{}, err
-		}
-		if p.keyDestroyed {
-			// The thread's key was destroyed by an erasure the state read
-			// did not show: nothing may be stored for it. Answer as the
-			// server would have: a conflict when the version differs.
-			actual, err := c.log.leaderLastSeq(ctx, subject)
-			if err != nil {
-				return AppendResult{}, err
-			}
-			if o.hasExpect && actual != o.expect {
-				return AppendResult{}, &ConflictError{Tenant: tenant, Thread: thread, Expected: o.expect, Actual: actual}
-			}
-			return AppendResult{}, &NotFoundError{Tenant: tenant, Thread: thread, Reason: "erased", Cause: ErrThreadErased}
-		}
-		seqs, dup, maybeStored, err := c.publish(ctx, p, s.Version)
-		if err == nil {
-			res := p.result(seqs, nil, dup)
-			if dup {
-				c.logDuplicate(p, "duplicate_ack", 0, res.Version)
-				return c.sameAsStored(ctx, p, res)
-			}
-			if folded != nil {
-				// The events were folded into a copy of the window when
-				// checked: give them their stored sequences and keep it.
-				folded.Renumber(s.Version, seqs)
-				c.cache.own(key, folded)
-			} else {
-				c.remember(key, checked, res.Events)
-			}
-			return res, nil
-		}
-		var sc *serverConflict
-		if !errors.As(err, &sc) {
-			return AppendResult{}, err
-		}
-		// The cached state stays: it is right for its version, and the next
-		// read catches up from it.
-		actual := sc.actual
-		if p.fresh && !maybeStored && sc.code != errCodeBatchDuplicate {
-			// Refused, and no earlier send may have stored them: new ids
-			// cannot be on the thread.
-			if actual == 0 && o.hasExpect {
-				if actual, err = c.log.leaderLastSeq(ctx, subject); err != nil {
-					return AppendResult{}, err
-				}
-			}
-		} else {
-			res, ok, a, err := c.resolve(ctx, p, s.Version, sc)
-			if err != nil {
-				return AppendResult{}, err
-			}
-			if ok {
-				c.logDuplicate(p, "read_forward", sc.code, res.Version)
-				return c.sameAsStored(ctx, p, res)
-			}
-			actual = a
-		}
-		conflict := &ConflictError{Tenant: tenant, Thread: thread, Expected: s.Version, Actual: actual}
-		if sc.err != nil {
-			conflict.Cause = sc.err
-		}
-		if o.hasExpect || attempt >= c.cfg.MaxAnyVersionAttempts {
-			return AppendResult{}, conflict
-		}
-		c.cfg.Logger.Debug("append conflict, retrying", "tenant", tenant, "thread", thread,
-			"expected", s.Version, "actual", actual, "attempt", attempt)
-		// Contention: back off a random, growing while before retrying.
-		if err := sleep(ctx, time.Duration(rand.Int64N(int64(min(attempt, 20))*int64(time.Millisecond)+1))); err != nil {
-			return AppendResult{}, fmt.Errorf("client: append to %s/%s: %w (after %d conflicts)", tenant, thread, err, attempt)
+		if res, done, err := run.attempt(ctx, attempt); done {
+			return res, err
 		}
 	}
+}
+
+// appendOptionsFor applies opts and checks that an Append of evs can be
+// made as written: a version option, 1 to MaxTurnEvents events, no
+// redaction event unless Redact writes it. Errors wrap ErrInvalidAppend.
+func appendOptionsFor(evs []events.Event, opts []AppendOption) (appendOptions, error) {
+	var o appendOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if !o.hasExpect && !o.any {
+		return o, fmt.Errorf("%w: pass client.ExpectVersion(v) or client.AnyVersion()", ErrInvalidAppend)
+	}
+	if len(evs) == 0 {
+		return o, fmt.Errorf("%w: no events", ErrInvalidAppend)
+	}
+	for i, e := range evs {
+		if (e.Type == events.TypeRedacted || e.Payload != nil && e.Payload.EventType() == events.TypeRedacted) && !o.redaction {
+			return o, fmt.Errorf("%w: event %d is %s, which only Client.Redact writes (after it made the content unreadable)", ErrInvalidAppend, i, events.TypeRedacted)
+		}
+	}
+	if len(evs) > MaxTurnEvents {
+		return o, fmt.Errorf("%w: %d events, at most %d commit atomically", ErrInvalidAppend, len(evs), MaxTurnEvents)
+	}
+	return o, nil
 }
 
 // checkQuota returns a *QuotaError when tenant is over a limit and evs do

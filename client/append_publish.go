@@ -61,38 +61,16 @@ func (c *Client) publish(ctx context.Context, p *prepared, expect uint64) (seqs 
 		}
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) {
-			switch apiErr.ErrorCode {
-			case errCodeWrongLastSeq:
-				return nil, false, maybeStored, &serverConflict{code: errCodeWrongLastSeq, actual: parseLastSeq(apiErr.Description), err: apiErr}
-			case errCodeWrongLastSeqConstant:
-				// Refused while another write to the thread is replicated:
-				// send again once it has settled.
-				if inFlight < inFlightRetries && ctx.Err() == nil {
-					inFlight++
-					if err := sleep(ctx, time.Duration(rand.Int64N(int64(time.Millisecond)<<inFlight))); err == nil {
-						continue
-					}
-				}
-				return nil, false, maybeStored, &serverConflict{code: errCodeWrongLastSeqConstant, err: apiErr}
-			case errCodeBatchDuplicate:
-				return nil, false, maybeStored, &serverConflict{code: errCodeBatchDuplicate, err: apiErr}
-			case errCodeInsufficientResources, errCodeStorageResourcesExceeded, errCodeAccountResourcesExceeded:
-				return nil, false, maybeStored, storageFull(p.tenant, p.thread, err)
-			case errCodeMsgTooLarge:
-				i := largest(p.msgs)
-				return nil, false, maybeStored, &TooLargeError{Tenant: p.tenant, Thread: p.thread, EventID: p.ids[i],
-					Size: len(p.msgs[i].Data), Limit: c.maxEventSize()}
+			final, again := c.answered(ctx, p, err, apiErr, &inFlight)
+			if again {
+				continue
+			}
+			if final != nil {
+				return nil, false, maybeStored, final
 			}
 		}
-		unknown := "(the outcome is unknown: append the same events again to learn it)"
-		if ctx.Err() != nil {
-			return nil, false, true, fmt.Errorf("client: append to %s/%s: %w %s", p.tenant, p.thread, ctx.Err(), unknown)
-		}
-		if !retryable(err) {
-			return nil, false, true, fmt.Errorf("client: append to %s/%s: %w", p.tenant, p.thread, err)
-		}
-		if attempt >= c.cfg.MaxRetries {
-			return nil, false, true, fmt.Errorf("client: append to %s/%s: %w (after %d attempts) %s", p.tenant, p.thread, err, attempt+1, unknown)
+		if err := c.giveUp(ctx, p, err, attempt, maybeStored); err != nil {
+			return nil, false, true, err
 		}
 		// A server's error answer, or no responders, stored nothing; other
 		// failures may have.
@@ -101,11 +79,68 @@ func (c *Client) publish(ctx context.Context, p *prepared, expect uint64) (seqs 
 		}
 		attempt++
 		c.cfg.Logger.Debug("retrying append", "tenant", p.tenant, "thread", p.thread, "attempt", attempt, "err", err)
-		if err := sleep(ctx, backoff/2+time.Duration(rand.Int64N(int64(backoff/2)+1))); err != nil {
-			return nil, false, true, fmt.Errorf("client: append to %s/%s: %w %s", p.tenant, p.thread, err, unknown)
+		if serr := sleep(ctx, backoff/2+time.Duration(rand.Int64N(int64(backoff/2)+1))); serr != nil {
+			if overloaded(err) {
+				return nil, false, true, overloadError(p, fmt.Errorf("%w, then %w", err, serr), attempt, maybeStored)
+			}
+			return nil, false, true, fmt.Errorf("client: append to %s/%s: %w %s", p.tenant, p.thread, serr, outcomeUnknown)
 		}
 		backoff = min(backoff*2, 2*time.Second)
 	}
+}
+
+// outcomeUnknown ends the error of a publish that may have stored the events.
+const outcomeUnknown = "(the outcome is unknown: append the same events again to learn it)"
+
+// answered maps the server's error answers (err, as apiErr) that end or
+// repeat a publish at once: final is the call's error (a *serverConflict,
+// ErrStorageFull, a *TooLargeError); again is true when the publish is to
+// be sent again now (10164, at most inFlightRetries times, counted in
+// *inFlight). Neither: the answer is left to giveUp and the retries.
+func (c *Client) answered(ctx context.Context, p *prepared, err error, apiErr *jetstream.APIError, inFlight *int) (final error, again bool) {
+	switch apiErr.ErrorCode {
+	case errCodeWrongLastSeq:
+		return &serverConflict{code: errCodeWrongLastSeq, actual: parseLastSeq(apiErr.Description), err: apiErr}, false
+	case errCodeWrongLastSeqConstant:
+		// Refused while another write to the thread is replicated: send
+		// again once it has settled.
+		if *inFlight < inFlightRetries && ctx.Err() == nil {
+			*inFlight++
+			if err := sleep(ctx, time.Duration(rand.Int64N(int64(time.Millisecond)<<*inFlight))); err == nil {
+				return nil, true
+			}
+		}
+		return &serverConflict{code: errCodeWrongLastSeqConstant, err: apiErr}, false
+	case errCodeBatchDuplicate:
+		return &serverConflict{code: errCodeBatchDuplicate, err: apiErr}, false
+	case errCodeInsufficientResources, errCodeStorageResourcesExceeded, errCodeAccountResourcesExceeded:
+		return storageFull(p.tenant, p.thread, err), false
+	case errCodeMsgTooLarge:
+		i := largest(p.msgs)
+		return &TooLargeError{Tenant: p.tenant, Thread: p.thread, EventID: p.ids[i],
+			Size: len(p.msgs[i].Data), Limit: c.maxEventSize()}, false
+	}
+	return nil, false
+}
+
+// giveUp returns the error that ends a publish whose attempt number
+// attempt (from 0) failed with err, or nil when it is to be retried: ctx
+// ended, err is not transient, or the retries are spent. Refusals for load
+// end as [ErrOverloaded].
+func (c *Client) giveUp(ctx context.Context, p *prepared, err error, attempt int, maybeStored bool) error {
+	switch {
+	case ctx.Err() != nil && overloaded(err):
+		return overloadError(p, fmt.Errorf("%w, then %w", err, ctx.Err()), attempt+1, maybeStored)
+	case ctx.Err() != nil:
+		return fmt.Errorf("client: append to %s/%s: %w %s", p.tenant, p.thread, ctx.Err(), outcomeUnknown)
+	case !retryable(err):
+		return fmt.Errorf("client: append to %s/%s: %w", p.tenant, p.thread, err)
+	case attempt >= c.cfg.MaxRetries && overloaded(err):
+		return overloadError(p, err, attempt+1, maybeStored)
+	case attempt >= c.cfg.MaxRetries:
+		return fmt.Errorf("client: append to %s/%s: %w (after %d attempts) %s", p.tenant, p.thread, err, attempt+1, outcomeUnknown)
+	}
+	return nil
 }
 
 // attemptTimeout is how long one publish attempt waits for its ack: a
@@ -187,6 +222,33 @@ func retryable(err error) bool {
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
 		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected) ||
 		errors.Is(err, jetstreamext.ErrInvalidBatchAck) || errors.Is(err, jetstream.ErrInvalidJSAck)
+}
+
+// overloaded reports whether err is the server refusing a publish for
+// load or for want of a stream leader: it stored nothing, and the same
+// publish may be sent again later ([ErrOverloaded]).
+func overloaded(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case errCodeTooManyRequests, errCodeBatchTooManyInflight:
+			return true
+		}
+		return apiErr.Code == 503 || apiErr.Code == 429
+	}
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+}
+
+// overloadError is the error of an append whose attempts, the last one
+// refused with err, ended refused for load: it wraps [ErrOverloaded] and
+// err, and says whether an earlier attempt may have stored the events.
+func overloadError(p *prepared, err error, attempts int, maybeStored bool) error {
+	outcome := "nothing was stored; append the same events again after a backoff"
+	if maybeStored {
+		outcome = "an earlier attempt timed out, so the outcome is unknown: append the same events again after a backoff to learn it"
+	}
+	return fmt.Errorf("%w (%s/%s): %w (after %d attempts); %s",
+		ErrOverloaded, p.tenant, p.thread, err, attempts, outcome)
 }
 
 // parseLastSeq reads N from "wrong last sequence: N"; 0 if absent.

@@ -53,6 +53,15 @@ var (
 	// a timeout instead; agentd tells that case apart from its embedded
 	// server's state.
 	ErrStorageFull = errors.New("client: the server has no storage left for the append")
+	// ErrOverloaded: the server did not take an append now, on every
+	// attempt the call made: it refused it as busy (10167 too many
+	// requests, 10210/10211 too many batches in flight, any other 429 or
+	// 503 answer) or its stream had no leader to answer (no responders),
+	// until Config.MaxRetries was spent or ctx ended. Retryable: send the
+	// same events again after a backoff (the event ids make that safe).
+	// The refused attempts stored nothing; the error says so, or says the
+	// outcome is unknown when an earlier attempt of the call timed out.
+	ErrOverloaded = errors.New("client: the server is overloaded")
 	// ErrBadCursor: a List cursor that List did not produce.
 	ErrBadCursor = errors.New("client: bad list cursor")
 	// ErrBadConvKey: an unusable conversation key, agent or user. Returned

@@ -16,12 +16,11 @@ import (
 	"github.com/convlog/convlog/projector"
 )
 
-// Finding 2 of the reliability issue: an erasure marker published by hand
-// after events that are still stored does not hide the thread, neither
-// from a consistent read (the log) nor from the projector's snapshot; the
-// fold records it as rejected (erasure_not_first). A real erase (purge,
-// then the marker) still erases. Before, the thread answered 404 while its
-// events stayed in the stream.
+// An erasure marker published by hand after events that are still stored
+// does not hide the thread, neither from a consistent read (the log) nor
+// from the projector's snapshot: the thread is found with its events, and
+// the fold records the marker as rejected (erasure_not_first). A real
+// erase (purge, then the marker) still erases.
 func TestAForgedErasureMarkerHidesNothing(t *testing.T) {
 	srv := clienttest.New(t, clienttest.WithProjector(projector.Config{}))
 	c := srv.Client

@@ -13,13 +13,12 @@ import (
 	"github.com/convlog/convlog/internal/clienttest"
 )
 
-// Finding 7 of the reliability issue: an event id reused with a different
-// event is refused with ErrIdempotencyMismatch naming what differs, by
-// every duplicate path (the server's duplicate window with AnyVersion, the
-// read-forward of an ExpectVersion retry, another thread), and nothing is
-// stored; an exact retry is still a duplicate that echoes the stored
-// event. Before, a state.set sent with the id of a stored message.user was
-// answered as a duplicate echoing the new type.
+// An event id reused with a different event (another type, payload or
+// thread) is refused with ErrIdempotencyMismatch naming the field that
+// differs, by every duplicate path (the server's duplicate window with
+// AnyVersion, the read-forward of an ExpectVersion retry, another thread),
+// and nothing is stored; an exact retry is a duplicate that echoes the
+// stored event.
 func TestReusingAnEventIDWithAnotherEventIsRefused(t *testing.T) {
 	c := clienttest.New(t).Client
 	ctx := context.Background()

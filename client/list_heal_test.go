@@ -14,9 +14,8 @@ import (
 	"github.com/convlog/convlog/snapstore"
 )
 
-// Finding 6 of the reliability issue: an index entry that does not decode
-// does not hide its thread from List; the thread is listed from its log.
-// Before, List logged "bad index entry" and silently left it out.
+// An index entry that does not decode does not hide its thread from List:
+// the thread is listed, read from its log.
 func TestListShowsAThreadWhoseIndexEntryIsUnreadable(t *testing.T) {
 	srv := clienttest.New(t, clienttest.WithProjector(projector.Config{}))
 	c := srv.Client

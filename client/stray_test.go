@@ -12,12 +12,10 @@ import (
 	"github.com/convlog/convlog/internal/clienttest"
 )
 
-// Finding 9 of the reliability issue: a stray first event that is not
-// thread.created, published over NATS on a fresh thread subject, does not
-// burn the thread id: CreateThread creates the thread after it (the fold
-// keeps the stray event as a no_thread rejection). A second create is
-// still ErrThreadExists. Before, create answered 409 for ever while the
-// thread did not exist.
+// A stray first event that is not thread.created, published over NATS on
+// a fresh thread subject, does not burn the thread id: CreateThread
+// creates the thread after it (the fold keeps the stray event as a
+// no_thread rejection), and a second create is ErrThreadExists.
 func TestCreateThreadAfterAStrayFirstEvent(t *testing.T) {
 	srv := clienttest.New(t)
 	c := srv.Client

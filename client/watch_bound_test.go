@@ -15,10 +15,9 @@ import (
 )
 
 // A watch whose reader does not read holds a bounded number of bytes, not
-// the thread: the ordered consumer fetches at most MaxBytes ahead (finding
-// 3 of the reliability issue, for every Watch user: the chat stream, the
-// CLI's tail, the adapters). Before, the consumer's default pull of 500
-// messages fetched the whole 32 MiB thread into memory.
+// the thread: the ordered consumer fetches at most MaxBytes ahead, so a
+// stalled reader of a 32 MiB thread (the chat stream, the CLI's tail, the
+// adapters) never holds the whole thread in memory.
 func TestAWatchThatIsNotReadHoldsBoundedBytes(t *testing.T) {
 	c := clienttest.New(t).Client
 	ctx := context.Background()

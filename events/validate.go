@@ -290,108 +290,142 @@ func validateText(v reflect.Value, path string, bad badFunc) error {
 
 type badFunc func(field, format string, args ...any) error
 
+// validatePayload checks p by its type's rules; a registered payload type
+// without rules of its own is valid as it is.
 func validatePayload(p Payload, l Limits, bad badFunc) error {
 	switch v := p.(type) {
 	case ThreadCreated:
 		return validateCreated(v, l, bad)
 	case ThreadUpdated:
-		if v.Replies != "" && v.Replies != RepliesAuto && v.Replies != RepliesOff {
-			return bad("replies", "must be %q or %q, got %q", RepliesAuto, RepliesOff, v.Replies)
-		}
-		return validateMetadata(v.Metadata, l, bad, true)
+		return validateUpdated(v, l, bad)
 	case UserMessage:
-		if err := validateContent(v.Content, "content", bad); err != nil {
-			return err
-		}
-		if v.Content.IsNull() {
-			return bad("content", "a user message needs content")
-		}
-		if err := validateName(v.Name, l, bad); err != nil {
-			return err
-		}
-		return validateJSON(v.Metadata, "metadata", bad)
+		return validateUser(v, l, bad)
 	case AssistantMessage:
 		return validateAssistant(v, l, bad)
 	case ToolResult:
-		if v.ToolCallID == "" {
-			return bad("tool_call_id", "is required")
-		}
-		if len(v.ToolCallID) > l.MaxNameLen {
-			return bad("tool_call_id", "is %d bytes, the limit is %d", len(v.ToolCallID), l.MaxNameLen)
-		}
-		if err := validateName(v.Name, l, bad); err != nil {
-			return err
-		}
-		return validateContent(v.Content, "content", bad)
+		return validateToolResult(v, l, bad)
 	case Redacted:
-		switch {
-		case v.UpToSeq != 0 && (v.Seq != 0 || v.EventID != ""):
-			return bad("up_to_seq", "names a range: seq and event_id must be empty")
-		case v.UpToSeq != 0:
-		case v.Seq == 0:
-			return bad("seq", "must be the stream sequence of an event of the thread")
-		case v.EventID == "":
-			return bad("event_id", "is required")
-		}
-		for i, f := range v.Fields {
-			if !slices.Contains(RedactableFields, f) {
-				return bad(fmt.Sprintf("fields[%d]", i), "%q is not a redactable field (%s)", f, strings.Join(RedactableFields, ", "))
-			}
-		}
-		return nil
+		return validateRedacted(v, bad)
 	case Restore:
 		return validateMessages(v.Messages, l, "messages", bad)
 	case Compaction:
-		if v.UpToSeq == 0 {
-			return bad("up_to_seq", "must be a stream sequence > 0")
-		}
-		if v.Role != "" && v.Role != RoleUser && v.Role != RoleAssistant {
-			return bad("role", "must be %q or %q, got %q", RoleUser, RoleAssistant, v.Role)
-		}
-		if v.Summary.IsNull() {
-			return bad("summary", "is required")
-		}
-		return validateContent(v.Summary, "summary", bad)
+		return validateCompaction(v, bad)
 	case StateSet:
-		if err := validateKey(v.Key, l, bad); err != nil {
-			return err
-		}
-		if len(v.Value) == 0 {
-			return bad("value", "is required (any JSON value; use null for null)")
-		}
-		return validateJSON(v.Value, "value", bad)
+		return validateStateSet(v, l, bad)
 	case StateDeleted:
 		return validateKey(v.Key, l, bad)
 	case Forked:
-		if err := ValidateTenant(v.SourceTenant); err != nil {
-			return bad("source_tenant", "%v", err)
-		}
-		if err := ValidateThreadID(v.SourceThread); err != nil {
-			return bad("source_thread", "%v", err)
-		}
-		if err := validateCreated(v.Created, l, func(f, format string, args ...any) error {
-			return bad("created."+f, format, args...)
-		}); err != nil {
-			return err
-		}
-		for k, val := range v.State {
-			if err := validateJSON(val, fmt.Sprintf("state[%q]", k), bad); err != nil {
-				return err
-			}
-		}
-		if v.ByReference && (len(v.Messages) > 0 || len(v.State) > 0) {
-			return bad("by_reference", "a fork by reference carries no messages or state (they are the source's as of source_seq)")
-		}
-		if v.ByReference && v.SourceSeq == 0 {
-			return bad("source_seq", "a fork by reference needs the source's sequence")
-		}
-		return validateMessages(v.Messages, l, "messages", bad)
+		return validateForked(v, l, bad)
 	}
-	// A registered payload type without rules of its own is valid as it is.
 	if ti, ok := byType[p.EventType()]; ok && reflect.TypeOf(p) == ti.goType {
 		return nil
 	}
 	return bad("", "unknown payload type %T", p)
+}
+
+func validateUpdated(v ThreadUpdated, l Limits, bad badFunc) error {
+	if v.Replies != "" && v.Replies != RepliesAuto && v.Replies != RepliesOff {
+		return bad("replies", "must be %q or %q, got %q", RepliesAuto, RepliesOff, v.Replies)
+	}
+	return validateMetadata(v.Metadata, l, bad, true)
+}
+
+func validateUser(v UserMessage, l Limits, bad badFunc) error {
+	if err := validateContent(v.Content, "content", bad); err != nil {
+		return err
+	}
+	if v.Content.IsNull() {
+		return bad("content", "a user message needs content")
+	}
+	if err := validateName(v.Name, l, bad); err != nil {
+		return err
+	}
+	return validateJSON(v.Metadata, "metadata", bad)
+}
+
+func validateToolResult(v ToolResult, l Limits, bad badFunc) error {
+	if v.ToolCallID == "" {
+		return bad("tool_call_id", "is required")
+	}
+	if len(v.ToolCallID) > l.MaxNameLen {
+		return bad("tool_call_id", "is %d bytes, the limit is %d", len(v.ToolCallID), l.MaxNameLen)
+	}
+	if err := validateName(v.Name, l, bad); err != nil {
+		return err
+	}
+	return validateContent(v.Content, "content", bad)
+}
+
+// validateRedacted: one event (seq and event_id) or a range (up_to_seq
+// alone), and only redactable fields.
+func validateRedacted(v Redacted, bad badFunc) error {
+	switch {
+	case v.UpToSeq != 0 && (v.Seq != 0 || v.EventID != ""):
+		return bad("up_to_seq", "names a range: seq and event_id must be empty")
+	case v.UpToSeq != 0:
+	case v.Seq == 0:
+		return bad("seq", "must be the stream sequence of an event of the thread")
+	case v.EventID == "":
+		return bad("event_id", "is required")
+	}
+	for i, f := range v.Fields {
+		if !slices.Contains(RedactableFields, f) {
+			return bad(fmt.Sprintf("fields[%d]", i), "%q is not a redactable field (%s)", f, strings.Join(RedactableFields, ", "))
+		}
+	}
+	return nil
+}
+
+func validateCompaction(v Compaction, bad badFunc) error {
+	if v.UpToSeq == 0 {
+		return bad("up_to_seq", "must be a stream sequence > 0")
+	}
+	if v.Role != "" && v.Role != RoleUser && v.Role != RoleAssistant {
+		return bad("role", "must be %q or %q, got %q", RoleUser, RoleAssistant, v.Role)
+	}
+	if v.Summary.IsNull() {
+		return bad("summary", "is required")
+	}
+	return validateContent(v.Summary, "summary", bad)
+}
+
+func validateStateSet(v StateSet, l Limits, bad badFunc) error {
+	if err := validateKey(v.Key, l, bad); err != nil {
+		return err
+	}
+	if len(v.Value) == 0 {
+		return bad("value", "is required (any JSON value; use null for null)")
+	}
+	return validateJSON(v.Value, "value", bad)
+}
+
+// validateForked: the source ids, the created payload (its fields under
+// "created."), the copied state and messages; a fork by reference carries
+// neither and names the source's sequence.
+func validateForked(v Forked, l Limits, bad badFunc) error {
+	if err := ValidateTenant(v.SourceTenant); err != nil {
+		return bad("source_tenant", "%v", err)
+	}
+	if err := ValidateThreadID(v.SourceThread); err != nil {
+		return bad("source_thread", "%v", err)
+	}
+	if err := validateCreated(v.Created, l, func(f, format string, args ...any) error {
+		return bad("created."+f, format, args...)
+	}); err != nil {
+		return err
+	}
+	for k, val := range v.State {
+		if err := validateJSON(val, fmt.Sprintf("state[%q]", k), bad); err != nil {
+			return err
+		}
+	}
+	if v.ByReference && (len(v.Messages) > 0 || len(v.State) > 0) {
+		return bad("by_reference", "a fork by reference carries no messages or state (they are the source's as of source_seq)")
+	}
+	if v.ByReference && v.SourceSeq == 0 {
+		return bad("source_seq", "a fork by reference needs the source's sequence")
+	}
+	return validateMessages(v.Messages, l, "messages", bad)
 }
 
 func validateCreated(v ThreadCreated, l Limits, bad badFunc) error {

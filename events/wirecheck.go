@@ -35,94 +35,110 @@ func checkWire(b []byte) error {
 		if i >= len(b) {
 			return errors.New("unexpected end of input")
 		}
-		c := b[i]
+		h, err := wireHeadOf(b[i], i)
+		if err != nil {
+			return err
+		}
 		i++
 		pending--
-
-		var skip, items uint64 // bytes to skip; values inside a container
-		var lenBytes int       // size of a length field that follows c
-		extType := uint64(0)   // 1 for ext formats: a type byte follows the length
-		container, isMap := false, false
-		switch {
-		case c <= 0x7f || c >= 0xe0: // positive and negative fixint
-		case c <= 0x8f: // fixmap
-			items, container, isMap = uint64(c&0x0f), true, true
-		case c <= 0x9f: // fixarray
-			items, container = uint64(c&0x0f), true
-		case c <= 0xbf: // fixstr
-			skip = uint64(c & 0x1f)
-		default:
-			switch c {
-			case 0xc0, 0xc2, 0xc3: // nil, false, true
-			case 0xc1:
-				return fmt.Errorf("byte 0xc1 at offset %d is not msgpack", i-1)
-			case 0xc4, 0xd9: // bin8, str8
-				lenBytes = 1
-			case 0xc5, 0xda: // bin16, str16
-				lenBytes = 2
-			case 0xc6, 0xdb: // bin32, str32
-				lenBytes = 4
-			case 0xc7: // ext8
-				lenBytes, extType = 1, 1
-			case 0xc8: // ext16
-				lenBytes, extType = 2, 1
-			case 0xc9: // ext32
-				lenBytes, extType = 4, 1
-			case 0xcc, 0xd0: // uint8, int8
-				skip = 1
-			case 0xcd, 0xd1: // uint16, int16
-				skip = 2
-			case 0xca, 0xce, 0xd2: // float32, uint32, int32
-				skip = 4
-			case 0xcb, 0xcf, 0xd3: // float64, uint64, int64
-				skip = 8
-			case 0xd4, 0xd5, 0xd6, 0xd7, 0xd8: // fixext 1, 2, 4, 8, 16 (+ type byte)
-				skip = 1 + 1<<(c-0xd4)
-			case 0xdc: // array16
-				lenBytes, container = 2, true
-			case 0xdd: // array32
-				lenBytes, container = 4, true
-			case 0xde: // map16
-				lenBytes, container, isMap = 2, true, true
-			case 0xdf: // map32
-				lenBytes, container, isMap = 4, true, true
-			}
-		}
-		if lenBytes > 0 {
-			if len(b)-i < lenBytes {
+		if h.lenBytes > 0 {
+			if len(b)-i < h.lenBytes {
 				return errors.New("unexpected end of input")
 			}
 			var n uint64
-			for _, x := range b[i : i+lenBytes] {
+			for _, x := range b[i : i+h.lenBytes] {
 				n = n<<8 | uint64(x)
 			}
-			i += lenBytes
-			if container {
-				items = n
+			i += h.lenBytes
+			if h.container {
+				h.items = n
 			} else {
-				skip = n + extType
+				h.skip = n + h.ext
 			}
 		}
-		if skip > uint64(len(b)-i) {
-			return fmt.Errorf("a value at offset %d claims %d bytes, only %d remain", i, skip, len(b)-i)
+		if h.skip > uint64(len(b)-i) {
+			return fmt.Errorf("a value at offset %d claims %d bytes, only %d remain", i, h.skip, len(b)-i)
 		}
-		i += int(skip)
-		if !container {
+		i += int(h.skip)
+		if !h.container {
 			continue
 		}
-		if isMap {
-			items *= 2
+		if h.isMap {
+			h.items *= 2
 		}
-		if items > uint64(len(b)-i) { // every value takes at least one byte
-			return fmt.Errorf("a container at offset %d claims %d values, only %d bytes remain", i, items, len(b)-i)
+		if h.items > uint64(len(b)-i) { // every value takes at least one byte
+			return fmt.Errorf("a container at offset %d claims %d values, only %d bytes remain", i, h.items, len(b)-i)
 		}
-		if items == 0 {
+		if h.items == 0 {
 			continue
 		}
 		if len(open) == maxNesting {
 			return fmt.Errorf("maps and arrays nest more than %d deep", maxNesting)
 		}
 		open = append(open, pending)
-		pending = items
+		pending = h.items
 	}
+}
+
+// wireHead is what a msgpack value's first byte says of it.
+type wireHead struct {
+	skip  uint64 // bytes of the value after its first byte (and length field)
+	items uint64 // values inside a container
+	// lenBytes is the size of a length field that follows the first byte:
+	// the container's items or, plus ext, the bytes to skip.
+	lenBytes  int
+	ext       uint64 // 1 for ext formats: a type byte follows the length
+	container bool
+	isMap     bool // a container of key-value pairs (2 values per item)
+}
+
+// wireHeadOf reads the first byte c, at offset at, of a msgpack value.
+func wireHeadOf(c byte, at int) (wireHead, error) {
+	switch {
+	case c <= 0x7f || c >= 0xe0: // positive and negative fixint
+		return wireHead{}, nil
+	case c <= 0x8f: // fixmap
+		return wireHead{items: uint64(c & 0x0f), container: true, isMap: true}, nil
+	case c <= 0x9f: // fixarray
+		return wireHead{items: uint64(c & 0x0f), container: true}, nil
+	case c <= 0xbf: // fixstr
+		return wireHead{skip: uint64(c & 0x1f)}, nil
+	case c == 0xc1:
+		return wireHead{}, fmt.Errorf("byte 0xc1 at offset %d is not msgpack", at)
+	}
+	return wireHeads[c-0xc0], nil
+}
+
+// wireHeads are the heads of the first bytes 0xc0 to 0xdf (msgpack's
+// spec, "formats"), by c - 0xc0. nil (0xc0), false (0xc2) and true (0xc3)
+// are the byte alone: the zero head. 0xc1 is never used.
+var wireHeads = [0x20]wireHead{
+	0xc4 - 0xc0: {lenBytes: 1},                               // bin8
+	0xc5 - 0xc0: {lenBytes: 2},                               // bin16
+	0xc6 - 0xc0: {lenBytes: 4},                               // bin32
+	0xc7 - 0xc0: {lenBytes: 1, ext: 1},                       // ext8
+	0xc8 - 0xc0: {lenBytes: 2, ext: 1},                       // ext16
+	0xc9 - 0xc0: {lenBytes: 4, ext: 1},                       // ext32
+	0xca - 0xc0: {skip: 4},                                   // float32
+	0xcb - 0xc0: {skip: 8},                                   // float64
+	0xcc - 0xc0: {skip: 1},                                   // uint8
+	0xcd - 0xc0: {skip: 2},                                   // uint16
+	0xce - 0xc0: {skip: 4},                                   // uint32
+	0xcf - 0xc0: {skip: 8},                                   // uint64
+	0xd0 - 0xc0: {skip: 1},                                   // int8
+	0xd1 - 0xc0: {skip: 2},                                   // int16
+	0xd2 - 0xc0: {skip: 4},                                   // int32
+	0xd3 - 0xc0: {skip: 8},                                   // int64
+	0xd4 - 0xc0: {skip: 1 + 1},                               // fixext1 (a type byte, then the data)
+	0xd5 - 0xc0: {skip: 1 + 2},                               // fixext2
+	0xd6 - 0xc0: {skip: 1 + 4},                               // fixext4
+	0xd7 - 0xc0: {skip: 1 + 8},                               // fixext8
+	0xd8 - 0xc0: {skip: 1 + 16},                              // fixext16
+	0xd9 - 0xc0: {lenBytes: 1},                               // str8
+	0xda - 0xc0: {lenBytes: 2},                               // str16
+	0xdb - 0xc0: {lenBytes: 4},                               // str32
+	0xdc - 0xc0: {lenBytes: 2, container: true},              // array16
+	0xdd - 0xc0: {lenBytes: 4, container: true},              // array32
+	0xde - 0xc0: {lenBytes: 2, container: true, isMap: true}, // map16
+	0xdf - 0xc0: {lenBytes: 4, container: true, isMap: true}, // map32
 }

@@ -186,6 +186,9 @@ func (s *State) reject(r Rejection) {
 	}
 }
 
+// apply folds ev into s by its type's rule (foldRules), after the checks
+// every event passes: the thread is ev's, ev is valid, the thread is not
+// erased. A panic in a rule is a rejection.
 func apply(s *State, ev events.Stored, o foldOpts) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -203,155 +206,17 @@ func apply(s *State, ev events.Stored, o foldOpts) (err error) {
 	if s.Erased {
 		return reject(s, ev, CodeErased, "thread was erased")
 	}
-	t := ev.Time.UTC()
-	switch p := ev.Payload.(type) {
-	case events.Erased:
-		// The marker stands on an empty (purged) subject: folded from the
-		// log, nothing comes before it. Over a state of events stored
-		// before it, the caller must prove the purge (ApplyErasure);
-		// otherwise it is a marker published by hand after events that are
-		// still stored, and must not hide them.
-		if s.Version != 0 && !o.erasureProven {
-			return reject(s, ev, CodeErasureNotFirst, "an erasure marker must be the first message stored on the thread's subject (erase purges the subject first), but events up to sequence %d are stored before it", s.Version)
-		}
-		*s = State{Tenant: s.Tenant, Thread: s.Thread, Version: s.Version, Events: s.Events,
-			Erased: true, CreatedAt: s.CreatedAt, UpdatedAt: t, RejectedCount: s.RejectedCount}
-		return nil
-	case events.ThreadCreated:
-		if err := s.canCreate(p, ev); err != nil {
-			return err
-		}
-		s.create(p, ev, t)
-		return nil
-	case events.Forked:
-		if err := s.canCreate(p.Created, ev); err != nil {
-			return err
-		}
-		if p.ByReference {
-			if o.parent == nil {
-				return ErrNeedParent
+	if ev.Payload != nil {
+		if f, ok := foldRules[ev.Payload.EventType()]; ok {
+			if err := f(s, ev, o); !errors.Is(err, errNoRule) {
+				return err
 			}
-			if o.parent.gone {
-				s.fork(p, ev, t, nil, nil, nil)
-				s.ForkedFrom.SourceErased = true
-				return nil
-			}
-			msgs, pending, err := checkHistory(o.parent.messages, ev)
-			if err != nil {
-				return reject(s, ev, CodeInvalidHistory, "history of the source %s/%s as of %d: %v", p.SourceTenant, p.SourceThread, p.SourceSeq, err)
-			}
-			s.fork(p, ev, t, msgs, pending, o.parent.kv)
-			return nil
-		}
-		msgs, pending, err := checkHistory(p.Messages, ev)
-		if err != nil {
-			return reject(s, ev, CodeInvalidHistory, "forked history: %v", err)
-		}
-		s.fork(p, ev, t, msgs, pending, p.State)
-		return nil
-	}
-	if !s.Exists {
-		return reject(s, ev, CodeNoThread, "thread does not exist (its first event must be %s or %s)", events.TypeThreadCreated, events.TypeForked)
-	}
-	if s.Deleted {
-		if _, ok := ev.Payload.(events.Undeleted); !ok {
-			return reject(s, ev, CodeDeleted, "thread is deleted (undelete it first)")
 		}
 	}
-	switch p := ev.Payload.(type) {
-	case events.ThreadUpdated:
-		if p.Title != nil {
-			s.Title = *p.Title
-		}
-		if p.SystemPrompt != nil {
-			sp := *p.SystemPrompt
-			s.SystemPrompt = &sp
-		}
-		if p.Agent != nil {
-			s.Agent = *p.Agent
-		}
-		if p.Replies != "" {
-			s.Replies = p.Replies
-		}
-		for k, v := range p.Metadata {
-			if v == "" {
-				delete(s.Metadata, k)
-				continue
-			}
-			if s.Metadata == nil {
-				s.Metadata = map[string]string{}
-			}
-			s.Metadata[k] = v
-		}
-	case events.UserMessage:
-		if err := s.closePending(ev); err != nil {
-			return err
-		}
-		m, _ := events.MessageOf(p)
-		s.appendMessage(m, ev)
-		s.LastUser = &MessageRef{EventID: ev.ID, Seq: ev.Seq}
-		s.LastUserAnswered = false
-	case events.AssistantMessage:
-		if err := s.closePending(ev); err != nil {
-			return err
-		}
-		m, _ := events.MessageOf(p)
-		s.appendMessage(m, ev)
-		for _, c := range p.ToolCalls {
-			s.Pending = append(s.Pending, PendingCall{ID: c.ID, Name: c.Name, Seq: ev.Seq, EventID: ev.ID})
-		}
-		if s.AgentTurns == nil {
-			s.AgentTurns = map[string]int{}
-		}
-		s.AgentTurns[p.Agent]++
-		if s.LastUser != nil {
-			s.LastUserAnswered = true
-		}
-	case events.ToolResult:
-		i := s.pendingIndex(p.ToolCallID)
-		if i < 0 {
-			return reject(s, ev, CodeNotPending, "tool result for call %q, which is not pending (pending: %s)", p.ToolCallID, s.pendingIDs())
-		}
-		s.Pending = append(s.Pending[:i:i], s.Pending[i+1:]...)
-		m, _ := events.MessageOf(p)
-		s.appendMessage(m, ev)
-	case events.Reset:
-		s.replaceHistory(nil, nil)
-	case events.Restore:
-		msgs, pending, err := checkHistory(p.Messages, ev)
-		if err != nil {
-			return reject(s, ev, CodeInvalidHistory, "restored history: %v", err)
-		}
-		s.replaceHistory(msgs, pending)
-	case events.Compaction:
-		return s.compact(p, ev)
-	case events.StateSet:
-		if n := s.kvBytes() - s.kvEntryBytes(p.Key) + len(p.Key) + len(p.Value); n > MaxStateBytes {
-			return reject(s, ev, CodeTooLarge, "the thread's state would be %d bytes, the limit is %d", n, MaxStateBytes)
-		}
-		s.setKV(p.Key, p.Value)
-	case events.StateDeleted:
-		delete(s.KV, p.Key)
-	case events.Deleted:
-		s.Deleted = true
-	case events.Undeleted:
-		if !s.Deleted {
-			return reject(s, ev, CodeInvalid, "thread is not deleted")
-		}
-		s.Deleted = false
-	case events.Redacted:
-		// The redacted event already reads redacted (its key was
-		// destroyed and readers take its replacement), so the history
-		// needs no change here; the state records the redaction.
-		if max(p.Seq, p.UpToSeq) >= ev.Seq {
-			return reject(s, ev, CodeInvalid, "redacts seq %d, which is not before it (%d)", max(p.Seq, p.UpToSeq), ev.Seq)
-		}
-		s.Redactions = append(s.Redactions, Redaction{Seq: p.Seq, EventID: p.EventID, UpToSeq: p.UpToSeq, Fields: p.Fields, Reason: p.Reason, At: t})
-	default:
-		return reject(s, ev, CodeUnknownType, "no fold rule for %T", p)
+	if err := s.needThread(ev); err != nil {
+		return err
 	}
-	s.UpdatedAt = t
-	return nil
+	return reject(s, ev, CodeUnknownType, "no fold rule for %T", ev.Payload)
 }
 
 func reject(s *State, ev events.Stored, code Code, format string, args ...any) error {

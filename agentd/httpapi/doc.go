@@ -93,6 +93,8 @@
 //	reading the log failed                            503 unavailable     (the cause is logged, not returned)
 //	anything else                                     500 internal        (the cause is logged under the reference the detail gives)
 //	MaxConns open, none idle; or MaxConnsPerAddr      503 overloaded      (written by the listener, then closed; Retry-After: 1)
+//	NATS refused a write as busy on every attempt     503 overloaded      (Retry-After: 1; also with no stream leader; the detail
+//	                                                      says whether nothing was stored; client.ErrOverloaded)
 //	agent did not answer in time                      504 answer-timeout  (the answer still lands in the thread)
 //	no storage left (server refusal, or a full disk)  507 storage-full    (Retry-After: 10; nothing stored; /healthz 503 meanwhile)
 //	tenant over its quota (agentd --quota-file)       429 quota-exceeded  (code "storage" with limit in bytes, or "rate" with

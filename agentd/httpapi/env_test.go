@@ -48,6 +48,7 @@ type envSettings struct {
 	cfg       httpapi.Config
 	noWorkers bool
 	projector bool
+	client    []func(*client.Config)
 }
 
 type envOption func(*envSettings)
@@ -58,6 +59,11 @@ func withConfig(f func(*httpapi.Config)) envOption { return func(s *envSettings)
 // withProjector also runs a projector (snapshots and the thread index that
 // List reads).
 func withProjector() envOption { return func(s *envSettings) { s.projector = true } }
+
+// withClientConfig changes the configuration of the client the API uses.
+func withClientConfig(f func(*client.Config)) envOption {
+	return func(s *envSettings) { s.client = append(s.client, f) }
+}
 
 // withoutWorkers runs no agent workers.
 func withoutWorkers() envOption { return func(s *envSettings) { s.noWorkers = true } }
@@ -71,6 +77,9 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	var copts []clienttest.Option
 	if set.projector {
 		copts = append(copts, clienttest.WithProjector(projector.Config{}))
+	}
+	for _, f := range set.client {
+		copts = append(copts, clienttest.WithConfig(f))
 	}
 	ce := clienttest.New(t, copts...)
 	ns, c := ce.Server, ce.Client

@@ -154,145 +154,192 @@ type errCtx struct {
 }
 
 // problemFor maps an error from client/, events/ or projector/ to a
-// problem (see doc.go for the table).
+// problem (see doc.go for the table): the first of problemRules that
+// matches, else 500 internal with the cause logged under a reference.
 func problemFor(err error, ec errCtx) *Problem {
-	var (
-		p        *Problem
-		maxBytes *http.MaxBytesError
-		idErr    *events.IDError
-		valErr   *events.ValidationError
-		rejErr   *fold.RejectionError
-		conflict *client.ConflictError
-		nf       *client.NotFoundError
-		tooLarge *client.TooLargeError
-		quotaErr *client.QuotaError
-		keyErr   *client.ConvKeyError
-		idemErr  *client.IdempotencyMismatchError
-	)
-	idx := func(id string) (int, bool) {
-		i, ok := ec.eventIndex[id]
-		return i, ok
-	}
-	prefix := func(id string) string {
-		if i, ok := idx(id); ok && ec.fieldPrefix != nil {
-			return ec.fieldPrefix(i)
+	for _, rule := range problemRules {
+		if p := rule(err, ec); p != nil {
+			return p
 		}
-		return ""
-	}
-	switch {
-	case errors.As(err, &p):
-		return p
-	case errors.As(err, &maxBytes):
-		return tooLargeBody(maxBytes.Limit)
-	case errors.As(err, &keyErr):
-		return invalid(keyErr.Source, keyErr.Error())
-	case errors.As(err, &idErr):
-		f := "id"
-		if idErr.Kind == "tenant" {
-			f = "tenant"
-		}
-		return newProblem(http.StatusBadRequest, "bad-id", "Invalid id", idErr.Error()).field(f).thread(ec.thread)
-	case errors.As(err, &valErr):
-		q := newProblem(http.StatusUnprocessableEntity, "invalid-event", "Invalid event", valErr.Error()).
-			field(prefix(valErr.EventID) + valErr.Field).thread(ec.thread).eventID(valErr.EventID)
-		if i, ok := idx(valErr.EventID); ok {
-			q.index(i)
-		}
-		return q
-	case errors.As(err, &rejErr):
-		var q *Problem
-		switch rejErr.Code {
-		case fold.CodeNoThread, fold.CodeErased:
-			q = notFound(ec.thread)
-			q.Detail += " (" + rejErr.Reason + ")"
-		default:
-			q = newProblem(http.StatusUnprocessableEntity, "rejected", "Event rejected", rejErr.Error())
-			q.Code = string(rejErr.Code)
-		}
-		q.thread(ec.thread).seq(rejErr.Seq).eventID(rejErr.EventID)
-		if i, ok := idx(rejErr.EventID); ok {
-			q.index(i)
-		}
-		return q
-	case errors.As(err, &idemErr):
-		// 422 as the IETF Idempotency-Key draft answers a key reused with
-		// another payload (draft-ietf-httpapi-idempotency-key-header, 2.7).
-		detail := strings.TrimPrefix(idemErr.Error(), "client: ")
-		field := prefix(idemErr.EventID) + "id"
-		if ec.idemKey != "" {
-			detail = fmt.Sprintf("Idempotency-Key %q was first used with a different request (%s); use a new key for a new request", ec.idemKey, detail)
-			field = "Idempotency-Key"
-		}
-		q := newProblem(http.StatusUnprocessableEntity, "idempotency-mismatch", "Idempotency key reused", detail).
-			field(field).thread(ec.thread).seq(idemErr.Seq).eventID(idemErr.EventID)
-		if i, ok := idx(idemErr.EventID); ok {
-			q.index(i)
-		}
-		return q
-	case errors.Is(err, client.ErrNotRedactable):
-		return newProblem(http.StatusUnprocessableEntity, "not-redactable", "Event cannot be redacted",
-			strings.TrimPrefix(err.Error(), "client: ")).thread(ec.thread).field("seq")
-	case errors.Is(err, client.ErrThreadExists):
-		return newProblem(http.StatusConflict, "thread-exists", "Thread exists",
-			fmt.Sprintf("thread %q already exists: choose another id or omit it", ec.thread)).thread(ec.thread).field("id")
-	case errors.As(err, &conflict):
-		exp, cur := conflict.Expected, conflict.Actual
-		var q *Problem
-		if ec.ifMatch {
-			q = newProblem(http.StatusPreconditionFailed, "version-conflict", "Version conflict",
-				fmt.Sprintf("If-Match named version %d but thread %q is at version %d: reload it and retry with If-Match: \"%d\"", exp, ec.thread, cur, cur))
-		} else {
-			q = newProblem(http.StatusConflict, "conflict", "Conflict", conflict.Error())
-		}
-		q.ExpectedVersion, q.CurrentVersion = &exp, &cur
-		if cur != 0 {
-			q.header("ETag", etag(cur))
-		}
-		return q.thread(ec.thread)
-	case errors.As(err, &nf):
-		q := notFound(ec.thread)
-		if nf.Reason != "" && !errors.Is(err, client.ErrThreadDeleted) {
-			q.Detail += " (" + nf.Reason + ")"
-		}
-		return q
-	case errors.Is(err, client.ErrThreadNotFound):
-		return notFound(ec.thread)
-	case errors.As(err, &tooLarge):
-		q := newProblem(http.StatusRequestEntityTooLarge, "too-large", "Event too large", tooLarge.Error()).
-			thread(ec.thread).eventID(tooLarge.EventID)
-		q.Limit = int64(tooLarge.Limit)
-		if i, ok := idx(tooLarge.EventID); ok {
-			q.index(i)
-		}
-		return q
-	case errors.As(err, &quotaErr):
-		// 429 as for any quota (RFC 6585, 4): the tenant may write again
-		// when it frees space (storage) or after Retry-After (rate).
-		q := newProblem(http.StatusTooManyRequests, "quota-exceeded", "Quota exceeded", quotaErr.Error()+"; nothing was stored").thread(ec.thread)
-		q.Code, q.Limit = quotaErr.Kind, quotaErr.Limit
-		if quotaErr.Kind == "rate" {
-			q.header("Retry-After", strconv.Itoa(max(1, int(math.Ceil(quotaErr.RetryAfter.Seconds())))))
-		} else {
-			// The same request fails until space is freed: SDKs that
-			// retry 429 (openai) should not.
-			q.header("X-Should-Retry", "false")
-		}
-		return q
-	case errors.Is(err, client.ErrStorageFull):
-		return storageFullProblem(strings.TrimPrefix(err.Error(), "client: ") + "; nothing was stored").thread(ec.thread)
-	case errors.Is(err, client.ErrBadCursor):
-		return badRequest("bad-cursor", err.Error()).field("cursor")
-	case errors.Is(err, client.ErrClosed):
-		return newProblem(http.StatusServiceUnavailable, "unavailable", "Service unavailable", "the server is shutting down")
-	case errors.Is(err, context.DeadlineExceeded):
-		return newProblem(http.StatusGatewayTimeout, "timeout", "Timeout", err.Error()).thread(ec.thread)
-	case errors.Is(err, context.Canceled):
-		return newProblem(499, "canceled", "Request canceled", err.Error()).thread(ec.thread)
 	}
 	q := newProblem(http.StatusInternalServerError, "internal", "Internal error",
 		"the request failed inside the server; the cause is logged under reference "+newRef())
 	q.cause = err
 	return q.thread(ec.thread)
+}
+
+// problemRule maps err to a problem, or returns nil when err is not its kind.
+type problemRule func(err error, ec errCtx) *Problem
+
+// problemRules are tried in order; the order settles errors of several
+// kinds (a *client.NotFoundError before the bare ErrThreadNotFound, an
+// overload before the deadline it ended with).
+var problemRules = []problemRule{
+	typed(func(p *Problem, _ errCtx) *Problem { return p }),
+	typed(func(e *http.MaxBytesError, _ errCtx) *Problem { return tooLargeBody(e.Limit) }),
+	typed(func(e *client.ConvKeyError, _ errCtx) *Problem { return invalid(e.Source, e.Error()) }),
+	typed(idProblem),
+	typed(validationProblem),
+	typed(rejectionProblem),
+	typed(idempotencyProblem),
+	is(client.ErrNotRedactable, func(err error, ec errCtx) *Problem {
+		return newProblem(http.StatusUnprocessableEntity, "not-redactable", "Event cannot be redacted",
+			strings.TrimPrefix(err.Error(), "client: ")).thread(ec.thread).field("seq")
+	}),
+	is(client.ErrThreadExists, func(_ error, ec errCtx) *Problem {
+		return newProblem(http.StatusConflict, "thread-exists", "Thread exists",
+			fmt.Sprintf("thread %q already exists: choose another id or omit it", ec.thread)).thread(ec.thread).field("id")
+	}),
+	typed(conflictProblem),
+	typed(func(e *client.NotFoundError, ec errCtx) *Problem {
+		q := notFound(ec.thread)
+		if e.Reason != "" && !errors.Is(e, client.ErrThreadDeleted) {
+			q.Detail += " (" + e.Reason + ")"
+		}
+		return q
+	}),
+	is(client.ErrThreadNotFound, func(_ error, ec errCtx) *Problem { return notFound(ec.thread) }),
+	typed(tooLargeProblem),
+	typed(quotaProblem),
+	is(client.ErrStorageFull, func(err error, ec errCtx) *Problem {
+		return storageFullProblem(strings.TrimPrefix(err.Error(), "client: ") + "; nothing was stored").thread(ec.thread)
+	}),
+	is(client.ErrOverloaded, func(err error, ec errCtx) *Problem {
+		return overloadedProblem(strings.TrimPrefix(err.Error(), "client: ")).thread(ec.thread)
+	}),
+	is(client.ErrBadCursor, func(err error, _ errCtx) *Problem { return badRequest("bad-cursor", err.Error()).field("cursor") }),
+	is(client.ErrClosed, func(error, errCtx) *Problem {
+		return newProblem(http.StatusServiceUnavailable, "unavailable", "Service unavailable", "the server is shutting down")
+	}),
+	is(context.DeadlineExceeded, func(err error, ec errCtx) *Problem {
+		return newProblem(http.StatusGatewayTimeout, "timeout", "Timeout", err.Error()).thread(ec.thread)
+	}),
+	is(context.Canceled, func(err error, ec errCtx) *Problem {
+		return newProblem(499, "canceled", "Request canceled", err.Error()).thread(ec.thread)
+	}),
+}
+
+// typed is the rule for errors of type T (errors.As).
+func typed[T error](f func(T, errCtx) *Problem) problemRule {
+	return func(err error, ec errCtx) *Problem {
+		var e T
+		if !errors.As(err, &e) {
+			return nil
+		}
+		return f(e, ec)
+	}
+}
+
+// is is the rule for errors that wrap target (errors.Is).
+func is(target error, f func(error, errCtx) *Problem) problemRule {
+	return func(err error, ec errCtx) *Problem {
+		if !errors.Is(err, target) {
+			return nil
+		}
+		return f(err, ec)
+	}
+}
+
+// position is the request position of the event with id, if the request
+// has one.
+func (ec errCtx) position(id string) (int, bool) {
+	i, ok := ec.eventIndex[id]
+	return i, ok
+}
+
+// pathOf is the field path prefix of the event with id ("events[1]."),
+// or "" when it is not in the request.
+func (ec errCtx) pathOf(id string) string {
+	if i, ok := ec.position(id); ok && ec.fieldPrefix != nil {
+		return ec.fieldPrefix(i)
+	}
+	return ""
+}
+
+// at sets q's index to the request position of the event with id, if any.
+func (ec errCtx) at(q *Problem, id string) *Problem {
+	if i, ok := ec.position(id); ok {
+		q.index(i)
+	}
+	return q
+}
+
+func idProblem(e *events.IDError, ec errCtx) *Problem {
+	f := "id"
+	if e.Kind == "tenant" {
+		f = "tenant"
+	}
+	return newProblem(http.StatusBadRequest, "bad-id", "Invalid id", e.Error()).field(f).thread(ec.thread)
+}
+
+func validationProblem(e *events.ValidationError, ec errCtx) *Problem {
+	q := newProblem(http.StatusUnprocessableEntity, "invalid-event", "Invalid event", e.Error()).
+		field(ec.pathOf(e.EventID) + e.Field).thread(ec.thread).eventID(e.EventID)
+	return ec.at(q, e.EventID)
+}
+
+func rejectionProblem(e *fold.RejectionError, ec errCtx) *Problem {
+	var q *Problem
+	switch e.Code {
+	case fold.CodeNoThread, fold.CodeErased:
+		q = notFound(ec.thread)
+		q.Detail += " (" + e.Reason + ")"
+	default:
+		q = newProblem(http.StatusUnprocessableEntity, "rejected", "Event rejected", e.Error())
+		q.Code = string(e.Code)
+	}
+	q.thread(ec.thread).seq(e.Seq).eventID(e.EventID)
+	return ec.at(q, e.EventID)
+}
+
+// idempotencyProblem is 422 as the IETF Idempotency-Key draft answers a
+// key reused with another payload (draft-ietf-httpapi-idempotency-key-header, 2.7).
+func idempotencyProblem(e *client.IdempotencyMismatchError, ec errCtx) *Problem {
+	detail := strings.TrimPrefix(e.Error(), "client: ")
+	field := ec.pathOf(e.EventID) + "id"
+	if ec.idemKey != "" {
+		detail = fmt.Sprintf("Idempotency-Key %q was first used with a different request (%s); use a new key for a new request", ec.idemKey, detail)
+		field = "Idempotency-Key"
+	}
+	q := newProblem(http.StatusUnprocessableEntity, "idempotency-mismatch", "Idempotency key reused", detail).
+		field(field).thread(ec.thread).seq(e.Seq).eventID(e.EventID)
+	return ec.at(q, e.EventID)
+}
+
+func conflictProblem(e *client.ConflictError, ec errCtx) *Problem {
+	exp, cur := e.Expected, e.Actual
+	var q *Problem
+	if ec.ifMatch {
+		q = newProblem(http.StatusPreconditionFailed, "version-conflict", "Version conflict",
+			fmt.Sprintf("If-Match named version %d but thread %q is at version %d: reload it and retry with If-Match: \"%d\"", exp, ec.thread, cur, cur))
+	} else {
+		q = newProblem(http.StatusConflict, "conflict", "Conflict", e.Error())
+	}
+	q.ExpectedVersion, q.CurrentVersion = &exp, &cur
+	if cur != 0 {
+		q.header("ETag", etag(cur))
+	}
+	return q.thread(ec.thread)
+}
+
+func tooLargeProblem(e *client.TooLargeError, ec errCtx) *Problem {
+	q := newProblem(http.StatusRequestEntityTooLarge, "too-large", "Event too large", e.Error()).
+		thread(ec.thread).eventID(e.EventID)
+	q.Limit = int64(e.Limit)
+	return ec.at(q, e.EventID)
+}
+
+// quotaProblem is 429 as for any quota (RFC 6585, 4): the tenant may
+// write again when it frees space (storage) or after Retry-After (rate).
+func quotaProblem(e *client.QuotaError, ec errCtx) *Problem {
+	q := newProblem(http.StatusTooManyRequests, "quota-exceeded", "Quota exceeded", e.Error()+"; nothing was stored").thread(ec.thread)
+	q.Code, q.Limit = e.Kind, e.Limit
+	if e.Kind == "rate" {
+		return q.header("Retry-After", strconv.Itoa(max(1, int(math.Ceil(e.RetryAfter.Seconds())))))
+	}
+	// The same request fails until space is freed: SDKs that retry 429
+	// (openai) should not.
+	return q.header("X-Should-Retry", "false")
 }
 
 // newRef is a short random reference that ties an answer to its log line.
@@ -306,6 +353,18 @@ func newRef() string {
 // data store has no space for the write.
 func storageFullProblem(detail string) *Problem {
 	return newProblem(http.StatusInsufficientStorage, "storage-full", "Storage full", detail).header("Retry-After", "10")
+}
+
+// overloadedRetryAfter is the Retry-After (seconds) of an append the
+// NATS server refused as busy: the client retried within the request
+// already, so the caller waits a little before sending it again.
+const overloadedRetryAfter = "1"
+
+// overloadedProblem is 503 overloaded with Retry-After: the NATS server
+// refused the write for load, or had no stream leader, on every attempt
+// (client.ErrOverloaded). The request may be sent again as is.
+func overloadedProblem(detail string) *Problem {
+	return newProblem(http.StatusServiceUnavailable, "overloaded", "Overloaded", detail).header("Retry-After", overloadedRetryAfter)
 }
 
 func tooLargeBody(limit int64) *Problem {

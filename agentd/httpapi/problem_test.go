@@ -3,12 +3,16 @@ package httpapi_test
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/agentd/httpapi"
+	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/internal/natstest"
 )
 
 // Every bad request gets the right status and an RFC 9457 problem that
@@ -146,4 +150,28 @@ func TestProblemBadRequestsChangeNothing(t *testing.T) {
 		})
 	}
 	require.Equal(t, start, e.streamMsgs())
+}
+
+// An append the server refuses for load, on every attempt the client
+// makes, is 503 overloaded with Retry-After (a client backs off and sends
+// it again), not a 500, and stores nothing.
+func TestProblemAnAppendRefusedForLoadIs503WithRetryAfter(t *testing.T) {
+	e := newEnv(t, withoutWorkers(), withClientConfig(func(c *client.Config) {
+		c.MaxRetries, c.RetryBackoff = 1, time.Millisecond
+	}))
+	th := e.createThread(map[string]any{"replies": "off"})
+	holder, err := e.c.Subjects().Thread("acme", "holder")
+	require.NoError(t, err)
+	require.Positive(t, natstest.FillAtomicBatches(t, e.ns.NC, holder))
+	before := e.streamMsgs()
+
+	r := e.do("POST", "/v1/threads/"+th+"/events", keyAcme, map[string]any{"events": []any{userEvent("one"), userEvent("two")}})
+	require.Equal(t, http.StatusServiceUnavailable, r.status, "%s", r.body)
+	p := r.problem(t)
+	require.Equal(t, "overloaded", p["code"])
+	require.Equal(t, httpapi.ProblemTypePrefix+"overloaded", p["type"])
+	secs, err := strconv.Atoi(r.header.Get("Retry-After"))
+	require.NoError(t, err, "Retry-After is a number of seconds: %q", r.header.Get("Retry-After"))
+	require.Positive(t, secs)
+	require.Equal(t, before, e.streamMsgs(), "nothing was stored")
 }
