@@ -95,6 +95,42 @@ type recording struct {
 // Run replays convs. It needs a client on a provisioned deployment and the
 // NATS connection (for live deltas).
 func Run(ctx context.Context, c *client.Client, nc *nats.Conn, convs []events.Conversation, cfg Config) (Report, error) {
+	cfg = cfg.withDefaults()
+	start := time.Now()
+	rep := Report{ThreadIDs: map[string]string{}}
+	recs, order, err := loadRecordings(convs, cfg.RunID, &rep)
+	if err != nil {
+		return rep, err
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var svc sync.WaitGroup
+	defer svc.Wait()
+	defer cancel()
+
+	var workerConflicts atomic.Int64
+	if err := startPools(ctx, runCtx, &svc, c, nc, cfg, recs, &workerConflicts); err != nil {
+		return rep, err
+	}
+	trs, err := startToolRunners(runCtx, &svc, c, cfg, recs)
+	if err != nil {
+		return rep, err
+	}
+	rep.DriverConflicts = driveAll(ctx, runCtx, c, cfg, recs, order, &rep)
+	rep.WorkerConflicts = workerConflicts.Load()
+	for _, tr := range trs {
+		rep.ToolConflicts += tr.conflicts.Load()
+	}
+	rep.Seconds = time.Since(start).Seconds()
+	if rep.Seconds > 0 {
+		rep.EventsPS = float64(rep.Events) / rep.Seconds
+	}
+	return rep, nil
+}
+
+// withDefaults is cfg with every zero setting at its default.
+func (cfg Config) withDefaults() Config {
 	if cfg.Tenant == "" {
 		cfg.Tenant = "replay"
 	}
@@ -116,32 +152,37 @@ func Run(ctx context.Context, c *client.Client, nc *nats.Conn, convs []events.Co
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	start := time.Now()
+	return cfg
+}
+
+// loadRecordings prepares each conversation's replay, keyed by the
+// thread it replays into, and returns the threads in the order of convs.
+// It records each conversation's thread in rep.ThreadIDs.
+func loadRecordings(convs []events.Conversation, runID string, rep *Report) (map[string]*recording, []string, error) {
 	recs := map[string]*recording{}
-	rep := Report{ThreadIDs: map[string]string{}}
 	order := make([]string, 0, len(convs))
 	for _, conv := range convs {
 		sys, msgs, err := events.SplitSystem(conv.Messages)
 		if err != nil {
-			return rep, fmt.Errorf("replayrun: conversation %s: %w", conv.ID, err)
+			return nil, nil, fmt.Errorf("replayrun: conversation %s: %w", conv.ID, err)
 		}
 		rp, err := model.NewReplay(conv, model.ReplayConfig{})
 		if err != nil {
-			return rep, err
+			return nil, nil, err
 		}
-		thread := threadID(cfg.RunID, conv)
+		thread := threadID(runID, conv)
 		recs[thread] = &recording{conv: conv, system: sys, msgs: msgs, replay: rp}
 		rep.ThreadIDs[conv.ID] = thread
 		order = append(order, thread)
 	}
+	return recs, order, nil
+}
 
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var svc sync.WaitGroup
-	defer svc.Wait()
-	defer cancel()
-
-	var workerConflicts atomic.Int64
+// startPools starts cfg.Pools worker pools on one shared consumer, each
+// run on runCtx under svc, and waits until each is ready (or ctx ends).
+// Their conflicts add up in conflicts.
+func startPools(ctx, runCtx context.Context, svc *sync.WaitGroup, c *client.Client, nc *nats.Conn, cfg Config,
+	recs map[string]*recording, conflicts *atomic.Int64) error {
 	router := &replayRouter{recs: recs}
 	for i := 0; i < cfg.Pools; i++ {
 		pool, err := worker.New(c, nc, worker.Config{
@@ -150,20 +191,25 @@ func Run(ctx context.Context, c *client.Client, nc *nats.Conn, convs []events.Co
 			Concurrency: cfg.Concurrency,
 			Producer:    fmt.Sprintf("replay-worker-%d", i),
 			Logger:      cfg.Logger.With("component", "worker", "pool", i),
-			OnTurn:      func(r worker.TurnResult) { workerConflicts.Add(int64(r.Conflicts)) },
+			OnTurn:      func(r worker.TurnResult) { conflicts.Add(int64(r.Conflicts)) },
 		})
 		if err != nil {
-			return rep, err
+			return err
 		}
 		svc.Add(1)
 		go func() { defer svc.Done(); _ = pool.Run(runCtx) }()
 		select {
 		case <-pool.Ready():
 		case <-ctx.Done():
-			return rep, ctx.Err()
+			return ctx.Err()
 		}
 	}
-	// a tool runner per partition (each consumes its partition's stream)
+	return nil
+}
+
+// startToolRunners starts a tool runner per partition (each consumes its
+// partition's stream), run on runCtx under svc, each ready on return.
+func startToolRunners(runCtx context.Context, svc *sync.WaitGroup, c *client.Client, cfg Config, recs map[string]*recording) ([]*toolRunner, error) {
 	var trs []*toolRunner
 	for _, pc := range c.Partitions() {
 		tr := &toolRunner{c: pc, recs: recs, tenant: cfg.Tenant, logger: cfg.Logger}
@@ -172,10 +218,16 @@ func Run(ctx context.Context, c *client.Client, nc *nats.Conn, convs []events.Co
 		svc.Add(1)
 		go func() { defer svc.Done(); tr.run(runCtx, "replay-tools-"+sanitize(cfg.RunID), trReady) }()
 		if err := <-trReady; err != nil {
-			return rep, err
+			return nil, err
 		}
 	}
+	return trs, nil
+}
 
+// driveAll drives the conversations of order, cfg.Parallel at a time,
+// each within cfg.Timeout, compares each thread with its recording into
+// rep, and returns the drivers' conflicts.
+func driveAll(ctx, runCtx context.Context, c *client.Client, cfg Config, recs map[string]*recording, order []string, rep *Report) int64 {
 	var driverConflicts atomic.Int64
 	var mu sync.Mutex
 	sem := make(chan struct{}, cfg.Parallel)
@@ -214,16 +266,7 @@ func Run(ctx context.Context, c *client.Client, nc *nats.Conn, convs []events.Co
 		}()
 	}
 	drivers.Wait()
-	rep.WorkerConflicts = workerConflicts.Load()
-	rep.DriverConflicts = driverConflicts.Load()
-	for _, tr := range trs {
-		rep.ToolConflicts += tr.conflicts.Load()
-	}
-	rep.Seconds = time.Since(start).Seconds()
-	if rep.Seconds > 0 {
-		rep.EventsPS = float64(rep.Events) / rep.Seconds
-	}
-	return rep, nil
+	return driverConflicts.Load()
 }
 
 func threadID(runID string, conv events.Conversation) string {
