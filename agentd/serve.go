@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/convlog/convlog/agentd/serve"
 )
@@ -49,10 +51,17 @@ CONVLOG_OPENAI_API_KEY, CONVLOG_LOG_FORMAT, CONVLOG_LOG_LEVEL.`,
 			if err != nil {
 				return err
 			}
-			return runServe(cmd.Context(), cmd, f.config(logger, cmd), f.Check, logger)
+			return runServe(cmd.Context(), cmd, f.config(logger, cmd.OutOrStdout()), f.Check, logger)
 		},
 	}
-	fs := cmd.Flags()
+	f.register(cmd.Flags())
+	return cmd
+}
+
+// register binds f to serve's flags in fs; their defaults are
+// serve.DefaultConfig's, or the environment's where a flag names a
+// variable.
+func (f *serveFlags) register(fs *pflag.FlagSet) {
 	c, d := &f.cfg, serve.DefaultConfig()
 	registerConnFlags(&c.NATS, fs)
 	c.NATS.CreateDataDir = true
@@ -74,14 +83,13 @@ CONVLOG_OPENAI_API_KEY, CONVLOG_LOG_FORMAT, CONVLOG_LOG_LEVEL.`,
 	f.Audit.register(fs)
 	fs.StringVar(&c.QuotaFile, "quota-file", envOr("CONVLOG_QUOTA_FILE", ""), `per-tenant limits (JSON {"default":{"storage_bytes":1073741824},"tenants":{"acme":{"storage_bytes":10485760,"events_per_second":200}}}; env CONVLOG_QUOTA_FILE): meters every tenant's stored bytes and events per second and refuses appends over a limit (HTTP 429)`)
 	fs.StringVar(&c.RetentionFile, "retention-file", "", `retention policies (JSON {"interval":"1m","tenants":{"acme":{"erase_idle":"720h","keep_events":"168h"}}}): erase threads idle longer than erase_idle, compact and redact messages older than keep_events; "agentd retention plan" shows what it would do`)
-	return cmd
 }
 
 // config is the serve.Config of the flags, logging to logger and writing
-// its banner to cmd's output.
-func (f *serveFlags) config(logger *slog.Logger, cmd *cobra.Command) serve.Config {
+// its banner to out.
+func (f *serveFlags) config(logger *slog.Logger, out io.Writer) serve.Config {
 	c := f.cfg
-	c.Logger, c.Out = logger, cmd.OutOrStdout()
+	c.Logger, c.Out = logger, out
 	c.HTTP.APIKeysEnv = "CONVLOG_API_KEYS"
 	f.HTTPLimits.apply(&c.HTTP.Limits)
 	c.Audit = serve.AuditConfig{Enabled: f.Audit.Enabled, KeyFile: f.Audit.KeyFile}

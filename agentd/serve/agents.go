@@ -12,7 +12,8 @@ import (
 	"github.com/convlog/convlog/agentd/worker"
 )
 
-// AgentSpec is one agent in an agents file (Config.AgentsFile, --agents-file) (a JSON array):
+// AgentSpec is one agent of an agents file (Config.AgentsFile), a JSON
+// array:
 //
 //	[{"name": "demo", "provider": "offline", "system_prompt": "...",
 //	  "tools": ["clock", "calculator", "kv_get", "kv_set"], "max_steps": 8},
