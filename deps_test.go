@@ -40,6 +40,7 @@ const mod = "github.com/convlog/convlog/"
 //	agentd/httpapi                 client and below, schemas, agentd/chat; no server, no worker
 //	agentd/worker, replayrun       client and below, agent; replayrun drives the workers
 //	agentd/internal/natsconn       client and below, the data directory's lock and the embedded server
+//	agentd/internal/tlsfiles       nothing of ours, no NATS: a CA and a certificate
 //	agentd/serve                   the parts above in one process (agentd serve); no test support
 //	agentd (the command)           everything above but test support
 //	test support                   natstest, clienttest, tenancytest, modeltest, checkpointertest, foldcases, the
@@ -166,6 +167,8 @@ func dependencyRules() []dependencyRule {
 		// agentd's NATS: the embedded server of a data directory (owned or
 		// attached to) or a deployment's URL; client and below.
 		{"agentd/internal/natsconn", testSupport(), below("client", "internal/datadir", "internal/embedded")},
+		// agentd tls init's certificates: the standard library only.
+		{"agentd/internal/tlsfiles", []string{"github.com/nats-io/"}, nil},
 		// agentd serve: every part of a deployment in one process (the
 		// embedded server through natsconn), no test support.
 		{"agentd/serve", testSupport(), below("client", "projector", "audit", "agent", "schemas", "agentd/httpapi",
