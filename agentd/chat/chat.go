@@ -207,12 +207,7 @@ func (s *Service) plan(ctx context.Context, t *Turn, thread string) (plan, error
 		suffix, suffixIdx = appendSuffix(t, th, hv, rv, n)
 	}
 	if len(suffix) == 0 {
-		if th.WaitingForAgent() && th.LastUser != nil {
-			// A retry of a turn not answered yet: wait for the answer.
-			p.mode, p.replyTo, p.replySeq, p.watchAfter = modeWait, th.LastUser.EventID, th.LastUser.Seq, th.LastUser.Seq
-			return p, nil
-		}
-		return plan{}, invalid(thread, "messages", fmt.Sprintf("nothing new to answer: thread %s already holds every message of the request and its last one is answered; add a user message", thread))
+		return planNothingNew(p, th, thread)
 	}
 	if err := lastMustBeAnswerable(suffix, suffixIdx, thread); err != nil {
 		return plan{}, err
@@ -230,6 +225,18 @@ func (s *Service) plan(ctx context.Context, t *Turn, thread string) (plan, error
 		p.base = stepsSince(th.Messages, th.LastUser.EventID)
 	}
 	return p, nil
+}
+
+// planNothingNew plans a request that adds nothing to the thread: a
+// retry of a turn not answered yet waits for the answer; otherwise there
+// is nothing to answer.
+func planNothingNew(p plan, th *client.Thread, thread string) (plan, error) {
+	if th.WaitingForAgent() && th.LastUser != nil {
+		// A retry of a turn not answered yet: wait for the answer.
+		p.mode, p.replyTo, p.replySeq, p.watchAfter = modeWait, th.LastUser.EventID, th.LastUser.Seq, th.LastUser.Seq
+		return p, nil
+	}
+	return plan{}, invalid(thread, "messages", fmt.Sprintf("nothing new to answer: thread %s already holds every message of the request and its last one is answered; add a user message", thread))
 }
 
 // refusal is the error of a thread the turn may not go on: deleted, with

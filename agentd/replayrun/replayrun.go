@@ -324,17 +324,8 @@ func (r *replayRouter) Generate(ctx context.Context, req model.Request, onDelta 
 // until the thread holds the whole recording. It returns the number of
 // events in the thread and the conflicts it resolved.
 func drive(ctx context.Context, c *client.Client, cfg Config, thread string, rec *recording) (int, int64, error) {
-	md := map[string]string{"source": rec.conv.Source, "source_id": rec.conv.ID}
-	if len(rec.conv.Meta) > 0 {
-		md["source_meta"] = string(rec.conv.Meta)
-	}
-	created := events.Event{Payload: events.ThreadCreated{Agent: AgentName, SystemPrompt: rec.system, Metadata: md, Replies: events.RepliesAuto}}
-	_, _, _, err := c.CreateThread(ctx, client.CreateOptions{Tenant: cfg.Tenant, ThreadID: thread, ThreadCreated: created.Payload.(events.ThreadCreated)})
-	if err != nil {
+	if err := createThread(ctx, c, cfg, thread, rec); err != nil {
 		return 0, 0, err
-	}
-	if cfg.OnThread != nil {
-		cfg.OnThread(cfg.Tenant, thread)
 	}
 	w, err := c.Watch(ctx, cfg.Tenant, thread, client.WatchOptions{})
 	if err != nil {
@@ -351,19 +342,7 @@ func drive(ctx context.Context, c *client.Client, cfg Config, thread string, rec
 			if !ok {
 				return 0, conflicts, fmt.Errorf("watch ended: %v", w.Err())
 			}
-			if u.Event != nil {
-				if u.Err != nil {
-					_ = fold.ApplyBytes(s, u.Event.Seq, u.Event.StoredAt, nil)
-				} else {
-					_ = fold.Apply(s, *u.Event)
-				}
-			}
-			for len(w.C) > 0 {
-				u := <-w.C
-				if u.Event != nil && u.Err == nil {
-					_ = fold.Apply(s, *u.Event)
-				}
-			}
+			foldUpdates(s, u, w.C)
 		case <-ctx.Done():
 			return int(s.Events), conflicts, fmt.Errorf("timed out at %d of %d messages: %w", len(s.Messages), len(rec.msgs), ctx.Err())
 		}
@@ -382,11 +361,7 @@ func drive(ctx context.Context, c *client.Client, cfg Config, thread string, rec
 		if rec.msgs[n].Role != events.RoleUser || len(s.Pending) > 0 || appended == n {
 			continue
 		}
-		var turn []events.Event
-		for j := n; j < len(rec.msgs) && rec.msgs[j].Role == events.RoleUser; j++ {
-			turn = append(turn, events.Event{Payload: rec.msgs[j].Payload(), Producer: "replay-driver"})
-		}
-		_, err := c.Append(ctx, cfg.Tenant, thread, turn, client.ExpectVersion(s.Version))
+		_, err := c.Append(ctx, cfg.Tenant, thread, userTurn(rec, n), client.ExpectVersion(s.Version))
 		var ce *client.ConflictError
 		switch {
 		case errors.As(err, &ce):
@@ -397,6 +372,52 @@ func drive(ctx context.Context, c *client.Client, cfg Config, thread string, rec
 			appended = n
 		}
 	}
+}
+
+// createThread creates the thread of rec, marked with the recording's
+// source, and calls cfg.OnThread.
+func createThread(ctx context.Context, c *client.Client, cfg Config, thread string, rec *recording) error {
+	md := map[string]string{"source": rec.conv.Source, "source_id": rec.conv.ID}
+	if len(rec.conv.Meta) > 0 {
+		md["source_meta"] = string(rec.conv.Meta)
+	}
+	created := events.Event{Payload: events.ThreadCreated{Agent: AgentName, SystemPrompt: rec.system, Metadata: md, Replies: events.RepliesAuto}}
+	_, _, _, err := c.CreateThread(ctx, client.CreateOptions{Tenant: cfg.Tenant, ThreadID: thread, ThreadCreated: created.Payload.(events.ThreadCreated)})
+	if err != nil {
+		return err
+	}
+	if cfg.OnThread != nil {
+		cfg.OnThread(cfg.Tenant, thread)
+	}
+	return nil
+}
+
+// foldUpdates folds the update u into s (an event that does not decode
+// counts as rejected), then the updates already waiting in c.
+func foldUpdates(s *fold.State, u client.Update, c <-chan client.Update) {
+	if u.Event != nil {
+		if u.Err != nil {
+			_ = fold.ApplyBytes(s, u.Event.Seq, u.Event.StoredAt, nil)
+		} else {
+			_ = fold.Apply(s, *u.Event)
+		}
+	}
+	for len(c) > 0 {
+		u := <-c
+		if u.Event != nil && u.Err == nil {
+			_ = fold.Apply(s, *u.Event)
+		}
+	}
+}
+
+// userTurn is the recording's consecutive user messages from message n,
+// as the events of one turn.
+func userTurn(rec *recording, n int) []events.Event {
+	var turn []events.Event
+	for j := n; j < len(rec.msgs) && rec.msgs[j].Role == events.RoleUser; j++ {
+		turn = append(turn, events.Event{Payload: rec.msgs[j].Payload(), Producer: "replay-driver"})
+	}
+	return turn
 }
 
 // toolRunner answers tool calls with the recorded results: a separate
