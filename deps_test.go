@@ -39,6 +39,9 @@ const mod = "github.com/convlog/convlog/"
 //	agentd/chat (the chat service)  client and below; not the HTTP API
 //	agentd/httpapi                 client and below, schemas, agentd/chat; no server, no worker
 //	agentd/worker, replayrun       client and below, agent; replayrun drives the workers
+//	agentd/internal/natsconn       client and below, the data directory's lock and the embedded server
+//	agentd/internal/tlsfiles       nothing of ours, no NATS: a CA and a certificate
+//	agentd/serve                   the parts above in one process (agentd serve); no test support
 //	agentd (the command)           everything above but test support
 //	test support                   natstest, clienttest, tenancytest, modeltest, checkpointertest, foldcases, the
 //	                               test agent (agentd/internal/agenttest: it implements
@@ -161,6 +164,16 @@ func dependencyRules() []dependencyRule {
 		{"agentd/replayrun", []string{"github.com/nats-io/nats-server"}, below("client", "agent", "agentd/worker")},
 		// The web page is static files: nothing of ours, no NATS.
 		{"agentd/webui", []string{"github.com/nats-io/"}, nil},
+		// agentd's NATS: the embedded server of a data directory (owned or
+		// attached to) or a deployment's URL; client and below.
+		{"agentd/internal/natsconn", testSupport(), below("client", "internal/datadir", "internal/embedded")},
+		// agentd tls init's certificates: the standard library only.
+		{"agentd/internal/tlsfiles", []string{"github.com/nats-io/"}, nil},
+		// agentd serve: every part of a deployment in one process (the
+		// embedded server through natsconn), no test support.
+		{"agentd/serve", testSupport(), below("client", "projector", "audit", "agent", "schemas", "agentd/httpapi",
+			"agentd/chat", "agentd/worker", "agentd/retention", "agentd/webui", "agentd/internal/natsconn",
+			"internal/datadir", "internal/embedded")},
 		// The command wires everything (the embedded server included) but
 		// imports no test support.
 		{"agentd", testSupport(), below("client", "projector", "audit", "agent", "agentd", "schemas",

@@ -5,20 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/convlog/convlog/agentd/httpapi"
+	"github.com/convlog/convlog/agentd/serve"
 	"github.com/convlog/convlog/audit"
-	"github.com/convlog/convlog/client"
 )
-
-// auditKeyFile is the signing key's place in a data directory.
-const auditKeyFile = "credentials/audit-ed25519.pem"
 
 // auditFlags configure serve's checkpointer.
 type auditFlags struct {
@@ -28,50 +22,13 @@ type auditFlags struct {
 
 func (a *auditFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&a.Enabled, "audit", true, "sign checkpoints of every thread's hash chain into the stream (package audit; docs/audit.md)")
-	fs.StringVar(&a.KeyFile, "audit-key", os.Getenv("CONVLOG_AUDIT_KEY"), "Ed25519 signing key (PEM PKCS#8), created when missing (env CONVLOG_AUDIT_KEY; default <data-dir>/"+auditKeyFile+"; required with --nats-url)")
+	fs.StringVar(&a.KeyFile, "audit-key", os.Getenv("CONVLOG_AUDIT_KEY"), "Ed25519 signing key (PEM PKCS#8), created when missing (env CONVLOG_AUDIT_KEY; default <data-dir>/"+serve.AuditKeyFile+"; required with --nats-url)")
 }
 
 // keyPath is the signing key file: --audit-key, else the data
 // directory's, else "" (external NATS without a key: no checkpoints).
 func (a *auditFlags) keyPath(c *connFlags) string {
-	if a.KeyFile != "" {
-		return a.KeyFile
-	}
-	if c.NATSURL == "" && c.DataDir != "" {
-		return filepath.Join(c.DataDir, auditKeyFile)
-	}
-	return ""
-}
-
-// startAudit loads (or creates) the signing key and returns the
-// checkpointer to run, or nil when audit is off.
-func startAudit(f *serveFlags, cl *client.Client, logger *slog.Logger, m *metrics) ([]*audit.Checkpointer, error) {
-	if !f.Audit.Enabled {
-		logger.Warn("audit checkpoints are off (--audit=false): nothing signs the threads' hash chains")
-		return nil, nil
-	}
-	path := f.Audit.keyPath(&f.conn)
-	if path == "" {
-		logger.Warn("audit checkpoints are off: with --nats-url give --audit-key (or CONVLOG_AUDIT_KEY) to sign them")
-		return nil, nil
-	}
-	key, created, err := audit.LoadOrCreateKey(path)
-	if err != nil {
-		return nil, err
-	}
-	if created {
-		logger.Info("audit signing key created", "path", path)
-	}
-	var cps []*audit.Checkpointer
-	for part, pa := range httpapi.AuditPartitions(cl, audit.Scope{}) {
-		cp, err := audit.NewCheckpointer(cl.JetStream(), audit.Config{Key: key, Stream: pa.Stream, SubjectPrefix: pa.SubjectPrefix, HeadsBucket: pa.HeadsBucket,
-			Logger: logger.With("component", "audit", "partition", part), OnCheckpoint: m.onCheckpoint, OnRestart: func(error) { m.auditRestarts.Inc() }})
-		if err != nil {
-			return nil, err
-		}
-		cps = append(cps, cp)
-	}
-	return cps, nil
+	return serve.AuditConfig{Enabled: a.Enabled, KeyFile: a.KeyFile}.KeyPath(*c)
 }
 
 // missingAuditKey says why a data directory has no audit key at path.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/convlog/convlog/agentd/internal/natsconn"
 	"github.com/convlog/convlog/client"
 )
 
@@ -31,7 +32,7 @@ type cliFlags struct {
 }
 
 func (f *cliFlags) register(cmd *cobra.Command) {
-	f.conn.register(cmd.PersistentFlags())
+	registerConnFlags(&f.conn, cmd.PersistentFlags())
 	cmd.PersistentFlags().BoolVar(&f.JSON, "json", false, "print JSON instead of tables")
 	cmd.PersistentFlags().StringVar(&f.Tenant, "tenant", "default", "tenant of the threads")
 }
@@ -43,16 +44,16 @@ func (f *cliFlags) run(cmd *cobra.Command, lf *logFlags, fn func(ctx context.Con
 	if err != nil {
 		return err
 	}
-	if err := f.conn.validate(); err != nil {
+	if err := f.conn.Validate(); err != nil {
 		return usageError{err}
 	}
-	cn, err := f.conn.open(logger, "agentd-cli", roleCommand)
+	cn, err := f.conn.Open(logger, "agentd-cli", natsconn.RoleCommand)
 	if err != nil {
 		return err
 	}
 	defer cn.Close()
 	ctx := cmd.Context()
-	cl, err := f.conn.client(ctx, cn, f.conn.cliProvisions(cmd), false, "agentd-cli", logger)
+	cl, err := f.conn.Client(ctx, cn, cliProvisions(&f.conn, cmd), false, "agentd-cli", logger)
 	if err != nil {
 		return err
 	}
@@ -65,7 +66,7 @@ func (f *cliFlags) run(cmd *cobra.Command, lf *logFlags, fn func(ctx context.Con
 // directory's), and on --nats-url only when --replicas is given. A
 // cluster's streams are provisioned by agentd serve with its --replicas;
 // a command that provisioned with the default of 1 would scale them down.
-func (f *connFlags) cliProvisions(cmd *cobra.Command) bool {
+func cliProvisions(f *connFlags, cmd *cobra.Command) bool {
 	return f.NATSURL == "" || cmd.Flags().Changed("replicas")
 }
 

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"net/netip"
 	"strings"
 	"time"
@@ -12,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/convlog/convlog/agentd/httpapi"
+	"github.com/convlog/convlog/agentd/serve"
 )
 
 // httpLimitFlags are serve's limits of the HTTP server (httpapi.Config):
@@ -61,25 +59,7 @@ func (f *httpLimitFlags) apply(cfg *httpapi.Config) {
 func (f *httpLimitFlags) validate() error {
 	var cfg httpapi.Config
 	f.apply(&cfg)
-	err := cfg.ValidateLimits()
-	if err != nil {
-		err = fmt.Errorf("--http-* flags: %w", err)
-	}
-	if f.StreamWriteTimeout < 0 {
-		err = errors.Join(err, fmt.Errorf("--http-stream-write-timeout must be >= 0, got %s", f.StreamWriteTimeout))
-	}
-	return err
-}
-
-// newHTTPServer builds the HTTP server of serve for handler h: the API's
-// timeouts and a listener on addr that caps connections (see
-// httpapi.Server.HTTPServer and Listen).
-func newHTTPServer(api *httpapi.Server, h http.Handler, addr string) (*http.Server, net.Listener, error) {
-	ln, err := api.Listen("tcp", addr)
-	if err != nil {
-		return nil, nil, fmt.Errorf("http: %w", err)
-	}
-	return api.HTTPServer(h), ln, nil
+	return serve.ValidateHTTPLimits(cfg)
 }
 
 // prefixList is a flag of client addresses and CIDR prefixes ("10.0.0.5",

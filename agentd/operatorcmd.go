@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nkeys"
 	"github.com/spf13/cobra"
 
+	"github.com/convlog/convlog/agentd/internal/natsconn"
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/internal/tenancy"
@@ -80,7 +81,7 @@ partitions: CONVLOG exports each partition's subjects.`,
 			if dir == "" {
 				return usageError{errors.New("--dir is required")}
 			}
-			if err := f.conn.validate(); err != nil {
+			if err := f.conn.Validate(); err != nil {
 				return usageError{err}
 			}
 			created, err := operatorInit(dir, name, resolverDir, f.conn)
@@ -210,16 +211,16 @@ func operatorRun(cmd *cobra.Command, lf *logFlags, f *cliFlags, fn func(ctx cont
 	if err != nil {
 		return err
 	}
-	if err := f.conn.validate(); err != nil {
+	if err := f.conn.Validate(); err != nil {
 		return usageError{err}
 	}
-	cn, err := f.conn.open(logger, "agentd-operator", roleCommand)
+	cn, err := f.conn.Open(logger, "agentd-operator", natsconn.RoleCommand)
 	if err != nil {
 		return err
 	}
 	defer cn.Close()
 	ctx := cmd.Context()
-	cl, err := f.conn.client(ctx, cn, false, false, "agentd-operator", logger)
+	cl, err := f.conn.Client(ctx, cn, false, false, "agentd-operator", logger)
 	if err != nil {
 		return err
 	}
@@ -310,7 +311,7 @@ func operatorInit(dir, name, resolverDir string, cf connFlags) (bool, error) {
 	if _, err := os.Stat(od.path(opJWTFile)); err == nil {
 		return false, nil
 	}
-	setup, err := tenancy.NewOperatorSetup(name, cf.resources())
+	setup, err := tenancy.NewOperatorSetup(name, cf.Resources())
 	if err != nil {
 		return false, err
 	}
@@ -465,7 +466,7 @@ func (d operatorDir) pushAccount(ctx context.Context, e *cliEnv, f *cliFlags, te
 	}
 	sys := f.conn
 	sys.CredsFile, sys.NKeyFile, sys.User, sys.TokenFile = d.path(opSysCredsFile), "", "", ""
-	cn, err := sys.open(e.logger, "agentd-operator", roleCommand)
+	cn, err := sys.Open(e.logger, "agentd-operator", natsconn.RoleCommand)
 	if err != nil {
 		return fmt.Errorf("connect as the system account user: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/convlog/convlog/agentd/internal/natsconn"
 	"github.com/convlog/convlog/internal/tenancy"
 )
 
@@ -167,10 +168,10 @@ func (e *cliEnv) registry(ctx context.Context) (*tenancy.Registry, error) {
 }
 
 // syncTenantUsers writes the registry's users to the data directory's
-// tenantUsersFile when this command owns the directory (no agentd serve
-// runs on it): the next serve starts with exactly them, so a user revoked
-// meanwhile is never accepted, not even before serve applies the
-// registry. A running serve keeps the file itself.
+// natsconn.TenantUsersFile when this command owns the directory (no
+// agentd serve runs on it): the next serve starts with exactly them, so a
+// user revoked meanwhile is never accepted, not even before serve
+// applies the registry. A running serve keeps the file itself.
 func (e *cliEnv) syncTenantUsers(ctx context.Context, reg *tenancy.Registry, dataDir string) error {
 	if e.conn == nil || e.conn.Server == nil {
 		return nil
@@ -179,7 +180,7 @@ func (e *cliEnv) syncTenantUsers(ctx context.Context, reg *tenancy.Registry, dat
 	if err != nil {
 		return err
 	}
-	return saveTenantUsers(dataDir, len(e.c.Partitions()), users)
+	return natsconn.SaveTenantUsers(dataDir, len(e.c.Partitions()), users)
 }
 
 // writeSeed writes seed to a new file path with mode 0600.

@@ -39,10 +39,10 @@ crossing into another tenant's data.`,
 // printTenantPermissions writes the allow lists of tenant's users for the
 // deployment c names to w, as JSON.
 func printTenantPermissions(w io.Writer, c *connFlags, tenant, format string) error {
-	if err := c.validate(); err != nil {
+	if err := c.Validate(); err != nil {
 		return usageError{err}
 	}
-	p, err := tenancy.For(c.resources(), tenant) // --partitions: the deployment's K
+	p, err := tenancy.For(c.Resources(), tenant) // --partitions: the deployment's K
 	if err != nil {
 		return usageError{err}
 	}
@@ -74,10 +74,10 @@ has made the registry). For K partitions give --partitions K.
 				return err
 			}
 			if noRegistry {
-				if err := f.conn.validate(); err != nil {
+				if err := f.conn.Validate(); err != nil {
 					return usageError{err}
 				}
-				return printAccounts(cmd.OutOrStdout(), nil, f.conn.resources(), convlogKeys)
+				return printAccounts(cmd.OutOrStdout(), nil, f.conn.Resources(), convlogKeys)
 			}
 			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
 				return printRegistryAccounts(ctx, e, cmd.OutOrStdout(), convlogKeys)

@@ -181,14 +181,8 @@ func (s *Service) plan(ctx context.Context, t *Turn, thread string) (plan, error
 	if err != nil {
 		return plan{}, err
 	}
-	switch {
-	case th.Deleted:
-		return plan{}, newError(CodeDeleted, thread,
-			fmt.Sprintf("the thread of this conversation (%s) is deleted: undelete it with POST /v1/threads/%s/undelete or start a new conversation id", thread, thread))
-	case th.Replies == events.RepliesOff:
-		return plan{}, newError(CodeRepliesOff, thread, fmt.Sprintf("thread %s has replies turned off: no agent answers it", thread))
-	case th.Agent != t.Agent:
-		return plan{}, newError(CodeAgentMismatch, thread, fmt.Sprintf("thread %s is answered by agent %q, not %q", thread, th.Agent, t.Agent))
+	if err := refusal(t, th, thread); err != nil {
+		return plan{}, err
 	}
 	hv, rv := viewOf(th.Messages), viewOf(t.Messages)
 	kind, n := match(hv, rv)
@@ -210,26 +204,10 @@ func (s *Service) plan(ctx context.Context, t *Turn, thread string) (plan, error
 		suffix, suffixIdx = t.Messages, t.Positions
 	case matchAppend:
 		p.mode = modeAppend
-		if n > 0 && !hv[n-1].user && len(th.Pending) > 0 {
-			// The client ran the pending tools: take its results for them.
-			for _, k := range pendingResults(rv[n-1], th.Pending) {
-				suffix = append(suffix, t.Messages[k])
-				suffixIdx = append(suffixIdx, t.Positions[k])
-			}
-		}
-		if n < len(rv) {
-			from := rv[n].from
-			suffix = append(suffix, t.Messages[from:]...)
-			suffixIdx = append(suffixIdx, t.Positions[from:]...)
-		}
+		suffix, suffixIdx = appendSuffix(t, th, hv, rv, n)
 	}
 	if len(suffix) == 0 {
-		if th.WaitingForAgent() && th.LastUser != nil {
-			// A retry of a turn not answered yet: wait for the answer.
-			p.mode, p.replyTo, p.replySeq, p.watchAfter = modeWait, th.LastUser.EventID, th.LastUser.Seq, th.LastUser.Seq
-			return p, nil
-		}
-		return plan{}, invalid(thread, "messages", fmt.Sprintf("nothing new to answer: thread %s already holds every message of the request and its last one is answered; add a user message", thread))
+		return planNothingNew(p, th, thread)
 	}
 	if err := lastMustBeAnswerable(suffix, suffixIdx, thread); err != nil {
 		return plan{}, err
@@ -247,6 +225,54 @@ func (s *Service) plan(ctx context.Context, t *Turn, thread string) (plan, error
 		p.base = stepsSince(th.Messages, th.LastUser.EventID)
 	}
 	return p, nil
+}
+
+// planNothingNew plans a request that adds nothing to the thread: a
+// retry of a turn not answered yet waits for the answer; otherwise there
+// is nothing to answer.
+func planNothingNew(p plan, th *client.Thread, thread string) (plan, error) {
+	if th.WaitingForAgent() && th.LastUser != nil {
+		// A retry of a turn not answered yet: wait for the answer.
+		p.mode, p.replyTo, p.replySeq, p.watchAfter = modeWait, th.LastUser.EventID, th.LastUser.Seq, th.LastUser.Seq
+		return p, nil
+	}
+	return plan{}, invalid(thread, "messages", fmt.Sprintf("nothing new to answer: thread %s already holds every message of the request and its last one is answered; add a user message", thread))
+}
+
+// refusal is the error of a thread the turn may not go on: deleted, with
+// replies off, or answered by another agent than t's (nil when none).
+func refusal(t *Turn, th *client.Thread, thread string) error {
+	switch {
+	case th.Deleted:
+		return newError(CodeDeleted, thread,
+			fmt.Sprintf("the thread of this conversation (%s) is deleted: undelete it with POST /v1/threads/%s/undelete or start a new conversation id", thread, thread))
+	case th.Replies == events.RepliesOff:
+		return newError(CodeRepliesOff, thread, fmt.Sprintf("thread %s has replies turned off: no agent answers it", thread))
+	case th.Agent != t.Agent:
+		return newError(CodeAgentMismatch, thread, fmt.Sprintf("thread %s is answered by agent %q, not %q", thread, th.Agent, t.Agent))
+	}
+	return nil
+}
+
+// appendSuffix is what a request that extends the thread (its first n
+// items match the thread's hv) appends, with the messages' positions in
+// the request: the client's results for the thread's pending tool calls
+// when the thread ends with the agent's calls, then the request's
+// messages after the match.
+func appendSuffix(t *Turn, th *client.Thread, hv, rv []viewItem, n int) (suffix []events.Message, suffixIdx []int) {
+	if n > 0 && !hv[n-1].user && len(th.Pending) > 0 {
+		// The client ran the pending tools: take its results for them.
+		for _, k := range pendingResults(rv[n-1], th.Pending) {
+			suffix = append(suffix, t.Messages[k])
+			suffixIdx = append(suffixIdx, t.Positions[k])
+		}
+	}
+	if n < len(rv) {
+		from := rv[n].from
+		suffix = append(suffix, t.Messages[from:]...)
+		suffixIdx = append(suffixIdx, t.Positions[from:]...)
+	}
+	return suffix, suffixIdx
 }
 
 // planCurrentFirst plans a request in the current-first order (rule 5 of

@@ -154,8 +154,42 @@ func (s *Server) parseChat(r *http.Request, tenant string) (*chatTurn, *Problem)
 		return nil, p
 	}
 	t := &chatTurn{Turn: chat.Turn{Tenant: tenant, Agent: req.Model, Deltas: req.Stream}, stream: req.Stream}
+	if t.ClientTools, p = chatTools(req.Tools); p != nil {
+		return nil, p
+	}
+	if strings.TrimSpace(string(req.ToolChoice)) == `"none"` {
+		t.ClientTools = nil
+	}
+	t.includeUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	firstUser, hasUser, p := t.addMessages(req.Messages)
+	if p != nil {
+		return nil, p
+	}
+	sys := ""
+	if t.System != nil {
+		sys = *t.System
+	}
+	key, err := client.ResolveConvKey(client.ConvRequest{Agent: req.Model, Header: r.Header,
+		ConversationID: req.Metadata["conversation_id"], User: req.User, SystemPrompt: sys,
+		FirstUserMessage: firstUser, HasUserMessage: hasUser},
+		client.ConvKeyOptions{DisableHashFallback: s.cfg.DisableConvHashFallback})
+	if err != nil {
+		return nil, convKeyProblem(err)
+	}
+	t.Key, t.thread = key, key.ThreadID()
+	if idem != "" {
+		t.EventID = func(purpose string) string { return idemID(tenant, t.thread, idem, "chat:"+purpose) }
+	}
+	return t, nil
+}
+
+// chatTools checks the client's tools of a chat request (functions with
+// distinct names of 1 to 64 characters) and returns them as events'
+// client tools.
+func chatTools(tools []chatTool) ([]events.ClientTool, *Problem) {
+	var out []events.ClientTool
 	seenTool := map[string]bool{}
-	for i, tl := range req.Tools {
+	for i, tl := range tools {
 		f := fmt.Sprintf("tools[%d]", i)
 		switch {
 		case tl.Type != "function":
@@ -166,14 +200,17 @@ func (s *Server) parseChat(r *http.Request, tenant string) (*chatTurn, *Problem)
 			return nil, invalid(f+".function.name", fmt.Sprintf("tool %q is listed twice", tl.Function.Name))
 		}
 		seenTool[tl.Function.Name] = true
-		t.ClientTools = append(t.ClientTools, events.ClientTool{Name: tl.Function.Name, Description: tl.Function.Description, Parameters: tl.Function.Parameters})
+		out = append(out, events.ClientTool{Name: tl.Function.Name, Description: tl.Function.Description, Parameters: tl.Function.Parameters})
 	}
-	if strings.TrimSpace(string(req.ToolChoice)) == `"none"` {
-		t.ClientTools = nil
-	}
-	t.includeUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	firstUser, hasUser := "", false
-	for i, raw := range req.Messages {
+	return out, nil
+}
+
+// addMessages converts a chat request's messages into the turn's: a
+// system (or developer) message, allowed first only, becomes its system
+// prompt; the others its messages with their positions in the request.
+// It returns the first user message's text, and whether there is one.
+func (t *chatTurn) addMessages(msgs []json.RawMessage) (firstUser string, hasUser bool, _ *Problem) {
+	for i, raw := range msgs {
 		f := fmt.Sprintf("messages[%d]", i)
 		var o events.OpenAIMessage
 		if err := json.Unmarshal(raw, &o); err != nil {
@@ -181,7 +218,7 @@ func (s *Server) parseChat(r *http.Request, tenant string) (*chatTurn, *Problem)
 			if q.Status == http.StatusBadRequest {
 				q = invalid(f, fmt.Sprintf("%s is not a chat message: %v", f, err))
 			}
-			return nil, q.index(i)
+			return "", false, q.index(i)
 		}
 		m, err := events.FromOpenAI(o)
 		if err != nil {
@@ -189,11 +226,11 @@ func (s *Server) parseChat(r *http.Request, tenant string) (*chatTurn, *Problem)
 			if o.Role == "tool" {
 				field = f + ".tool_call_id"
 			}
-			return nil, invalid(field, fmt.Sprintf("%s: %v", f, err)).index(i)
+			return "", false, invalid(field, fmt.Sprintf("%s: %v", f, err)).index(i)
 		}
 		if m.Role == events.RoleSystem {
 			if i != 0 {
-				return nil, invalid(f+".role", "a system (or developer) message is supported only as the first message: it becomes the thread's system prompt").index(i)
+				return "", false, invalid(f+".role", "a system (or developer) message is supported only as the first message: it becomes the thread's system prompt").index(i)
 			}
 			sp := m.Content.String()
 			t.System = &sp
@@ -206,32 +243,23 @@ func (s *Server) parseChat(r *http.Request, tenant string) (*chatTurn, *Problem)
 		t.Positions = append(t.Positions, i)
 	}
 	if len(t.Messages) == 0 {
-		return nil, invalid("messages", "messages hold only a system message: add a user message")
+		return "", false, invalid("messages", "messages hold only a system message: add a user message")
 	}
-	sys := ""
-	if t.System != nil {
-		sys = *t.System
-	}
-	key, err := client.ResolveConvKey(client.ConvRequest{Agent: req.Model, Header: r.Header,
-		ConversationID: req.Metadata["conversation_id"], User: req.User, SystemPrompt: sys,
-		FirstUserMessage: firstUser, HasUserMessage: hasUser},
-		client.ConvKeyOptions{DisableHashFallback: s.cfg.DisableConvHashFallback})
-	if err != nil {
-		var ke *client.ConvKeyError
-		if errors.As(err, &ke) {
-			f := ke.Source
-			if f == "metadata.conversation_id" || f == "user" || f == "model" {
-				return nil, invalid(f, err.Error())
-			}
-			return nil, badRequest("bad-header", err.Error()).field(f)
+	return firstUser, hasUser, nil
+}
+
+// convKeyProblem is the problem of a conversation key that could not be
+// resolved: a 422 naming the request field, or a 400 naming the header.
+func convKeyProblem(err error) *Problem {
+	var ke *client.ConvKeyError
+	if errors.As(err, &ke) {
+		f := ke.Source
+		if f == "metadata.conversation_id" || f == "user" || f == "model" {
+			return invalid(f, err.Error())
 		}
-		return nil, invalid("model", err.Error())
+		return badRequest("bad-header", err.Error()).field(f)
 	}
-	t.Key, t.thread = key, key.ThreadID()
-	if idem != "" {
-		t.EventID = func(purpose string) string { return idemID(tenant, t.thread, idem, "chat:"+purpose) }
-	}
-	return t, nil
+	return invalid("model", err.Error())
 }
 
 // chatErr maps the chat service's refusals to problems.

@@ -348,33 +348,19 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, tenant, id
 		return err
 	}
 	defer lr.close()
-	var deltaC <-chan *nats.Msg
+	es := &eventStream{s: s, r: r, ctx: ctx, lr: lr, tenant: tenant, id: id, next: after + 1, more: true}
 	if deltas {
 		sub, ch, err := s.subscribeDeltas(tenant, id)
 		if err != nil {
 			return err
 		}
 		defer func() { _ = sub.Unsubscribe() }()
-		deltaC = ch
+		es.deltaC = ch
 	}
-
 	// From 0, the first page is read before answering: it says whether the
 	// thread exists (checkAfter did for a later start).
-	var first []*jetstream.RawStreamMsg
-	var firstPending uint64
 	if after == 0 {
-		wctx, wcancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
-		first, firstPending, err = lr.page(ctx, wctx, 1, pageMsgs)
-		wcancel()
-		switch {
-		case errors.Is(err, errNoBudget):
-			return busy(id)
-		case err != nil && ctx.Err() == nil:
-			return s.readFailed(tenant, id, 1, err)
-		case err != nil:
-			return err
-		}
-		if err := s.checkFirst(ctx, tenant, id, first); err != nil {
+		if err := es.readFirst(); err != nil {
 			return err
 		}
 	}
@@ -382,148 +368,259 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, tenant, id
 	limitSendBuffer(r.Context(), s.cfg.StreamBufferBytes)
 	setStreamHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
-	sw := &sseWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}
-	info := StreamDrop{Route: "GET /v1/threads/{id}/events", Tenant: tenant, Thread: id}
-	drop := func(err error) error {
-		s.streamEnded(err, info)
-		return nil
-	}
-	// fail ends the stream with an error frame that says where to resume;
-	// the cause (which names internal subjects) goes to the log only.
-	fail := func(seq uint64, what string, err error) error {
-		s.log.Warn("stream ended: "+what, "tenant", tenant, "thread", id, "seq", seq, "err", err)
-		p := newProblem(http.StatusServiceUnavailable, "unavailable", "Service unavailable",
-			fmt.Sprintf("the log of thread %q could not be read from seq %d; reconnect with Last-Event-ID to resume", id, seq)).thread(id).seq(seq)
-		b, _ := json.Marshal(p)
-		_ = sw.write(sseFrame("", "error", b))
-		return nil
-	}
+	es.sw = &sseWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}
+	es.info = StreamDrop{Route: "GET /v1/threads/{id}/events", Tenant: tenant, Thread: id}
 	// The retry hint tells EventSource how soon to reconnect.
-	if err := sw.write([]byte("retry: 1000\n: stream of thread " + id + "\n\n")); err != nil {
-		return drop(err)
-	}
-	// cancelled ends the stream once ctx is done, with a final shutdown
-	// frame when the server's Shutdown (not the client) ended it.
-	cancelled := func() error {
-		if s.base.Err() != nil && r.Context().Err() == nil {
-			_ = sw.write(sseFrame("", "shutdown", []byte(`{"reason":"server shutting down; reconnect with Last-Event-ID"}`)))
-		}
+	if err := es.sw.write([]byte("retry: 1000\n: stream of thread " + id + "\n\n")); err != nil {
+		es.drop(err)
 		return nil
 	}
-	hb := time.NewTicker(s.cfg.Heartbeat)
-	defer hb.Stop()
-	var tail *tailNotifier
+	es.hb = time.NewTicker(s.cfg.Heartbeat)
+	defer es.hb.Stop()
 	defer func() {
-		if tail != nil {
-			tail.stop()
+		if es.tail != nil {
+			es.tail.stop()
 		}
 	}()
-	next := after + 1       // the first sequence not sent
-	more := true            // the log may hold events from next on
-	haveFirst := after == 0 // first holds the page from next
-	stale := 0              // reads that found nothing where an event was announced
 	for {
 		if ctx.Err() != nil {
-			return cancelled()
+			es.cancelled()
+			return nil
 		}
-		if more || (tail != nil && next <= tail.seen.Load()) {
-			msgs, pending := first, firstPending
-			if haveFirst {
-				haveFirst, first = false, nil
-			} else {
-				wctx, wcancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
-				msgs, pending, err = lr.page(ctx, wctx, next, pageMsgs)
-				wcancel()
-			}
-			switch {
-			case ctx.Err() != nil:
-				return cancelled()
-			case errors.Is(err, errNoBudget):
-				info.Reason = "memory_budget"
-				s.streamDropped(info)
+		if es.more || es.announced() {
+			switch es.catchUp() {
+			case flowEnd:
 				return nil
-			case err != nil:
-				return fail(next, "reading the log failed", err)
-			}
-			for i := range msgs {
-				if ctx.Err() != nil {
-					return cancelled()
-				}
-				// Nothing but the frame's data stays reachable while it is
-				// written: the raw message and the decoded event are let go.
-				seq, size := msgs[i].Sequence, msgSize(msgs[i])
-				st, derr := s.decodeRaw(tenant, id, msgs[i])
-				msgs[i] = nil
-				typ := string(st.Type)
-				if derr != nil {
-					typ = "undecodable"
-				}
-				data := storedJSON(st, derr)
-				st = events.Stored{}
-				lr.hold.force(int64(len(data)))
-				lr.hold.give(size)
-				err := sw.writeEvent(strconv.FormatUint(seq, 10), typ, data)
-				lr.hold.give(int64(len(data)))
-				if err != nil {
-					return drop(err)
-				}
-				next = seq + 1
-			}
-			lr.hold.releaseAll()
-			more = pending > 0
-			if len(msgs) > 0 || more {
-				stale = 0
-				continue
-			}
-			if tail != nil && next <= tail.seen.Load() {
-				// Announced but not readable yet (a direct get answered by
-				// a lagging replica) or purged meanwhile: try again a few
-				// times, then let the client resume.
-				if stale++; stale > 20 {
-					return fail(next, "an announced event could not be read", fmt.Errorf("seq %d announced, not in the log", tail.seen.Load()))
-				}
-				select {
-				case <-ctx.Done():
-					return cancelled()
-				case <-time.After(time.Duration(stale) * 10 * time.Millisecond):
-				}
+			case flowAgain:
 				continue
 			}
 		}
-		if tail == nil {
-			if tail, err = lr.startTail(ctx, next); err != nil {
-				if ctx.Err() != nil {
-					return cancelled()
-				}
-				return fail(next, "following the log failed", err)
-			}
-			continue // events appended before the consumer started
-		}
-		select {
-		case <-ctx.Done():
-			return cancelled()
-		case <-hb.C:
-			if err := sw.write([]byte(": heartbeat\n\n")); err != nil {
-				return drop(err)
-			}
-		case <-tail.wake:
-		case <-tail.done:
-			if ctx.Err() != nil {
-				return cancelled()
-			}
-			return fail(next, "following the log failed", tail.failure())
-		case m := <-deltaC:
-			var d events.Delta
-			if json.Unmarshal(m.Data, &d) != nil {
-				continue
-			}
-			b, err := json.Marshal(&d)
-			if err != nil {
-				continue
-			}
-			if err := sw.write(sseFrame("", "delta", b)); err != nil {
-				return drop(err)
-			}
+		if es.follow() == flowEnd {
+			return nil
 		}
 	}
+}
+
+// eventStream is one SSE stream of a thread while streamEvents serves it:
+// where it stands in the log and what it writes to. One goroutine (the
+// request's) uses it.
+type eventStream struct {
+	s      *Server
+	r      *http.Request
+	ctx    context.Context // the request's, also ended by the server's Shutdown
+	lr     *logReader
+	sw     *sseWriter
+	info   StreamDrop
+	tenant string
+	id     string
+	deltaC <-chan *nats.Msg // deltas of the thread's live turns (nil: not asked for)
+	hb     *time.Ticker
+	tail   *tailNotifier // nil until the stream has caught up
+
+	first        []*jetstream.RawStreamMsg // the page from next, read before answering
+	firstPending uint64
+	haveFirst    bool   // first holds the page from next
+	next         uint64 // the first sequence not sent
+	more         bool   // the log may hold events from next on
+	stale        int    // reads that found nothing where an event was announced
+}
+
+// flow is what the stream does after one of its steps.
+type flow int
+
+const (
+	flowFollow flow = iota // wait for the tail's announcements
+	flowAgain              // read the log again
+	flowEnd                // the stream has ended
+)
+
+// readFirst reads the thread's first page before the stream answers: a
+// missing thread is a 404, a full budget a 503, a failed read a problem.
+func (es *eventStream) readFirst() error {
+	s := es.s
+	wctx, wcancel := context.WithTimeout(es.ctx, s.cfg.WriteTimeout)
+	first, firstPending, err := es.lr.page(es.ctx, wctx, 1, pageMsgs)
+	wcancel()
+	switch {
+	case errors.Is(err, errNoBudget):
+		return busy(es.id)
+	case err != nil && es.ctx.Err() == nil:
+		return s.readFailed(es.tenant, es.id, 1, err)
+	case err != nil:
+		return err
+	}
+	if err := s.checkFirst(es.ctx, es.tenant, es.id, first); err != nil {
+		return err
+	}
+	es.first, es.firstPending, es.haveFirst = first, firstPending, true
+	return nil
+}
+
+// announced reports whether the tail has announced an event not sent yet.
+func (es *eventStream) announced() bool {
+	return es.tail != nil && es.next <= es.tail.seen.Load()
+}
+
+// drop ends the stream on a failed write.
+func (es *eventStream) drop(err error) { es.s.streamEnded(err, es.info) }
+
+// fail ends the stream with an error frame that says where to resume;
+// the cause (which names internal subjects) goes to the log only.
+func (es *eventStream) fail(seq uint64, what string, err error) {
+	es.s.log.Warn("stream ended: "+what, "tenant", es.tenant, "thread", es.id, "seq", seq, "err", err)
+	p := newProblem(http.StatusServiceUnavailable, "unavailable", "Service unavailable",
+		fmt.Sprintf("the log of thread %q could not be read from seq %d; reconnect with Last-Event-ID to resume", es.id, seq)).thread(es.id).seq(seq)
+	b, _ := json.Marshal(p)
+	_ = es.sw.write(sseFrame("", "error", b))
+}
+
+// cancelled ends the stream once ctx is done, with a final shutdown
+// frame when the server's Shutdown (not the client) ended it.
+func (es *eventStream) cancelled() {
+	if es.s.base.Err() != nil && es.r.Context().Err() == nil {
+		_ = es.sw.write(sseFrame("", "shutdown", []byte(`{"reason":"server shutting down; reconnect with Last-Event-ID"}`)))
+	}
+}
+
+// catchUp sends the next page of the log from next.
+func (es *eventStream) catchUp() flow {
+	msgs, pending := es.first, es.firstPending
+	var err error
+	if es.haveFirst {
+		es.haveFirst, es.first = false, nil
+	} else {
+		wctx, wcancel := context.WithTimeout(es.ctx, es.s.cfg.WriteTimeout)
+		msgs, pending, err = es.lr.page(es.ctx, wctx, es.next, pageMsgs)
+		wcancel()
+	}
+	switch {
+	case es.ctx.Err() != nil:
+		es.cancelled()
+		return flowEnd
+	case errors.Is(err, errNoBudget):
+		es.info.Reason = "memory_budget"
+		es.s.streamDropped(es.info)
+		return flowEnd
+	case err != nil:
+		es.fail(es.next, "reading the log failed", err)
+		return flowEnd
+	}
+	for i := range msgs {
+		if es.ctx.Err() != nil {
+			es.cancelled()
+			return flowEnd
+		}
+		m := msgs[i]
+		msgs[i] = nil
+		if err := es.send(m); err != nil {
+			es.drop(err)
+			return flowEnd
+		}
+	}
+	es.lr.hold.releaseAll()
+	es.more = pending > 0
+	if len(msgs) > 0 || es.more {
+		es.stale = 0
+		return flowAgain
+	}
+	if es.announced() {
+		return es.awaitAnnounced()
+	}
+	return flowFollow
+}
+
+// send writes the event of m and moves next past it. Nothing but the
+// frame's data stays reachable while it is written: the raw message and
+// the decoded event are let go.
+func (es *eventStream) send(m *jetstream.RawStreamMsg) error {
+	seq, size := m.Sequence, msgSize(m)
+	st, derr := es.s.decodeRaw(es.tenant, es.id, m)
+	typ := string(st.Type)
+	if derr != nil {
+		typ = "undecodable"
+	}
+	data := storedJSON(st, derr)
+	st = events.Stored{}
+	es.lr.hold.force(int64(len(data)))
+	es.lr.hold.give(size)
+	err := es.sw.writeEvent(strconv.FormatUint(seq, 10), typ, data)
+	es.lr.hold.give(int64(len(data)))
+	if err != nil {
+		return err
+	}
+	es.next = seq + 1
+	return nil
+}
+
+// awaitAnnounced handles an event announced but not readable yet (a
+// direct get answered by a lagging replica) or purged meanwhile: it tries
+// again a few times, then lets the client resume.
+func (es *eventStream) awaitAnnounced() flow {
+	if es.stale++; es.stale > 20 {
+		es.fail(es.next, "an announced event could not be read", fmt.Errorf("seq %d announced, not in the log", es.tail.seen.Load()))
+		return flowEnd
+	}
+	select {
+	case <-es.ctx.Done():
+		es.cancelled()
+		return flowEnd
+	case <-time.After(time.Duration(es.stale) * 10 * time.Millisecond):
+	}
+	return flowAgain
+}
+
+// follow starts following the log's tail once the stream has caught up,
+// then waits for an announcement, a heartbeat or a delta.
+func (es *eventStream) follow() flow {
+	if es.tail == nil {
+		var err error
+		if es.tail, err = es.lr.startTail(es.ctx, es.next); err != nil {
+			if es.ctx.Err() == nil {
+				es.fail(es.next, "following the log failed", err)
+			} else {
+				es.cancelled()
+			}
+			return flowEnd
+		}
+		return flowAgain // events appended before the consumer started
+	}
+	select {
+	case <-es.ctx.Done():
+		es.cancelled()
+		return flowEnd
+	case <-es.hb.C:
+		if err := es.sw.write([]byte(": heartbeat\n\n")); err != nil {
+			es.drop(err)
+			return flowEnd
+		}
+	case <-es.tail.wake:
+	case <-es.tail.done:
+		if es.ctx.Err() != nil {
+			es.cancelled()
+		} else {
+			es.fail(es.next, "following the log failed", es.tail.failure())
+		}
+		return flowEnd
+	case m := <-es.deltaC:
+		return es.sendDelta(m)
+	}
+	return flowAgain
+}
+
+// sendDelta writes one delta of a live turn (an undecodable one is
+// skipped).
+func (es *eventStream) sendDelta(m *nats.Msg) flow {
+	var d events.Delta
+	if json.Unmarshal(m.Data, &d) != nil {
+		return flowAgain
+	}
+	b, err := json.Marshal(&d)
+	if err != nil {
+		return flowAgain
+	}
+	if err := es.sw.write(sseFrame("", "delta", b)); err != nil {
+		es.drop(err)
+		return flowEnd
+	}
+	return flowAgain
 }

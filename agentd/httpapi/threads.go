@@ -469,6 +469,9 @@ type appendResponse struct {
 	Events    []appendedEvent `json:"events"`
 }
 
+// appendEvents serves POST /v1/threads/{id}/events: the request's events
+// appended atomically, under If-Match's version when given, with ids
+// derived from the Idempotency-Key when it is set.
 func (s *Server) appendEvents(w http.ResponseWriter, r *http.Request) error {
 	tenant := tenantOf(r.Context())
 	id, p := threadID(r)
@@ -498,54 +501,9 @@ func (s *Server) appendEvents(w http.ResponseWriter, r *http.Request) error {
 	evs := make([]events.Event, len(req.Events))
 	index := make(map[string]int, len(evs))
 	for i, raw := range req.Events {
-		f := fmt.Sprintf("events[%d]", i)
-		if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
-			return invalid(f, f+" must be an event object {\"type\": ..., \"payload\": {...}}").index(i)
-		}
-		if name := unknownEnvelopeField(raw); name != "" {
-			// Refused as an unknown field at any depth of the payload is.
-			field := f + "." + name
-			detail := field + ": unknown field"
-			if name == "seq" || name == "stored_at" {
-				detail += " (a stored event's; the log assigns it)"
-			}
-			return invalid(field, detail).index(i).thread(id)
-		}
-		var shape struct {
-			Type    events.Type     `json:"type"`
-			Payload json.RawMessage `json:"payload"`
-		}
-		if json.Unmarshal(raw, &shape) == nil && len(shape.Payload) > 0 {
-			// The payload's schema (schemas/) is strict at every depth and
-			// names the exact field.
-			if path, msg := payloadProblem(shape.Type, shape.Payload); msg != "" {
-				field := joinPath(f+".payload", path)
-				return invalid(field, field+": "+msg).index(i).thread(id)
-			}
-		}
-		var e events.Event
-		if err := json.Unmarshal(raw, &e); err != nil {
-			var typ *json.UnmarshalTypeError
-			if errors.As(err, &typ) {
-				// The envelope decodes through an embedded struct, whose
-				// name is no field of the request.
-				typ.Field = strings.TrimPrefix(typ.Field, "wire.")
-				return jsonProblem(typ, f+".").index(i).thread(id)
-			}
-			field := f + ".payload"
-			switch {
-			case errors.Is(err, events.ErrUnknownType):
-				field = f + ".type"
-			case errors.Is(err, events.ErrNewerSchema):
-				field = f + ".v"
-			case strings.Contains(err.Error(), "cannot unmarshal") && !strings.Contains(err.Error(), "payload"):
-				field = f
-			}
-			return invalid(field, fmt.Sprintf("%s: %v", f, err)).index(i).thread(id)
-		}
-		switch e.Type {
-		case events.TypeErased:
-			return invalid(f+".type", "thread.erased is written by POST /v1/threads/{id}/erase only").index(i).thread(id)
+		e, p := decodeAppendEvent(raw, i, id)
+		if p != nil {
+			return p
 		}
 		if e.ID == "" {
 			if key != "" {
@@ -558,7 +516,7 @@ func (s *Server) appendEvents(w http.ResponseWriter, r *http.Request) error {
 			e.Producer = s.cfg.Producer
 		}
 		if _, dup := index[e.ID]; dup {
-			return invalid(f+".id", fmt.Sprintf("event id %s appears twice in the request", e.ID)).index(i).thread(id)
+			return invalid(fmt.Sprintf("events[%d].id", i), fmt.Sprintf("event id %s appears twice in the request", e.ID)).index(i).thread(id)
 		}
 		index[e.ID] = i
 		evs[i] = e
@@ -578,6 +536,62 @@ func (s *Server) appendEvents(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set("ETag", etag(res.Version))
 	return writeJSON(w, http.StatusCreated, out)
+}
+
+// decodeAppendEvent decodes event i of an append to thread id, or returns
+// the problem naming the exact field: an unknown envelope field, a payload
+// its schema refuses, a type or schema version this server does not know,
+// or thread.erased (which only the erase route writes).
+func decodeAppendEvent(raw json.RawMessage, i int, id string) (events.Event, *Problem) {
+	f := fmt.Sprintf("events[%d]", i)
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		return events.Event{}, invalid(f, f+" must be an event object {\"type\": ..., \"payload\": {...}}").index(i)
+	}
+	if name := unknownEnvelopeField(raw); name != "" {
+		// Refused as an unknown field at any depth of the payload is.
+		field := f + "." + name
+		detail := field + ": unknown field"
+		if name == "seq" || name == "stored_at" {
+			detail += " (a stored event's; the log assigns it)"
+		}
+		return events.Event{}, invalid(field, detail).index(i).thread(id)
+	}
+	var shape struct {
+		Type    events.Type     `json:"type"`
+		Payload json.RawMessage `json:"payload"`
+	}
+	if json.Unmarshal(raw, &shape) == nil && len(shape.Payload) > 0 {
+		// The payload's schema (schemas/) is strict at every depth and
+		// names the exact field.
+		if path, msg := payloadProblem(shape.Type, shape.Payload); msg != "" {
+			field := joinPath(f+".payload", path)
+			return events.Event{}, invalid(field, field+": "+msg).index(i).thread(id)
+		}
+	}
+	var e events.Event
+	if err := json.Unmarshal(raw, &e); err != nil {
+		var typ *json.UnmarshalTypeError
+		if errors.As(err, &typ) {
+			// The envelope decodes through an embedded struct, whose
+			// name is no field of the request.
+			typ.Field = strings.TrimPrefix(typ.Field, "wire.")
+			return events.Event{}, jsonProblem(typ, f+".").index(i).thread(id)
+		}
+		field := f + ".payload"
+		switch {
+		case errors.Is(err, events.ErrUnknownType):
+			field = f + ".type"
+		case errors.Is(err, events.ErrNewerSchema):
+			field = f + ".v"
+		case strings.Contains(err.Error(), "cannot unmarshal") && !strings.Contains(err.Error(), "payload"):
+			field = f
+		}
+		return events.Event{}, invalid(field, fmt.Sprintf("%s: %v", f, err)).index(i).thread(id)
+	}
+	if e.Type == events.TypeErased {
+		return events.Event{}, invalid(f+".type", "thread.erased is written by POST /v1/threads/{id}/erase only").index(i).thread(id)
+	}
+	return e, nil
 }
 
 // forkRequest is the body of POST /v1/threads/{id}/fork.

@@ -95,6 +95,42 @@ type recording struct {
 // Run replays convs. It needs a client on a provisioned deployment and the
 // NATS connection (for live deltas).
 func Run(ctx context.Context, c *client.Client, nc *nats.Conn, convs []events.Conversation, cfg Config) (Report, error) {
+	cfg = cfg.withDefaults()
+	start := time.Now()
+	rep := Report{ThreadIDs: map[string]string{}}
+	recs, order, err := loadRecordings(convs, cfg.RunID, &rep)
+	if err != nil {
+		return rep, err
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var svc sync.WaitGroup
+	defer svc.Wait()
+	defer cancel()
+
+	var workerConflicts atomic.Int64
+	if err := startPools(ctx, runCtx, &svc, c, nc, cfg, recs, &workerConflicts); err != nil {
+		return rep, err
+	}
+	trs, err := startToolRunners(runCtx, &svc, c, cfg, recs)
+	if err != nil {
+		return rep, err
+	}
+	rep.DriverConflicts = driveAll(ctx, runCtx, c, cfg, recs, order, &rep)
+	rep.WorkerConflicts = workerConflicts.Load()
+	for _, tr := range trs {
+		rep.ToolConflicts += tr.conflicts.Load()
+	}
+	rep.Seconds = time.Since(start).Seconds()
+	if rep.Seconds > 0 {
+		rep.EventsPS = float64(rep.Events) / rep.Seconds
+	}
+	return rep, nil
+}
+
+// withDefaults is cfg with every zero setting at its default.
+func (cfg Config) withDefaults() Config {
 	if cfg.Tenant == "" {
 		cfg.Tenant = "replay"
 	}
@@ -116,32 +152,37 @@ func Run(ctx context.Context, c *client.Client, nc *nats.Conn, convs []events.Co
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	start := time.Now()
+	return cfg
+}
+
+// loadRecordings prepares each conversation's replay, keyed by the
+// thread it replays into, and returns the threads in the order of convs.
+// It records each conversation's thread in rep.ThreadIDs.
+func loadRecordings(convs []events.Conversation, runID string, rep *Report) (map[string]*recording, []string, error) {
 	recs := map[string]*recording{}
-	rep := Report{ThreadIDs: map[string]string{}}
 	order := make([]string, 0, len(convs))
 	for _, conv := range convs {
 		sys, msgs, err := events.SplitSystem(conv.Messages)
 		if err != nil {
-			return rep, fmt.Errorf("replayrun: conversation %s: %w", conv.ID, err)
+			return nil, nil, fmt.Errorf("replayrun: conversation %s: %w", conv.ID, err)
 		}
 		rp, err := model.NewReplay(conv, model.ReplayConfig{})
 		if err != nil {
-			return rep, err
+			return nil, nil, err
 		}
-		thread := threadID(cfg.RunID, conv)
+		thread := threadID(runID, conv)
 		recs[thread] = &recording{conv: conv, system: sys, msgs: msgs, replay: rp}
 		rep.ThreadIDs[conv.ID] = thread
 		order = append(order, thread)
 	}
+	return recs, order, nil
+}
 
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var svc sync.WaitGroup
-	defer svc.Wait()
-	defer cancel()
-
-	var workerConflicts atomic.Int64
+// startPools starts cfg.Pools worker pools on one shared consumer, each
+// run on runCtx under svc, and waits until each is ready (or ctx ends).
+// Their conflicts add up in conflicts.
+func startPools(ctx, runCtx context.Context, svc *sync.WaitGroup, c *client.Client, nc *nats.Conn, cfg Config,
+	recs map[string]*recording, conflicts *atomic.Int64) error {
 	router := &replayRouter{recs: recs}
 	for i := 0; i < cfg.Pools; i++ {
 		pool, err := worker.New(c, nc, worker.Config{
@@ -150,20 +191,25 @@ func Run(ctx context.Context, c *client.Client, nc *nats.Conn, convs []events.Co
 			Concurrency: cfg.Concurrency,
 			Producer:    fmt.Sprintf("replay-worker-%d", i),
 			Logger:      cfg.Logger.With("component", "worker", "pool", i),
-			OnTurn:      func(r worker.TurnResult) { workerConflicts.Add(int64(r.Conflicts)) },
+			OnTurn:      func(r worker.TurnResult) { conflicts.Add(int64(r.Conflicts)) },
 		})
 		if err != nil {
-			return rep, err
+			return err
 		}
 		svc.Add(1)
 		go func() { defer svc.Done(); _ = pool.Run(runCtx) }()
 		select {
 		case <-pool.Ready():
 		case <-ctx.Done():
-			return rep, ctx.Err()
+			return ctx.Err()
 		}
 	}
-	// a tool runner per partition (each consumes its partition's stream)
+	return nil
+}
+
+// startToolRunners starts a tool runner per partition (each consumes its
+// partition's stream), run on runCtx under svc, each ready on return.
+func startToolRunners(runCtx context.Context, svc *sync.WaitGroup, c *client.Client, cfg Config, recs map[string]*recording) ([]*toolRunner, error) {
 	var trs []*toolRunner
 	for _, pc := range c.Partitions() {
 		tr := &toolRunner{c: pc, recs: recs, tenant: cfg.Tenant, logger: cfg.Logger}
@@ -172,10 +218,16 @@ func Run(ctx context.Context, c *client.Client, nc *nats.Conn, convs []events.Co
 		svc.Add(1)
 		go func() { defer svc.Done(); tr.run(runCtx, "replay-tools-"+sanitize(cfg.RunID), trReady) }()
 		if err := <-trReady; err != nil {
-			return rep, err
+			return nil, err
 		}
 	}
+	return trs, nil
+}
 
+// driveAll drives the conversations of order, cfg.Parallel at a time,
+// each within cfg.Timeout, compares each thread with its recording into
+// rep, and returns the drivers' conflicts.
+func driveAll(ctx, runCtx context.Context, c *client.Client, cfg Config, recs map[string]*recording, order []string, rep *Report) int64 {
 	var driverConflicts atomic.Int64
 	var mu sync.Mutex
 	sem := make(chan struct{}, cfg.Parallel)
@@ -214,16 +266,7 @@ func Run(ctx context.Context, c *client.Client, nc *nats.Conn, convs []events.Co
 		}()
 	}
 	drivers.Wait()
-	rep.WorkerConflicts = workerConflicts.Load()
-	rep.DriverConflicts = driverConflicts.Load()
-	for _, tr := range trs {
-		rep.ToolConflicts += tr.conflicts.Load()
-	}
-	rep.Seconds = time.Since(start).Seconds()
-	if rep.Seconds > 0 {
-		rep.EventsPS = float64(rep.Events) / rep.Seconds
-	}
-	return rep, nil
+	return driverConflicts.Load()
 }
 
 func threadID(runID string, conv events.Conversation) string {
@@ -281,17 +324,8 @@ func (r *replayRouter) Generate(ctx context.Context, req model.Request, onDelta 
 // until the thread holds the whole recording. It returns the number of
 // events in the thread and the conflicts it resolved.
 func drive(ctx context.Context, c *client.Client, cfg Config, thread string, rec *recording) (int, int64, error) {
-	md := map[string]string{"source": rec.conv.Source, "source_id": rec.conv.ID}
-	if len(rec.conv.Meta) > 0 {
-		md["source_meta"] = string(rec.conv.Meta)
-	}
-	created := events.Event{Payload: events.ThreadCreated{Agent: AgentName, SystemPrompt: rec.system, Metadata: md, Replies: events.RepliesAuto}}
-	_, _, _, err := c.CreateThread(ctx, client.CreateOptions{Tenant: cfg.Tenant, ThreadID: thread, ThreadCreated: created.Payload.(events.ThreadCreated)})
-	if err != nil {
+	if err := createThread(ctx, c, cfg, thread, rec); err != nil {
 		return 0, 0, err
-	}
-	if cfg.OnThread != nil {
-		cfg.OnThread(cfg.Tenant, thread)
 	}
 	w, err := c.Watch(ctx, cfg.Tenant, thread, client.WatchOptions{})
 	if err != nil {
@@ -308,19 +342,7 @@ func drive(ctx context.Context, c *client.Client, cfg Config, thread string, rec
 			if !ok {
 				return 0, conflicts, fmt.Errorf("watch ended: %v", w.Err())
 			}
-			if u.Event != nil {
-				if u.Err != nil {
-					_ = fold.ApplyBytes(s, u.Event.Seq, u.Event.StoredAt, nil)
-				} else {
-					_ = fold.Apply(s, *u.Event)
-				}
-			}
-			for len(w.C) > 0 {
-				u := <-w.C
-				if u.Event != nil && u.Err == nil {
-					_ = fold.Apply(s, *u.Event)
-				}
-			}
+			foldUpdates(s, u, w.C)
 		case <-ctx.Done():
 			return int(s.Events), conflicts, fmt.Errorf("timed out at %d of %d messages: %w", len(s.Messages), len(rec.msgs), ctx.Err())
 		}
@@ -339,11 +361,7 @@ func drive(ctx context.Context, c *client.Client, cfg Config, thread string, rec
 		if rec.msgs[n].Role != events.RoleUser || len(s.Pending) > 0 || appended == n {
 			continue
 		}
-		var turn []events.Event
-		for j := n; j < len(rec.msgs) && rec.msgs[j].Role == events.RoleUser; j++ {
-			turn = append(turn, events.Event{Payload: rec.msgs[j].Payload(), Producer: "replay-driver"})
-		}
-		_, err := c.Append(ctx, cfg.Tenant, thread, turn, client.ExpectVersion(s.Version))
+		_, err := c.Append(ctx, cfg.Tenant, thread, userTurn(rec, n), client.ExpectVersion(s.Version))
 		var ce *client.ConflictError
 		switch {
 		case errors.As(err, &ce):
@@ -354,6 +372,52 @@ func drive(ctx context.Context, c *client.Client, cfg Config, thread string, rec
 			appended = n
 		}
 	}
+}
+
+// createThread creates the thread of rec, marked with the recording's
+// source, and calls cfg.OnThread.
+func createThread(ctx context.Context, c *client.Client, cfg Config, thread string, rec *recording) error {
+	md := map[string]string{"source": rec.conv.Source, "source_id": rec.conv.ID}
+	if len(rec.conv.Meta) > 0 {
+		md["source_meta"] = string(rec.conv.Meta)
+	}
+	created := events.Event{Payload: events.ThreadCreated{Agent: AgentName, SystemPrompt: rec.system, Metadata: md, Replies: events.RepliesAuto}}
+	_, _, _, err := c.CreateThread(ctx, client.CreateOptions{Tenant: cfg.Tenant, ThreadID: thread, ThreadCreated: created.Payload.(events.ThreadCreated)})
+	if err != nil {
+		return err
+	}
+	if cfg.OnThread != nil {
+		cfg.OnThread(cfg.Tenant, thread)
+	}
+	return nil
+}
+
+// foldUpdates folds the update u into s (an event that does not decode
+// counts as rejected), then the updates already waiting in c.
+func foldUpdates(s *fold.State, u client.Update, c <-chan client.Update) {
+	if u.Event != nil {
+		if u.Err != nil {
+			_ = fold.ApplyBytes(s, u.Event.Seq, u.Event.StoredAt, nil)
+		} else {
+			_ = fold.Apply(s, *u.Event)
+		}
+	}
+	for len(c) > 0 {
+		u := <-c
+		if u.Event != nil && u.Err == nil {
+			_ = fold.Apply(s, *u.Event)
+		}
+	}
+}
+
+// userTurn is the recording's consecutive user messages from message n,
+// as the events of one turn.
+func userTurn(rec *recording, n int) []events.Event {
+	var turn []events.Event
+	for j := n; j < len(rec.msgs) && rec.msgs[j].Role == events.RoleUser; j++ {
+		turn = append(turn, events.Event{Payload: rec.msgs[j].Payload(), Producer: "replay-driver"})
+	}
+	return turn
 }
 
 // toolRunner answers tool calls with the recorded results: a separate

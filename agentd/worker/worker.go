@@ -176,34 +176,9 @@ func (p *Pool) Run(ctx context.Context) error {
 	if p.gate.Requested() {
 		return nil // Shutdown came first
 	}
-	dcfg := client.DurableConfig{
-		Name:        p.cfg.Consumer,
-		Description: "convlog agent workers: threads waiting for their agent",
-		DeliverNew:  true,
-		AckWait:     p.cfg.AckWait,
-		// A short pull expiry (heartbeat 2.5 s) notices a consumer leader
-		// lost with its NATS node within seconds; the default (30 s) stalls
-		// the workers that long (deploy/clustertest).
-		MaxAckPending:   max(64, p.cfg.Concurrency*16),
-		PullMaxMessages: p.cfg.Concurrency * 4,
-		PullExpiry:      5 * time.Second,
-		Logger:          p.cfg.Logger,
-	}
-	// The consumer may not be creatable yet (NATS starting, a cluster
-	// electing leaders): retry with backoff until ctx ends.
-	var it *client.Durable
-	var err error
-	for backoff := 100 * time.Millisecond; ; backoff = min(backoff*2, 5*time.Second) {
-		it, err = p.c.ConsumeDurable(ctx, dcfg)
-		if err == nil {
-			break
-		}
-		p.cfg.Logger.Warn("worker consumer not ready; retrying", "consumer", p.cfg.Consumer, "err", err, "retry_in", backoff)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(backoff):
-		}
+	it := p.consume(ctx)
+	if it == nil {
+		return nil
 	}
 	sem := make(chan struct{}, p.cfg.Concurrency)
 	var wg sync.WaitGroup
@@ -226,18 +201,7 @@ func (p *Pool) Run(ctx context.Context) error {
 			}
 			return fmt.Errorf("worker: %w", err)
 		}
-		switch events.Type(msg.Headers().Get(events.HeaderType)) {
-		case events.TypeUserMessage, events.TypeRestore, events.TypeCompaction:
-		case events.TypeToolResult:
-			// Results a worker appended in the same atomic step as its
-			// assistant message need no trigger: that worker's turn goes on
-			// (and if it crashed, its unacked work item is redelivered).
-			// The envelope is clear also when the payload is sealed.
-			if ev, err := events.Unmarshal(msg.Data()); (err == nil || errors.Is(err, events.ErrSealed)) && strings.HasPrefix(ev.Producer, p.cfg.Producer+"/") {
-				_ = msg.Ack()
-				continue
-			}
-		default:
+		if !p.isWork(msg) {
 			_ = msg.Ack()
 			continue
 		}
@@ -255,6 +219,55 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 }
 
+// consume opens the workers' shared durable consumer. The consumer may
+// not be creatable yet (NATS starting, a cluster electing leaders): it
+// retries with backoff until ctx ends, and then returns nil.
+func (p *Pool) consume(ctx context.Context) *client.Durable {
+	dcfg := client.DurableConfig{
+		Name:        p.cfg.Consumer,
+		Description: "convlog agent workers: threads waiting for their agent",
+		DeliverNew:  true,
+		AckWait:     p.cfg.AckWait,
+		// A short pull expiry (heartbeat 2.5 s) notices a consumer leader
+		// lost with its NATS node within seconds; the default (30 s) stalls
+		// the workers that long (deploy/clustertest).
+		MaxAckPending:   max(64, p.cfg.Concurrency*16),
+		PullMaxMessages: p.cfg.Concurrency * 4,
+		PullExpiry:      5 * time.Second,
+		Logger:          p.cfg.Logger,
+	}
+	for backoff := 100 * time.Millisecond; ; backoff = min(backoff*2, 5*time.Second) {
+		it, err := p.c.ConsumeDurable(ctx, dcfg)
+		if err == nil {
+			return it
+		}
+		p.cfg.Logger.Warn("worker consumer not ready; retrying", "consumer", p.cfg.Consumer, "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// isWork reports whether msg may leave its thread waiting for its agent:
+// a user message, a restore, a compaction, or a tool result that no
+// worker of this deployment appended with its assistant message.
+func (p *Pool) isWork(msg jetstream.Msg) bool {
+	switch events.Type(msg.Headers().Get(events.HeaderType)) {
+	case events.TypeUserMessage, events.TypeRestore, events.TypeCompaction:
+		return true
+	case events.TypeToolResult:
+		// Results a worker appended in the same atomic step as its
+		// assistant message need no trigger: that worker's turn goes on
+		// (and if it crashed, its unacked work item is redelivered).
+		// The envelope is clear also when the payload is sealed.
+		ev, err := events.Unmarshal(msg.Data())
+		return !((err == nil || errors.Is(err, events.ErrSealed)) && strings.HasPrefix(ev.Producer, p.cfg.Producer+"/"))
+	}
+	return false
+}
+
 // handle runs one work item and acks it unless the turn failed in a way
 // worth redelivering.
 func (p *Pool) handle(ctx context.Context, msg jetstream.Msg) {
@@ -266,18 +279,7 @@ func (p *Pool) handle(ctx context.Context, msg jetstream.Msg) {
 	// Keep the work ours while the model runs.
 	hbCtx, stopHB := context.WithCancel(ctx)
 	defer stopHB()
-	go func() {
-		t := time.NewTicker(p.cfg.AckWait / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-hbCtx.Done():
-				return
-			case <-t.C:
-				_ = msg.InProgress()
-			}
-		}
-	}()
+	go p.keepInProgress(hbCtx, msg)
 	// The turn reads the thread at least up to the trigger: on a
 	// replicated stream a read may be served by a replica that lags, and
 	// must not miss the message it is to answer (or conclude that a newer
@@ -299,14 +301,37 @@ func (p *Pool) handle(ctx context.Context, msg jetstream.Msg) {
 	f := &flight{seq: seq}
 	p.inflight[key] = f
 	p.mu.Unlock()
-	var res TurnResult
+	res := p.fly(ctx, tenant, thread, key, f)
+	p.settle(ctx, msg, tenant, thread, res)
+}
+
+// keepInProgress tells NATS the work item msg is still being worked on,
+// every third of AckWait, until ctx ends.
+func (p *Pool) keepInProgress(ctx context.Context, msg jetstream.Msg) {
+	t := time.NewTicker(p.cfg.AckWait / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = msg.InProgress()
+		}
+	}
+}
+
+// fly runs turns on tenant/thread for the flight f (registered in
+// p.inflight under key) until no trigger was handed over to it, retrying
+// a turn that failed transiently, and then ends the flight. It returns
+// the last turn's result.
+func (p *Pool) fly(ctx context.Context, tenant, thread, key string, f *flight) TurnResult {
 	retries := 0
 	for {
 		p.mu.Lock()
-		seq = f.seq
+		seq := f.seq
 		p.mu.Unlock()
 		turnStart := time.Now()
-		res = p.turn(ctx, tenant, thread, seq)
+		res := p.turn(ctx, tenant, thread, seq)
 		if p.cfg.OnTurn != nil {
 			// One report per turn run: a trigger handed over to this
 			// goroutine gets its own.
@@ -334,8 +359,13 @@ func (p *Pool) handle(ctx context.Context, msg jetstream.Msg) {
 		}
 		delete(p.inflight, key)
 		p.mu.Unlock()
-		break
+		return res
 	}
+}
+
+// settle acks, terminates or naks the work item msg by the outcome of its
+// last turn res.
+func (p *Pool) settle(ctx context.Context, msg jetstream.Msg, tenant, thread string, res TurnResult) {
 	if res.Outcome == "declined" {
 		p.cfg.Logger.Debug("model declined to answer", "tenant", tenant, "thread", thread)
 		_ = msg.Ack()

@@ -1,18 +1,19 @@
-package main
+package serve
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"time"
 
 	"github.com/convlog/convlog/agent/model"
+	"github.com/convlog/convlog/agent/tools"
 	"github.com/convlog/convlog/agentd/worker"
 )
 
-// agentSpec is one agent in --agents-file (a JSON array):
+// AgentSpec is one agent of an agents file (Config.AgentsFile), a JSON
+// array:
 //
 //	[{"name": "demo", "provider": "offline", "system_prompt": "...",
 //	  "tools": ["clock", "calculator", "kv_get", "kv_set"], "max_steps": 8},
@@ -24,7 +25,7 @@ import (
 // tools default to all built-in tools. The API key is read from the
 // environment variable api_key_env (default CONVLOG_OPENAI_API_KEY) or the
 // file api_key_file, never from the agents file itself.
-type agentSpec struct {
+type AgentSpec struct {
 	Name         string   `json:"name"`
 	Provider     string   `json:"provider"`
 	SystemPrompt string   `json:"system_prompt"`
@@ -38,12 +39,14 @@ type agentSpec struct {
 
 // defaultAgents is used without --agents-file: one offline agent "demo"
 // with every built-in tool.
-func defaultAgents() []agentSpec {
-	return []agentSpec{{Name: "demo", Provider: "offline",
+func defaultAgents() []AgentSpec {
+	return []AgentSpec{{Name: "demo", Provider: "offline",
 		SystemPrompt: "You are convlog's offline demo agent. You can tell the time, calculate, and remember facts."}}
 }
 
-func loadAgentSpecs(path string) ([]agentSpec, error) {
+// loadAgentSpecs reads the agents file path ("": the default agents) and
+// reports every problem with it at once.
+func loadAgentSpecs(path string) ([]AgentSpec, error) {
 	if path == "" {
 		return defaultAgents(), nil
 	}
@@ -51,7 +54,7 @@ func loadAgentSpecs(path string) ([]agentSpec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--agents-file: %w", err)
 	}
-	var specs []agentSpec
+	var specs []AgentSpec
 	if err := json.Unmarshal(b, &specs); err != nil {
 		return nil, fmt.Errorf("--agents-file %s: %w", path, err)
 	}
@@ -77,8 +80,10 @@ func loadAgentSpecs(path string) ([]agentSpec, error) {
 	return specs, errors.Join(errs...)
 }
 
-func agentNamesFor(f *serveFlags) ([]string, error) {
-	specs, err := loadAgentSpecs(f.AgentsFile)
+// agentNames are the names of the agents of the agents file path ("":
+// the default agents).
+func agentNames(path string) ([]string, error) {
+	specs, err := loadAgentSpecs(path)
 	if err != nil {
 		return nil, err
 	}
@@ -89,14 +94,16 @@ func agentNamesFor(f *serveFlags) ([]string, error) {
 	return names, nil
 }
 
-func buildAgents(f *serveFlags, logger *slog.Logger) (map[string]*worker.Agent, error) {
-	specs, err := loadAgentSpecs(f.AgentsFile)
+// buildAgents makes the agents of the agents file path ("": the default
+// agents), the offline model pausing tokenDelay between tokens.
+func buildAgents(path string, tokenDelay time.Duration) (map[string]*worker.Agent, error) {
+	specs, err := loadAgentSpecs(path)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]*worker.Agent{}
 	for _, s := range specs {
-		p, err := buildProvider(s, f.TokenDelay)
+		p, err := buildProvider(s, tokenDelay)
 		if err != nil {
 			return nil, fmt.Errorf("agent %q: %w", s.Name, err)
 		}
@@ -109,7 +116,7 @@ func buildAgents(f *serveFlags, logger *slog.Logger) (map[string]*worker.Agent, 
 	return out, nil
 }
 
-func buildProvider(s agentSpec, tokenDelay time.Duration) (model.Provider, error) {
+func buildProvider(s AgentSpec, tokenDelay time.Duration) (model.Provider, error) {
 	switch s.Provider {
 	case "", "offline":
 		return model.NewOffline(model.OfflineConfig{Model: s.Model, TokenDelay: tokenDelay})
@@ -119,7 +126,7 @@ func buildProvider(s agentSpec, tokenDelay time.Duration) (model.Provider, error
 	return nil, fmt.Errorf("unknown provider %q", s.Provider)
 }
 
-func apiKey(s agentSpec) (string, error) {
+func apiKey(s AgentSpec) (string, error) {
 	if s.APIKeyFile != "" {
 		b, err := os.ReadFile(s.APIKeyFile)
 		if err != nil {
@@ -139,4 +146,46 @@ func trimNL(b []byte) []byte {
 		b = b[:len(b)-1]
 	}
 	return b
+}
+func buildOpenAI(s AgentSpec) (model.Provider, error) {
+	key, err := apiKey(s)
+	if err != nil {
+		return nil, err
+	}
+	cfg := model.DefaultOpenAIConfig()
+	cfg.APIKey, cfg.Model = key, s.Model
+	if s.BaseURL != "" {
+		cfg.BaseURL = s.BaseURL
+	}
+	return model.NewOpenAI(cfg)
+}
+
+// buildTools returns the built-in tools named (all of them when names is
+// empty) as a worker tool set.
+func buildTools(names []string) (worker.Tools, error) {
+	reg, err := tools.NewRegistry(tools.Config{})
+	if err != nil {
+		return nil, err
+	}
+	all := tools.Builtins(nil)
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	for _, t := range all {
+		if len(names) == 0 || want[t.Name] {
+			if err := reg.Register(t); err != nil {
+				return nil, err
+			}
+			delete(want, t.Name)
+		}
+	}
+	if len(want) > 0 {
+		var unknown []string
+		for n := range want {
+			unknown = append(unknown, n)
+		}
+		return nil, fmt.Errorf("unknown tool(s) %v (built-in: clock, calculator, kv_get, kv_set)", unknown)
+	}
+	return worker.RegistryTools(reg), nil
 }

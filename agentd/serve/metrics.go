@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"errors"
@@ -13,9 +13,10 @@ import (
 	"github.com/convlog/convlog/internal/quota"
 )
 
-// metrics are agentd's Prometheus metrics (libraries expose hooks; agentd
-// turns them into metrics). Names carry units.
-type metrics struct {
+// Metrics are agentd serve's Prometheus metrics (libraries expose hooks;
+// agentd turns them into metrics). Names carry units. Run makes its own
+// on the registry it serves at /metrics.
+type Metrics struct {
 	reg            prometheus.Registerer // for the metrics of parts made later (projectors)
 	turns          *prometheus.CounterVec
 	turnSeconds    *prometheus.HistogramVec
@@ -40,8 +41,11 @@ type metrics struct {
 	tenantOver     *prometheus.GaugeVec
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
-	m := &metrics{reg: reg,
+// NewMetrics makes the metrics and registers them on reg (it panics
+// when reg holds metrics of the same names, as
+// prometheus.Registerer.MustRegister does).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{reg: reg,
 		turns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "convlog_agent_turns_total",
 			Help: "Work items handled by agent workers, by agent and outcome (answered, step, superseded, not_waiting, skipped, error)."},
 			[]string{"agent", "outcome"}),
@@ -98,13 +102,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-func (m *metrics) onTurn(r worker.TurnResult) {
+func (m *Metrics) onTurn(r worker.TurnResult) {
 	m.turns.WithLabelValues(r.Agent, r.Outcome).Inc()
 	m.turnSeconds.WithLabelValues(r.Agent).Observe(r.Took.Seconds())
 	m.turnConflicts.Add(float64(r.Conflicts))
 }
 
-func (m *metrics) httpHooks() httpapi.Hooks {
+// HTTPHooks are the HTTP API's hooks (httpapi.Config.Hooks) that feed
+// the metrics: request durations, dropped streams, refused and evicted
+// connections, chat completions.
+func (m *Metrics) HTTPHooks() httpapi.Hooks {
 	return httpapi.Hooks{
 		Request: func(r httpapi.RequestInfo) {
 			m.httpRequests.WithLabelValues(r.Route, strconv.Itoa(r.Status)).Observe(r.Took.Seconds())
@@ -119,7 +126,7 @@ func (m *metrics) httpHooks() httpapi.Hooks {
 }
 
 // onCheckpoint counts one stored audit checkpoint (audit.Config.OnCheckpoint).
-func (m *metrics) onCheckpoint(c audit.Checkpoint, _ uint64) {
+func (m *Metrics) onCheckpoint(c audit.Checkpoint, _ uint64) {
 	m.auditCps.Inc()
 	n := 0
 	for _, th := range c.Threads {
@@ -130,7 +137,7 @@ func (m *metrics) onCheckpoint(c audit.Checkpoint, _ uint64) {
 }
 
 // onUsage sets a tenant's usage gauges from its metered record.
-func (m *metrics) onUsage(tenant string, u quota.Usage) {
+func (m *Metrics) onUsage(tenant string, u quota.Usage) {
 	m.tenantBytes.WithLabelValues(tenant).Set(float64(u.Bytes))
 	m.tenantEvents.WithLabelValues(tenant).Set(float64(u.Events))
 	for _, kind := range []string{quota.KindStorage, quota.KindRate} {

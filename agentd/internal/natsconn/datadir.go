@@ -1,4 +1,4 @@
-package main
+package natsconn
 
 import (
 	"bytes"
@@ -24,16 +24,16 @@ import (
 	"github.com/convlog/convlog/internal/tenancy"
 )
 
-// dataDirRole is what a process may do with the data directory.
-type dataDirRole int
+// Role is what a process may do with the data directory.
+type Role int
 
 const (
-	// roleServe: the process must own the directory for its life; a
+	// RoleServe: the process must own the directory for its life; a
 	// directory another process owns is an error at once.
-	roleServe dataDirRole = iota
-	// roleCommand: an operator command owns the directory while it runs
+	RoleServe Role = iota
+	// RoleCommand: an operator command owns the directory while it runs
 	// when nobody else does, and otherwise talks to the owner's NATS.
-	roleCommand
+	RoleCommand
 )
 
 // attachWait bounds how long an operator command waits for the owner of a
@@ -42,7 +42,7 @@ const (
 const attachWait = 30 * time.Second
 
 // listenAddr parses --nats-listen into host and port (-1 = random).
-func (f *connFlags) listenAddr() (string, int, error) {
+func (f *Config) listenAddr() (string, int, error) {
 	if f.Listen == "" {
 		return "127.0.0.1", -1, nil
 	}
@@ -64,7 +64,7 @@ func (f *connFlags) listenAddr() (string, int, error) {
 // directory or fails naming the owner's PID; an operator command owns it
 // when it is free (its server then listens in process only) and otherwise
 // connects to the owner's NATS with the credentials the owner published.
-func (f *connFlags) openDataDir(logger *slog.Logger, role dataDirRole, opts []nats.Option) (*conn, error) {
+func (f *Config) openDataDir(logger *slog.Logger, role Role, opts []nats.Option) (*Conn, error) {
 	dir, err := filepath.Abs(f.DataDir) // the owner record is read from other working directories
 	if err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
@@ -92,7 +92,7 @@ func (f *connFlags) openDataDir(logger *slog.Logger, role dataDirRole, opts []na
 		if !errors.As(err, &inUse) {
 			return nil, err
 		}
-		if role == roleServe {
+		if role == RoleServe {
 			return nil, fmt.Errorf("%w: stop it first, or run a second agentd against its NATS with --nats-url (operator commands given this --data-dir talk to it)", err)
 		}
 		if o, err := datadir.ReadOwner(dir); err == nil && o.PID == datadir.LockPID(dir) {
@@ -113,7 +113,7 @@ func (f *connFlags) openDataDir(logger *slog.Logger, role dataDirRole, opts []na
 // startOwner runs the embedded server of the locked data directory. serve
 // listens on --nats-listen and publishes the owner record; an operator
 // command's server accepts in-process connections only.
-func (f *connFlags) startOwner(lock *datadir.Lock, role dataDirRole, opts []nats.Option) (_ *conn, err error) {
+func (f *Config) startOwner(lock *datadir.Lock, role Role, opts []nats.Option) (_ *Conn, err error) {
 	defer func() {
 		if err != nil {
 			lock.Unlock()
@@ -128,10 +128,10 @@ func (f *connFlags) startOwner(lock *datadir.Lock, role dataDirRole, opts []nats
 		return nil, err
 	}
 	cfg := embedded.Config{StoreDir: f.DataDir, Host: host, Port: port, MaxPayload: f.MaxPayload, NKeySeed: seed,
-		TLSCert: f.NATSTLSCert, TLSKey: f.NATSTLSKey, DontListen: role != roleServe, OnStorage: f.OnStorage}
-	if role == roleServe {
+		TLSCert: f.NATSTLSCert, TLSKey: f.NATSTLSKey, DontListen: role != RoleServe, OnStorage: f.OnStorage}
+	if role == RoleServe {
 		cfg.GlobalAccount = tenancy.ConvlogAccount
-		if cfg.Accounts, err = loadTenantAccounts(f.DataDir, f.resources()); err != nil {
+		if cfg.Accounts, err = loadTenantAccounts(f.DataDir, f.Resources()); err != nil {
 			return nil, err
 		}
 	}
@@ -144,8 +144,8 @@ func (f *connFlags) startOwner(lock *datadir.Lock, role dataDirRole, opts []nats
 		s.Shutdown()
 		return nil, err
 	}
-	c := &conn{NC: nc, Server: s, URL: s.ClientURL(), Lock: lock, Seed: seed}
-	if role == roleServe {
+	c := &Conn{NC: nc, Server: s, URL: s.ClientURL(), Lock: lock, Seed: seed}
+	if role == RoleServe {
 		err = lock.Publish(datadir.Owner{PID: os.Getpid(), NATSURL: localURL(s.ClientURL()), Seed: seed, TLSCert: f.NATSTLSCert, StartedAt: time.Now().UTC()})
 		if err != nil {
 			nc.Close()
@@ -159,7 +159,7 @@ func (f *connFlags) startOwner(lock *datadir.Lock, role dataDirRole, opts []nats
 // attachOwner connects to the NATS of a data directory's running owner. A
 // TLS listener's certificate is pinned to the owner's certificate file
 // (the address is a loopback one, which the certificate need not name).
-func attachOwner(o datadir.Owner, opts []nats.Option) (*conn, error) {
+func attachOwner(o datadir.Owner, opts []nats.Option) (*Conn, error) {
 	auth, err := nats.NkeyOptionFromSeed(o.Seed)
 	if err != nil {
 		return nil, err
@@ -177,7 +177,7 @@ func attachOwner(o datadir.Owner, opts []nats.Option) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &conn{NC: nc, URL: o.NATSURL, Seed: o.Seed, OwnerPID: o.PID}, nil
+	return &Conn{NC: nc, URL: o.NATSURL, Seed: o.Seed, OwnerPID: o.PID}, nil
 }
 
 // pinnedTLS accepts exactly the leaf certificate in certFile.
@@ -216,29 +216,29 @@ func localURL(u string) string {
 	return u
 }
 
-// tenantUsersFile keeps, in the data directory, the tenant-scoped users
+// TenantUsersFile keeps, in the data directory, the tenant-scoped users
 // serve last gave its embedded server (from the registry in JetStream) and
 // the deployment's partition count their accounts cover: the next start
 // listens with them at once, so that the registry's first application
 // changes nothing (embedded.Server.SetAccounts reloads only on a change)
 // and a tenant's service can reconnect as soon as NATS is up. Format:
 // {"partitions": K, "users": [...]} (a bare list of users means K = 1).
-const tenantUsersFile = "credentials/tenant-users.json"
+const TenantUsersFile = "credentials/tenant-users.json"
 
-// savedTenantUsers is tenantUsersFile's content.
+// savedTenantUsers is TenantUsersFile's content.
 type savedTenantUsers struct {
 	Partitions int            `json:"partitions"`
 	Users      []tenancy.User `json:"users"`
 }
 
-// loadTenantAccounts reads tenantUsersFile (none: no users) and returns
+// loadTenantAccounts reads TenantUsersFile (none: no users) and returns
 // the embedded server's accounts for them (tenantAccounts) on res's names
 // and the saved partition count.
 func loadTenantAccounts(dir string, res provision.Config) (string, error) {
-	path := filepath.Join(dir, tenantUsersFile)
+	path := filepath.Join(dir, TenantUsersFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return tenantAccounts(nil, res, nil)
+		return TenantAccounts(nil, res, nil)
 	}
 	if err != nil {
 		return "", fmt.Errorf("tenant users: %w", err)
@@ -251,17 +251,17 @@ func loadTenantAccounts(dir string, res provision.Config) (string, error) {
 		return "", fmt.Errorf("tenant users %s: not {\"partitions\": K, \"users\": [...]} (%v): delete it, serve writes it again from the registry", path, err)
 	}
 	res.Partitions = saved.Partitions
-	return tenantAccounts(saved.Users, res, nil)
+	return TenantAccounts(saved.Users, res, nil)
 }
 
-// saveTenantUsers writes users and the deployment's partition count k to
-// tenantUsersFile (mode 0600, replaced atomically).
-func saveTenantUsers(dir string, k int, users []tenancy.User) error {
+// SaveTenantUsers writes users and the deployment's partition count k to
+// TenantUsersFile (mode 0600, replaced atomically).
+func SaveTenantUsers(dir string, k int, users []tenancy.User) error {
 	b, err := json.Marshal(savedTenantUsers{Partitions: k, Users: users})
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(dir, tenantUsersFile)
+	path := filepath.Join(dir, TenantUsersFile)
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return fmt.Errorf("tenant users: %w", err)
@@ -272,11 +272,11 @@ func saveTenantUsers(dir string, k int, users []tenancy.User) error {
 	return nil
 }
 
-// tenantAccounts is the embedded server's accounts (Config.Accounts):
+// TenantAccounts is the embedded server's accounts (Config.Accounts):
 // convlog's own, and one per tenant of users holding them with their
 // tenant's permissions and imports (tenancy.AccountsConf; read-only for
 // the tenants readOnly names). It returns an error naming a user whose
 // tenant id or key is invalid.
-func tenantAccounts(users []tenancy.User, res provision.Config, readOnly map[string]bool) (string, error) {
+func TenantAccounts(users []tenancy.User, res provision.Config, readOnly map[string]bool) (string, error) {
 	return tenancy.AccountsConf(tenancy.AccountsConfig{Resources: res, Users: users, ReadOnly: readOnly})
 }
