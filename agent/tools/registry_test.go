@@ -93,7 +93,9 @@ func TestSpecsAreSortedAndConvertToModelTools(t *testing.T) {
 func TestRunTurnsEveryFailureIntoAnErrorResult(t *testing.T) {
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
-	r := newRegistry(t, tools.Config{Timeout: 20 * time.Millisecond},
+	// Failures that are not timeouts run under a timeout no loaded machine
+	// reaches; the timeout cases have a registry of their own.
+	r := newRegistry(t, tools.Config{Timeout: time.Minute},
 		echoTool("echo"),
 		tools.Tool{Name: "fails", Handler: func(context.Context, json.RawMessage, tools.Env) (string, error) {
 			return "", errors.New("the disk is full")
@@ -104,6 +106,12 @@ func TestRunTurnsEveryFailureIntoAnErrorResult(t *testing.T) {
 		tools.Tool{Name: "panics_uncomparable", Handler: func(context.Context, json.RawMessage, tools.Env) (string, error) {
 			panic([]int{1})
 		}},
+		tools.Tool{Name: "own_timeout", Timeout: time.Millisecond, Handler: func(ctx context.Context, _ json.RawMessage, _ tools.Env) (string, error) {
+			<-ctx.Done()
+			return "", ctx.Err()
+		}},
+	)
+	timed := newRegistry(t, tools.Config{Timeout: 20 * time.Millisecond},
 		tools.Tool{Name: "slow", Handler: func(ctx context.Context, _ json.RawMessage, _ tools.Env) (string, error) {
 			<-ctx.Done()
 			return "", ctx.Err()
@@ -112,32 +120,29 @@ func TestRunTurnsEveryFailureIntoAnErrorResult(t *testing.T) {
 			<-release
 			return "too late", nil
 		}},
-		tools.Tool{Name: "own_timeout", Timeout: time.Millisecond, Handler: func(ctx context.Context, _ json.RawMessage, _ tools.Env) (string, error) {
-			<-ctx.Done()
-			return "", ctx.Err()
-		}},
 	)
 	cases := []struct {
 		name string
+		r    *tools.Registry
 		call events.ToolCall
 		want string
 	}{
-		{"an unknown tool lists the available ones", call("nope", `{}`), `unknown tool "nope" (available: echo, fails, ignores_ctx, own_timeout, panics, panics_uncomparable, slow)`},
-		{"arguments that are not JSON", call("echo", `{"text":`), `invalid arguments for tool "echo": not valid JSON`},
-		{"a missing required argument", call("echo", `{}`), `invalid arguments for tool "echo": at the top level: missing property 'text'`},
-		{"an argument of the wrong type", call("echo", `{"text":5}`), `at '/text': got number, want string`},
-		{"an unexpected argument", call("echo", `{"text":"a","x":1}`), `additional properties 'x' not allowed`},
-		{"empty arguments are {} and still checked", call("echo", ``), `missing property 'text'`},
-		{"a handler error", call("fails", `{}`), `tool "fails" failed: the disk is full`},
-		{"a panic", call("panics", `{}`), `tool "panics" panicked: boom`},
-		{"a panic with an uncomparable value", call("panics_uncomparable", `{}`), `tool "panics_uncomparable" panicked: [1]`},
-		{"the registry timeout", call("slow", `{}`), `tool "slow" timed out after 20ms`},
-		{"a handler that ignores ctx still times out", call("ignores_ctx", `{}`), `tool "ignores_ctx" timed out after 20ms`},
-		{"a per-tool timeout", call("own_timeout", `{}`), `tool "own_timeout" timed out after 1ms`},
+		{"an unknown tool lists the available ones", r, call("nope", `{}`), `unknown tool "nope" (available: echo, fails, own_timeout, panics, panics_uncomparable)`},
+		{"arguments that are not JSON", r, call("echo", `{"text":`), `invalid arguments for tool "echo": not valid JSON`},
+		{"a missing required argument", r, call("echo", `{}`), `invalid arguments for tool "echo": at the top level: missing property 'text'`},
+		{"an argument of the wrong type", r, call("echo", `{"text":5}`), `at '/text': got number, want string`},
+		{"an unexpected argument", r, call("echo", `{"text":"a","x":1}`), `additional properties 'x' not allowed`},
+		{"empty arguments are {} and still checked", r, call("echo", ``), `missing property 'text'`},
+		{"a handler error", r, call("fails", `{}`), `tool "fails" failed: the disk is full`},
+		{"a panic", r, call("panics", `{}`), `tool "panics" panicked: boom`},
+		{"a panic with an uncomparable value", r, call("panics_uncomparable", `{}`), `tool "panics_uncomparable" panicked: [1]`},
+		{"the registry timeout", timed, call("slow", `{}`), `tool "slow" timed out after 20ms`},
+		{"a handler that ignores ctx still times out", timed, call("ignores_ctx", `{}`), `tool "ignores_ctx" timed out after 20ms`},
+		{"a per-tool timeout", r, call("own_timeout", `{}`), `tool "own_timeout" timed out after 1ms`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			res := r.Run(context.Background(), c.call, tools.Env{})
+			res := c.r.Run(context.Background(), c.call, tools.Env{})
 			require.True(t, res.IsError)
 			require.Equal(t, c.call.ID, res.ToolCallID)
 			require.Equal(t, c.call.Name, res.Name)
