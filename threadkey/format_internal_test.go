@@ -1,8 +1,10 @@
 package threadkey
 
 import (
+	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/events"
@@ -34,16 +36,20 @@ func TestWritersSealFormat2AndFormat1StillOpens(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		id     string
+		text   string
 		seal   func(*threadKey, []byte, events.PayloadMember) ([]byte, error)
 		format byte
 	}{
-		{"a writer seals format 2", "", sealEvent, formatV2},
-		{"format 1 opens", "", sealEventV1, formatV1},
-		{"an id that is not a canonical UUID is sealed in format 1", "01972B6E-8A40-7C1D-8E2F-3A4B5C6D7E01", sealEvent, formatV1},
+		{"a writer seals format 2", "", "hello", sealEvent, formatV2},
+		{"a payload over 255 bytes gets a bin16", "", strings.Repeat("x", 300), sealEvent, formatV2},
+		{"a payload over 64 KiB gets a bin32", "", strings.Repeat("x", 70000), sealEvent, formatV2},
+		{"format 1 opens", "", "hello", sealEventV1, formatV1},
+		{"an id that is not a canonical UUID is sealed in format 1", "01972B6E-8A40-7C1D-8E2F-3A4B5C6D7E01", "hello", sealEvent, formatV1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			clear, box, pm := sealed(t, tk, c.id, "hello", c.seal)
+			clear, box, pm := sealed(t, tk, c.id, c.text, c.seal)
 			require.Equal(t, c.format, pm.Value[0])
+			require.Equal(t, events.ReplacePayload(clear, mustLocate(t, clear), pm.Value, true), box, "the encoding events.ReplacePayload writes")
 			require.True(t, wellFormed(pm))
 			got, err := openEvent(tk, box, pm)
 			require.NoError(t, err)
@@ -88,4 +94,33 @@ func TestEachEventOpensWithItsOwnKeyOfEitherFormat(t *testing.T) {
 	_, err = openEvent(cur, box4, pm4)
 	require.ErrorIs(t, err, ErrCorrupt, "one event's key opens no other")
 	require.NotEqual(t, sealedKey(old, pm2), sealedKey(old, pm4))
+}
+
+func mustLocate(t *testing.T, b []byte) events.PayloadMember {
+	t.Helper()
+	pm, err := events.LocatePayload(b)
+	require.NoError(t, err)
+	return pm
+}
+
+// Format 2 takes the event id's 16 bytes from its canonical form only, so
+// that no two ids share a key.
+func TestOnlyCanonicalUUIDsGiveFormat2Bytes(t *testing.T) {
+	for range 100 {
+		id := events.NewID()
+		u, ok := uuidBytes(id)
+		require.True(t, ok, id)
+		require.Equal(t, [16]byte(uuid.MustParse(id)), u)
+	}
+	for _, id := range []string{
+		"01972B6E-8A40-7C1D-8E2F-3A4B5C6D7E01",
+		"01972b6e8a40-7c1d-8e2f-3a4b5c6d7e01-",
+		"01972b6e-8a40-7c1d-8e2f-3a4b5c6d7e0g",
+		"{01972b6e-8a40-7c1d-8e2f-3a4b5c6d7e0}",
+		"01972b6e-8a40-7c1d-8e2f-3a4b5c6d7e0",
+		"",
+	} {
+		_, ok := uuidBytes(id)
+		require.False(t, ok, id)
+	}
 }

@@ -75,6 +75,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash"
@@ -439,18 +440,55 @@ func sealEvent(tk *threadKey, data []byte, pm events.PayloadMember) ([]byte, err
 	if !ok {
 		return sealEventV1(tk, data, pm)
 	}
-	const head = 1 + idLen + tailLen
-	out := make([]byte, head, head+len(pm.Value)+16)
-	out[0] = formatV2
-	copy(out[1:], tk.id[:])
-	if _, err := randRead(out[1+idLen:]); err != nil {
+	// Sealed straight into the stored encoding: the envelope before the
+	// member, "payload_sealed", the bin header, the box, the envelope
+	// after it. The associated data and the nonce are built past the
+	// encoding's end in the same buffer, so that sealing allocates only
+	// its result.
+	env := pm.Envelope
+	box := 1 + idLen + tailLen + len(pm.Value) + 16
+	n := pm.Start + len(sealedMember) + binHeaderLen(box) + box + len(data) - pm.End
+	out := make([]byte, 0, n+adLen(eventLabel2, env)+24)
+	ad := appendAD(out[n:n], eventLabel2, env)
+	out = append(out, data[:pm.Start]...)
+	out = append(out, sealedMember...)
+	out = appendBinHeader(out, box)
+	out = append(out, formatV2)
+	out = append(out, tk.id[:]...)
+	tail := out[len(out) : len(out)+tailLen]
+	if _, err := randRead(tail); err != nil {
 		return nil, fmt.Errorf("threadkey: random nonce: %w", err)
 	}
-	var nonce [24]byte
-	copy(nonce[:16], u[:])
-	copy(nonce[16:], out[1+idLen:])
-	out = tk.events.Seal(out, nonce[:], pm.Value, eventAD(eventLabel2, pm.Envelope))
-	return events.ReplacePayload(data, pm, out, true), nil
+	out = out[:len(out)+tailLen]
+	nonce := append(append(ad[len(ad):], u[:]...), tail...)
+	out = tk.events.Seal(out, nonce, pm.Value, ad)
+	return append(out, data[pm.End:]...), nil
+}
+
+// sealedMember is the msgpack fixstr "payload_sealed" (events.LocatePayload).
+const sealedMember = "\xaepayload_sealed"
+
+// binHeaderLen is the length of the msgpack bin header of n bytes.
+func binHeaderLen(n int) int {
+	switch {
+	case n < 1<<8:
+		return 2
+	case n < 1<<16:
+		return 3
+	}
+	return 5
+}
+
+// appendBinHeader appends the msgpack bin header of n bytes (as
+// events.ReplacePayload writes it).
+func appendBinHeader(b []byte, n int) []byte {
+	switch {
+	case n < 1<<8:
+		return append(b, 0xc4, byte(n))
+	case n < 1<<16:
+		return binary.BigEndian.AppendUint16(append(b, 0xc5), uint16(n))
+	}
+	return binary.BigEndian.AppendUint32(append(b, 0xc6), uint32(n))
 }
 
 // sealEventV1 seals the payload pm of data with tk in format 1.
@@ -462,7 +500,7 @@ func sealEventV1(tk *threadKey, data []byte, pm events.PayloadMember) ([]byte, e
 		return nil, fmt.Errorf("threadkey: random nonce: %w", err)
 	}
 	g := newAEAD(eventKey(tk, pm.Envelope.ID))
-	out = g.Seal(out, out[1+idLen:], pm.Value, eventAD(eventLabel, pm.Envelope))
+	out = g.Seal(out, out[1+idLen:], pm.Value, appendAD(nil, eventLabel, pm.Envelope))
 	return events.ReplacePayload(data, pm, out, true), nil
 }
 
@@ -513,12 +551,6 @@ func wellFormed(pm events.PayloadMember) bool {
 // with tk.
 func openEvent(tk *threadKey, data []byte, pm events.PayloadMember) ([]byte, error) {
 	env, v := pm.Envelope, pm.Value
-	var (
-		g     cipher.AEAD
-		nonce []byte
-		ad    []byte
-		ct    []byte
-	)
 	use := tk.byID(v[1 : 1+idLen])
 	e, inTable := tk.table[env.ID]
 	switch {
@@ -527,20 +559,34 @@ func openEvent(tk *threadKey, data []byte, pm events.PayloadMember) ([]byte, err
 		return events.ReplacePayload(data, pm, e.replacement, false), nil
 	case use == nil && !inTable:
 		return nil, fmt.Errorf("%w: event %s of %s/%s", ErrOtherKey, env.ID, env.Tenant, env.Thread)
+	}
+	label := eventLabel2
+	if v[0] == formatV1 {
+		label = eventLabel
+	}
+	// Opened straight into the clear encoding, which is shorter than
+	// data: the envelope before the member, "payload", the plaintext, the
+	// envelope after it. The associated data and the nonce are built past
+	// len(data) in the same buffer, so that opening allocates only its
+	// result.
+	out := make([]byte, 0, len(data)+adLen(label, env)+24)
+	ad := appendAD(out[len(data):len(data)], label, env)
+	nonce := ad[len(ad):]
+	var g cipher.AEAD
+	var ct []byte
+	switch {
 	case v[0] == formatV1:
 		ek := e.key
 		if use != nil {
 			ek = eventKey(use, env.ID)
 		}
-		g, nonce, ad, ct = newAEAD(ek), v[1+idLen:1+idLen+nonceLen], eventAD(eventLabel, env), v[1+idLen+nonceLen:]
+		g, nonce, ct = newAEAD(ek), v[1+idLen:1+idLen+nonceLen], v[1+idLen+nonceLen:]
 	case use != nil:
 		// XChaCha20-Poly1305 under the root key; its nonce is the event
 		// id and the random tail.
-		var n [24]byte
 		u, _ := uuidBytes(env.ID)
-		copy(n[:16], u[:])
-		copy(n[16:], v[1+idLen:1+idLen+tailLen])
-		g, nonce, ad, ct = use.events, n[:], eventAD(eventLabel2, env), v[1+idLen+tailLen:]
+		nonce = append(append(nonce, u[:]...), v[1+idLen:1+idLen+tailLen]...)
+		g, ct = use.events, v[1+idLen+tailLen:]
 	default:
 		// The event's own key from the table: ChaCha20-Poly1305 under it
 		// with the nonce 0^4 || tail, which is what XChaCha20-Poly1305
@@ -549,13 +595,9 @@ func openEvent(tk *threadKey, data []byte, pm events.PayloadMember) ([]byte, err
 		if err != nil {
 			return nil, fmt.Errorf("%w: event %s of %s/%s: table key of %d bytes", ErrCorrupt, env.ID, env.Tenant, env.Thread, len(e.key))
 		}
-		var n [chacha20poly1305.NonceSize]byte
-		copy(n[4:], v[1+idLen:1+idLen+tailLen])
-		g, nonce, ad, ct = c, n[:], eventAD(eventLabel2, env), v[1+idLen+tailLen:]
+		nonce = append(append(nonce, 0, 0, 0, 0), v[1+idLen:1+idLen+tailLen]...)
+		g, ct = c, v[1+idLen+tailLen:]
 	}
-	// Opened straight into the clear encoding: the envelope before the
-	// member, "payload", the plaintext, the envelope after it.
-	out := make([]byte, 0, len(data))
 	out = append(out, data[:pm.Start]...)
 	out = append(out, 0xa0|byte(len("payload")))
 	out = append(out, "payload"...)
@@ -584,7 +626,7 @@ func (k *Keys) OpenStored(ctx context.Context, data []byte) ([]byte, error) {
 // mayBeSealed is a cheap filter: a sealed event holds the member name
 // "payload_sealed". Most clear events are rejected without parsing.
 func mayBeSealed(data []byte) bool {
-	return bytes.Contains(data, []byte("\xaepayload_sealed"))
+	return bytes.Contains(data, []byte(sealedMember))
 }
 
 // eventKey is the format 1 event key, HMAC-SHA256(tk.key, eventLabel ||
@@ -639,43 +681,49 @@ func uuidBytes(id string) (u [16]byte, ok bool) {
 	if len(id) != 36 || id[8] != '-' || id[13] != '-' || id[18] != '-' || id[23] != '-' {
 		return u, false
 	}
-	j := 0
-	for _, r := range [...][2]int{{0, 8}, {9, 13}, {14, 18}, {19, 23}, {24, 36}} {
-		for i := r[0]; i < r[1]; i += 2 {
-			hi, ok1 := lowerHex(id[i])
-			lo, ok2 := lowerHex(id[i+1])
-			if !ok1 || !ok2 {
-				return u, false
-			}
-			u[j] = hi<<4 | lo
-			j++
+	var bad byte
+	for j, i := range uuidDigits {
+		hi, lo := lowerHex[id[i]], lowerHex[id[i+1]]
+		bad |= hi | lo
+		u[j] = hi<<4 | lo&0x0f
+	}
+	return u, bad&0xf0 == 0
+}
+
+// uuidDigits are the offsets of the 16 hex digit pairs in a canonical UUID.
+var uuidDigits = [16]int{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
+
+// lowerHex is the value of each byte as a lower-case hex digit, 0xff for
+// any other byte.
+var lowerHex = func() (t [256]byte) {
+	for c := range t {
+		switch {
+		case '0' <= c && c <= '9':
+			t[c] = byte(c - '0')
+		case 'a' <= c && c <= 'f':
+			t[c] = byte(c - 'a' + 10)
+		default:
+			t[c] = 0xff
 		}
 	}
-	return u, true
+	return t
+}()
+
+// appendAD appends to b the associated data of a sealed event: label ||
+// tenant || 0 || thread || 0 || id || 0 || type; adLen is its length.
+func appendAD(b []byte, label string, env events.Event) []byte {
+	b = append(b, label...)
+	b = append(b, env.Tenant...)
+	b = append(b, 0)
+	b = append(b, env.Thread...)
+	b = append(b, 0)
+	b = append(b, env.ID...)
+	b = append(b, 0)
+	return append(b, env.Type...)
 }
 
-func lowerHex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	}
-	return 0, false
-}
-
-// eventAD is the associated data of a sealed event: label || tenant || 0
-// || thread || 0 || id || 0 || type.
-func eventAD(label string, env events.Event) []byte {
-	ad := make([]byte, 0, len(label)+len(env.Tenant)+len(env.Thread)+len(env.ID)+len(env.Type)+3)
-	ad = append(ad, label...)
-	ad = append(ad, env.Tenant...)
-	ad = append(ad, 0)
-	ad = append(ad, env.Thread...)
-	ad = append(ad, 0)
-	ad = append(ad, env.ID...)
-	ad = append(ad, 0)
-	return append(ad, env.Type...)
+func adLen(label string, env events.Event) int {
+	return len(label) + len(env.Tenant) + len(env.Thread) + len(env.ID) + len(env.Type) + 3
 }
 
 // Sealed reports whether a KV value or blob is sealed (starts with
