@@ -754,8 +754,22 @@ func sealValue(tk *threadKey, place string, plain []byte) ([]byte, error) {
 
 // OpenValue returns the plain bytes of a value SealValue sealed for the
 // same tenant/thread and place, or value itself when it is not sealed.
-// Errors: [ErrNoKey] or [ErrOtherKey] (erased), [ErrCorrupt], NATS errors.
+// value is not changed. Errors: [ErrNoKey] or [ErrOtherKey] (erased),
+// [ErrCorrupt], NATS errors.
 func (k *Keys) OpenValue(ctx context.Context, tenant, thread, place string, value []byte) ([]byte, error) {
+	return k.openValue(ctx, tenant, thread, place, value, false)
+}
+
+// OpenValueInPlace is [Keys.OpenValue] for a caller that does not keep
+// the sealed form (a snapshot chunk read to be decoded): it decrypts into
+// value's own bytes, overwriting them also when it fails, and returns a
+// slice of value, so that opening allocates no copy of the plaintext.
+// Errors as OpenValue's.
+func (k *Keys) OpenValueInPlace(ctx context.Context, tenant, thread, place string, value []byte) ([]byte, error) {
+	return k.openValue(ctx, tenant, thread, place, value, true)
+}
+
+func (k *Keys) openValue(ctx context.Context, tenant, thread, place string, value []byte, inPlace bool) ([]byte, error) {
 	if !Sealed(value) {
 		return value, nil
 	}
@@ -776,16 +790,25 @@ func (k *Keys) OpenValue(ctx context.Context, tenant, thread, place string, valu
 			return nil, err
 		}
 	}
+	if inPlace {
+		return openValueInto(tk, place, value, value[2+idLen+nonceLen:2+idLen+nonceLen])
+	}
 	return openValue(tk, place, value)
 }
 
-// openValue opens value, sealed at place, with tk.
+// openValue opens value, sealed at place, with tk, into a new buffer.
 func openValue(tk *threadKey, place string, value []byte) ([]byte, error) {
+	return openValueInto(tk, place, value, nil)
+}
+
+// openValueInto opens value, sealed at place, with tk, appending the
+// plaintext to dst: nil, or the ciphertext's start in value (in place).
+func openValueInto(tk *threadKey, place string, value, dst []byte) ([]byte, error) {
 	use := tk.byValueID(value[2 : 2+idLen])
 	if use == nil {
 		return nil, fmt.Errorf("%w: value %s", ErrOtherKey, place)
 	}
-	plain, err := use.value.Open(nil, value[2+idLen:2+idLen+nonceLen], value[2+idLen+nonceLen:], valueAD(place))
+	plain, err := use.value.Open(dst, value[2+idLen:2+idLen+nonceLen], value[2+idLen+nonceLen:], valueAD(place))
 	if err != nil {
 		return nil, fmt.Errorf("%w: value %s", ErrCorrupt, place)
 	}
