@@ -16,7 +16,10 @@ package threadkey
 // (values are derived data: snapshots are written again). The table's plain form is a sequence of
 // entries: kind (1 byte: 1 an event key, 2 a replacement payload) ||
 // length of the event id (1 byte) || event id || length (4 bytes, big
-// endian) || the 32-byte key or the payload's msgpack bytes.
+// endian) || the 32-byte key or the payload's msgpack bytes. An event's
+// key is that of its format (threadkey.go: HChaCha20 of the root key for
+// format 2, HMAC-SHA256 for format 1); the payload's first byte says
+// which.
 
 import (
 	"bytes"
@@ -117,6 +120,7 @@ func readKey(b []byte) (*threadKey, int) {
 	tk := &threadKey{}
 	copy(tk.id[:], b[:idLen])
 	copy(tk.key[:], b[idLen:idLen+32])
+	tk.setEventRoot()
 	copy(tk.valueID[:], b[idLen+32:2*idLen+32])
 	tk.setValueKey(bytes.Clone(b[2*idLen+32 : n]))
 	return tk, n
@@ -281,7 +285,9 @@ func (k *Keys) BeginRotation(ctx context.Context, tenant, thread string) (*Rotat
 // with a retired key, its derived key, or its replacement when it is
 // redacted; then it secure-deletes every older revision of the record, so
 // that the retired keys (and with them the redacted events' keys) are in
-// no file. Call it [RotationWait] after BeginRotation. Errors: an event
+// no file. A sealed payload too short for its format, or of no known
+// format, is passed over: no key opens it, before or after. Call it
+// [RotationWait] after BeginRotation. Errors: an event
 // sealed with a key the rotation does not know (it cannot be kept), a
 // record over the server's max payload (about 20,000 events), NATS
 // errors; on an error the retired keys are still kept (nothing is lost;
@@ -292,7 +298,7 @@ func (r *Rotation) Finish(ctx context.Context, stored [][]byte, replacements map
 	// The event key stays; the value key is new: values sealed with any
 	// earlier one (snapshots written meanwhile, which may hold a redacted
 	// event's text) are unreadable once the older revisions are erased.
-	final := &threadKey{id: b.id, key: b.key, table: map[string]tableEntry{}}
+	final := &threadKey{id: b.id, key: b.key, root: b.root, events: b.events, table: map[string]tableEntry{}}
 	if err := newValueKey(final); err != nil {
 		return err
 	}
@@ -301,8 +307,8 @@ func (r *Rotation) Finish(ctx context.Context, stored [][]byte, replacements map
 	}
 	for _, data := range stored {
 		pm, err := events.LocatePayload(data)
-		if err != nil || !pm.Sealed {
-			continue
+		if err != nil || !pm.Sealed || !wellFormed(pm) {
+			continue // nothing a key opens, before or after
 		}
 		id := pm.Envelope.ID
 		kid := pm.Value[1 : 1+idLen]
@@ -314,7 +320,11 @@ func (r *Rotation) Finish(ctx context.Context, stored [][]byte, replacements map
 			continue // sealed with the new key
 		}
 		if use := b.byID(kid); use != nil {
-			final.table[id] = tableEntry{key: eventKey(use, id)}
+			ek := sealedKey(use, pm)
+			if ek == nil {
+				return fmt.Errorf("threadkey: rotation of %s/%s: event %s: %w: sealed payload of %d bytes, format %d", r.tenant, r.thread, id, ErrCorrupt, len(pm.Value), firstByte(pm.Value))
+			}
+			final.table[id] = tableEntry{key: ek}
 			continue
 		}
 		if _, ok := b.table[id]; ok {

@@ -108,6 +108,37 @@ func TestAlteredOrMovedCiphertextsDoNotOpen(t *testing.T) {
 	require.ErrorIs(t, err, threadkey.ErrOtherKey)
 }
 
+// OpenValueInPlace opens what OpenValue opens, into the value's own
+// bytes, and refuses what it refuses.
+func TestAValueOpensInPlaceLikeACopy(t *testing.T) {
+	k, _ := newKeys(t)
+	ctx := context.Background()
+	v, err := k.SealValue(ctx, "acme", "t1", "acme.t1.c.1.0.10", []byte("chunk bytes"))
+	require.NoError(t, err)
+	kept := bytes.Clone(v)
+	copied, err := k.OpenValue(ctx, "acme", "t1", "acme.t1.c.1.0.10", v)
+	require.NoError(t, err)
+	require.Equal(t, kept, v, "OpenValue leaves the value as it was")
+
+	moved := bytes.Clone(v)
+	_, err = k.OpenValueInPlace(ctx, "acme", "t1", "acme.t1", moved)
+	require.ErrorIs(t, err, threadkey.ErrCorrupt, "a value moved to another key does not open")
+	flipped := bytes.Clone(v)
+	flipped[len(flipped)-1] ^= 1
+	_, err = k.OpenValueInPlace(ctx, "acme", "t1", "acme.t1.c.1.0.10", flipped)
+	require.ErrorIs(t, err, threadkey.ErrCorrupt)
+
+	plain, err := k.OpenValueInPlace(ctx, "acme", "t1", "acme.t1.c.1.0.10", v)
+	require.NoError(t, err)
+	require.Equal(t, copied, plain)
+	require.Same(t, &v[len(v)-len(plain)-16], &plain[0], "the plaintext is in the value's bytes")
+
+	clear := []byte("written in the clear")
+	same, err := k.OpenValueInPlace(ctx, "acme", "t1", "acme.t1", clear)
+	require.NoError(t, err)
+	require.Equal(t, "written in the clear", string(same))
+}
+
 func TestDestroyMakesEverythingUnreadableAndIsFinal(t *testing.T) {
 	k, _ := newKeys(t)
 	ctx := context.Background()
@@ -247,4 +278,29 @@ func TestRotationRedactsOneEventAndDestroysTheOldKey(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, rot.Finish(ctx, stored, nil))
 	require.Equal(t, want, texts(k), "a second rotation keeps the table")
+}
+
+// A stored event whose sealed payload is cut short (a foreign producer's
+// bytes) opens neither before nor after a rotation; the rotation keeps
+// the other events and does not fail on it.
+func TestARotationPassesOverAMalformedSealedPayload(t *testing.T) {
+	k, _ := newKeys(t)
+	ctx := context.Background()
+	good, err := k.SealEvent(ctx, event(t, "cut", "kept"))
+	require.NoError(t, err)
+	pm, err := events.LocatePayload(good)
+	require.NoError(t, err)
+	cut := events.ReplacePayload(good, pm, pm.Value[:3], true)
+	_, err = k.OpenEvent(ctx, cut)
+	require.ErrorIs(t, err, threadkey.ErrCorrupt)
+
+	rot, err := k.BeginRotation(ctx, "acme", "cut")
+	require.NoError(t, err)
+	require.NoError(t, rot.Finish(ctx, [][]byte{cut, good}, nil))
+	k.Forget("acme", "cut")
+	opened, err := k.OpenEvent(ctx, good)
+	require.NoError(t, err)
+	ev, err := events.Unmarshal(opened)
+	require.NoError(t, err)
+	require.Equal(t, "kept", ev.Payload.(events.UserMessage).Content.String())
 }
