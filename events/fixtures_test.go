@@ -89,6 +89,12 @@ func sampleEvents() map[events.Type]events.Event {
 		events.Undeleted{Reason: "not spam after all"},
 		events.Erased{RemovedEvents: 512, LastSeq: 9001, Reason: "GDPR request 77"},
 		events.Redacted{Seq: 41, EventID: "01959a3c-5e2b-7cc1-9a40-3b1d2e4f5a6c", Fields: []string{"content", "metadata"}, Reason: "leaked API key"},
+		events.CheckpointSaved{NS: "outer:task-1", ID: "1ef4f797-8335-6428-8001-8a1503f9b875", Parent: "1ef4f797-8335-6428-8000-8a1503f9b875",
+			Checkpoint: json.RawMessage(`{"type":"json","json":{"v":4,"id":"1ef4f797-8335-6428-8001-8a1503f9b875","channel_versions":{"messages":2}}}`),
+			Metadata:   json.RawMessage(`{"type":"json","json":{"source":"loop","step":1}}`),
+			Channels: json.RawMessage(`{"messages":{"type":"json","json":[{"content":"hi"}]},"big":{"type":"bytes","blob":"lg/3f2a","size":70000},"raw":{"type":"bytes","base64":"AAE="}}`)},
+		events.CheckpointWrites{NS: "outer:task-1", Checkpoint: "1ef4f797-8335-6428-8001-8a1503f9b875", Task: "task-2", Path: "~__pregel_pull, agent",
+			Writes: json.RawMessage(`[{"idx":0,"channel":"messages","value":{"type":"json","json":[]}},{"idx":-1,"channel":"__error__","value":{"type":"json","json":"boom"}}]`)},
 	}
 	out := make(map[events.Type]events.Event, len(payloads))
 	for _, p := range payloads {
@@ -116,6 +122,8 @@ func minimalEvents() map[events.Type]events.Event {
 		events.Undeleted{},
 		events.Erased{},
 		events.Redacted{Seq: 1, EventID: "e"},
+		events.CheckpointSaved{ID: "c", Checkpoint: json.RawMessage(`{"type":"json"}`)},
+		events.CheckpointWrites{Checkpoint: "c", Task: "t", Writes: json.RawMessage(`[]`)},
 	}
 	out := make(map[events.Type]events.Event, len(payloads))
 	for _, p := range payloads {

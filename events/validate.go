@@ -362,6 +362,10 @@ func validatePayload(p Payload, l Limits, bad badFunc) error {
 		return validateJSON(v.Value, "value", bad)
 	case StateDeleted:
 		return validateKey(v.Key, l, bad)
+	case CheckpointSaved:
+		return validateCheckpointSaved(v, l, bad)
+	case CheckpointWrites:
+		return validateCheckpointWrites(v, l, bad)
 	case Forked:
 		if err := ValidateTenant(v.SourceTenant); err != nil {
 			return bad("source_tenant", "%v", err)

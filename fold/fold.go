@@ -332,6 +332,10 @@ func apply(s *State, ev events.Stored, o foldOpts) (err error) {
 		s.setKV(p.Key, p.Value)
 	case events.StateDeleted:
 		delete(s.KV, p.Key)
+	case events.CheckpointSaved:
+		s.saveCheckpoint(p, ev)
+	case events.CheckpointWrites:
+		s.saveCheckpointWrites(p, ev)
 	case events.Deleted:
 		s.Deleted = true
 	case events.Undeleted:

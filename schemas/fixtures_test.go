@@ -205,6 +205,17 @@ func goldenEvents() []goldenEvent {
 		{"thread.undeleted: a reason.", fxEvent(13, "ops-console", events.Undeleted{Reason: "restored by support (ticket 99)"})},
 		{"thread.erased: counts of what the purge removed.", fxEvent(14, "agentd/purge", events.Erased{RemovedEvents: 17, LastSeq: 128, Reason: "GDPR erasure request"})},
 		{"event.redacted: the sequence and id of the redacted event, the fields redacted, a reason.", fxEvent(15, "agentd/redact", events.Redacted{Seq: 42, EventID: "01972b6e-8a40-7c1d-8e2f-3a4b5c6d7e03", Fields: []string{"content"}, Reason: "GDPR request about one message"})},
+		{"checkpoint.saved: a LangGraph checkpoint of the root graph with its parent, metadata and channel values as value objects (inline JSON, base64 bytes, a blob reference); each of checkpoint, metadata and channels is a msgpack bin holding the writer's JSON text.", fxEvent(16, "@convlog/langgraph", events.CheckpointSaved{
+			ID: "1ef4f797-8335-6428-8001-8a1503f9b875", Parent: "1ef4f797-8335-6428-8000-8a1503f9b875",
+			Checkpoint: json.RawMessage(`{"type":"json","json":{"v":4,"id":"1ef4f797-8335-6428-8001-8a1503f9b875","ts":"2025-06-01T12:00:16.123Z","channel_versions":{"messages":2,"big":1},"versions_seen":{}}}`),
+			Metadata:   json.RawMessage(`{"type":"json","json":{"source":"loop","step":1,"parents":{}}}`),
+			Channels: json.RawMessage(`{"messages":{"type":"json","json":[{"lc":1,"type":"constructor","id":["langchain_core","messages","HumanMessage"],"kwargs":{"content":"Größe M?"}}]},` +
+				`"big":{"type":"json","blob":"lg/9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08","size":70000},"raw":{"type":"bytes","base64":"AAEC"}}`),
+		})},
+		{"checkpoint.writes: a task's pending writes against a checkpoint of a subgraph's namespace, with a negative idx for a special channel.", fxEvent(17, "@convlog/langgraph", events.CheckpointWrites{
+			NS: "agent:8a1503f9", Checkpoint: "1ef4f797-8335-6428-8001-8a1503f9b875", Task: "4a7c0d3e-2b1f-5e9a-8c6d-0f1e2d3c4b5a", Path: "~__pregel_pull, agent",
+			Writes: json.RawMessage(`[{"idx":0,"channel":"messages","value":{"type":"json","json":[]}},{"idx":-1,"channel":"__error__","value":{"type":"json","json":"boom"}}]`),
+		})},
 	}
 }
 
@@ -257,5 +268,7 @@ func validEvents() []struct {
 		tc{"an undelete without a reason is valid", fxEvent(13, "p", events.Undeleted{})},
 		tc{"an erasure of nothing is valid", fxEvent(14, "p", events.Erased{})},
 		tc{"a redaction of every event up to a sequence (retention)", fxEvent(15, "p", events.Redacted{UpToSeq: 40, Reason: "retention: keep 720h"})},
+		tc{"a checkpoint with only an id and a checkpoint value is valid", fxEvent(16, "p", events.CheckpointSaved{ID: "c", Checkpoint: json.RawMessage(`{"type":"json","json":{}}`)})},
+		tc{"checkpoint writes with no write are valid", fxEvent(17, "p", events.CheckpointWrites{Checkpoint: "c", Task: "t", Writes: json.RawMessage(`[]`)})},
 	)
 }

@@ -1,0 +1,146 @@
+package events
+
+import (
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// MaxCheckpointNSLen bounds a checkpoint namespace, in bytes: a
+// subgraph's namespace is the path of its parents' task ids
+// ("outer:<task id>|inner:<task id>"), longer than a name.
+const MaxCheckpointNSLen = 1024
+
+// CheckpointSaved is one checkpoint of an agent framework's graph
+// (LangGraph's BaseCheckpointSaver.put): the whole checkpoint in one
+// event, so a checkpoint write is one append and a checkpoint read is one
+// read of the event at the sequence the fold's index names
+// (fold.State.Checkpoints). The values are what the framework's
+// serializer produced, as value objects (schemas/payloads/checkpoint.saved.json):
+// {"type", "json"} for a value that serializes to JSON, {"type",
+// "base64"} for other bytes, {"type", "blob", "size"} for a value stored
+// as a blob of the thread (larger than a writer keeps in an event).
+// Messages of the graph are not here: writers append them as
+// message events in the same atomic append.
+type CheckpointSaved struct {
+	// NS is the checkpoint namespace: "" for the root graph.
+	NS string `msgpack:"ns,omitempty" json:"ns,omitempty"`
+	// ID is the checkpoint id, unique in NS.
+	ID string `msgpack:"id" json:"id"`
+	// Parent is the id of the checkpoint this one follows in NS ("" for
+	// the first).
+	Parent string `msgpack:"parent,omitempty" json:"parent,omitempty"`
+	// Checkpoint is the serialized checkpoint without its channel values
+	// (a value object).
+	Checkpoint json.RawMessage `msgpack:"checkpoint" json:"checkpoint"`
+	// Metadata is the checkpoint's serialized metadata (a value object).
+	Metadata json.RawMessage `msgpack:"metadata,omitempty" json:"metadata,omitempty"`
+	// Channels is a JSON object mapping each channel that has a value to
+	// its value object (JSON text as the writer gave it, so its bytes are
+	// the writer's: a msgpack bin holding the text).
+	Channels json.RawMessage `msgpack:"channels,omitempty" json:"channels,omitempty"`
+}
+
+// EventType implements Payload.
+func (CheckpointSaved) EventType() Type { return TypeCheckpointSaved }
+
+// CheckpointWrites is the pending writes one task of a graph step made
+// against a checkpoint (LangGraph's BaseCheckpointSaver.putWrites), one
+// event per call. Writes is a JSON array of {"idx", "channel", "value"}
+// (idx an integer, negative for the framework's special channels; value a
+// value object as in [CheckpointSaved]). Readers keep the first write of
+// a task and a non-negative idx and skip later copies, as LangGraph's
+// savers store such a write once.
+type CheckpointWrites struct {
+	// NS is the checkpoint namespace: "" for the root graph.
+	NS string `msgpack:"ns,omitempty" json:"ns,omitempty"`
+	// Checkpoint is the id of the checkpoint the writes belong to.
+	Checkpoint string `msgpack:"checkpoint" json:"checkpoint"`
+	// Task is the id of the task that wrote.
+	Task string `msgpack:"task" json:"task"`
+	// Path is the task's path ("" when the framework gave none).
+	Path string `msgpack:"path,omitempty" json:"path,omitempty"`
+	// Writes is the JSON array of writes, in the task's order.
+	Writes json.RawMessage `msgpack:"writes" json:"writes"`
+}
+
+// EventType implements Payload.
+func (CheckpointWrites) EventType() Type { return TypeCheckpointWrites }
+
+// validateCheckpointIDs checks a namespace and the ids of a checkpoint
+// event (each named by field; "" ids are checked by the caller).
+func validateCheckpointIDs(ns string, ids []struct{ field, v string }, l Limits, bad badFunc) error {
+	if len(ns) > MaxCheckpointNSLen {
+		return bad("ns", "is %d bytes, the limit is %d", len(ns), MaxCheckpointNSLen)
+	}
+	if !utf8.ValidString(ns) {
+		return bad("ns", "is not valid UTF-8")
+	}
+	for _, id := range ids {
+		if len(id.v) > l.MaxNameLen {
+			return bad(id.field, "is %d bytes, the limit is %d", len(id.v), l.MaxNameLen)
+		}
+		if !utf8.ValidString(id.v) {
+			return bad(id.field, "is not valid UTF-8")
+		}
+	}
+	return nil
+}
+
+// validateCheckpointSaved checks v on its own.
+func validateCheckpointSaved(v CheckpointSaved, l Limits, bad badFunc) error {
+	if v.ID == "" {
+		return bad("id", "is required")
+	}
+	if err := validateCheckpointIDs(v.NS, []struct{ field, v string }{{"id", v.ID}, {"parent", v.Parent}}, l, bad); err != nil {
+		return err
+	}
+	if !jsonObject(v.Checkpoint) {
+		return bad("checkpoint", "must be a JSON object (a value object)")
+	}
+	if len(v.Metadata) > 0 && !jsonObject(v.Metadata) {
+		return bad("metadata", "must be a JSON object (a value object)")
+	}
+	if len(v.Channels) == 0 {
+		return nil
+	}
+	var channels map[string]json.RawMessage
+	if err := json.Unmarshal(v.Channels, &channels); err != nil || channels == nil {
+		return bad("channels", "must be a JSON object of value objects")
+	}
+	if err := validateJSON(v.Channels, "channels", bad); err != nil {
+		return err
+	}
+	for ch, val := range channels {
+		if ch == "" || len(ch) > l.MaxNameLen || !utf8.ValidString(ch) {
+			return bad("channels", "channel name %.60q must be 1..%d bytes of UTF-8", ch, l.MaxNameLen)
+		}
+		if !jsonObject(val) {
+			return bad("channels["+ch+"]", "must be a JSON object (a value object)")
+		}
+	}
+	return nil
+}
+
+// validateCheckpointWrites checks v on its own.
+func validateCheckpointWrites(v CheckpointWrites, l Limits, bad badFunc) error {
+	if v.Checkpoint == "" {
+		return bad("checkpoint", "is required")
+	}
+	if v.Task == "" {
+		return bad("task", "is required")
+	}
+	if err := validateCheckpointIDs(v.NS, []struct{ field, v string }{{"checkpoint", v.Checkpoint}, {"task", v.Task}, {"path", v.Path}}, l, bad); err != nil {
+		return err
+	}
+	var arr []json.RawMessage
+	if err := json.Unmarshal(v.Writes, &arr); err != nil || arr == nil {
+		return bad("writes", "must be a JSON array")
+	}
+	return validateJSON(v.Writes, "writes", bad)
+}
+
+// jsonObject reports whether raw is a well-formed JSON object.
+func jsonObject(raw json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	return len(raw) > 0 && json.Unmarshal(raw, &m) == nil && m != nil
+}
