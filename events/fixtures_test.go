@@ -92,7 +92,7 @@ func sampleEvents() map[events.Type]events.Event {
 		events.CheckpointSaved{NS: "outer:task-1", ID: "1ef4f797-8335-6428-8001-8a1503f9b875", Parent: "1ef4f797-8335-6428-8000-8a1503f9b875",
 			Checkpoint: json.RawMessage(`{"type":"json","json":{"v":4,"id":"1ef4f797-8335-6428-8001-8a1503f9b875","channel_versions":{"messages":2}}}`),
 			Metadata:   json.RawMessage(`{"type":"json","json":{"source":"loop","step":1}}`),
-			Channels: json.RawMessage(`{"messages":{"type":"json","json":[{"content":"hi"}]},"big":{"type":"bytes","blob":"lg/3f2a","size":70000},"raw":{"type":"bytes","base64":"AAE="}}`)},
+			Channels:   json.RawMessage(`{"messages":{"type":"json","json":[{"content":"hi"}]},"big":{"type":"bytes","blob":"lg/3f2a","size":70000},"raw":{"type":"bytes","base64":"AAE="}}`)},
 		events.CheckpointWrites{NS: "outer:task-1", Checkpoint: "1ef4f797-8335-6428-8001-8a1503f9b875", Task: "task-2", Path: "~__pregel_pull, agent",
 			Writes: json.RawMessage(`[{"idx":0,"channel":"messages","value":{"type":"json","json":[]}},{"idx":-1,"channel":"__error__","value":{"type":"json","json":"boom"}}]`)},
 	}
