@@ -91,7 +91,10 @@ export const INLINE_VALUE_BYTES = 64 << 10;
 
 /** A serialized value as the events hold it (schemas/payloads/checkpoint.saved.json `value`). */
 type Value = { type: string; json?: unknown; base64?: string; blob?: string; size?: number };
+/** A value as put holds it: `raw` is the JSON text that goes into the event as `json`, unparsed. */
+type OutValue = { type: string; raw?: string; base64?: string; blob?: string; size?: number };
 type SavedPayload = { ns?: string; id: string; parent?: string; checkpoint: Value; metadata?: Value; channels?: Record<string, Value> };
+type OutSaved = { ns?: string; id: string; parent?: string; checkpoint: OutValue; metadata?: OutValue; channels?: Record<string, OutValue> };
 type WritesPayload = { ns?: string; checkpoint: string; task: string; path?: string; writes: { idx: number; channel: string; value: Value }[] };
 
 const enc = new TextEncoder();
@@ -103,7 +106,7 @@ const MAX_KNOWN_BLOBS = 10_000;
 const MAX_REMEMBERED = 1_000;
 
 /** A checkpoint as put remembers it: its id, channel versions, the value objects its event holds, and the ids of its messages. */
-type Stored = { id: string; versions: ChannelVersions; channels: Record<string, Value>; messageIds?: Set<string> };
+type Stored = { id: string; versions: ChannelVersions; channels: Record<string, OutValue>; messageIds?: Set<string> };
 
 /**
  * The checkpoint saver. Methods throw {@link ConvlogError} for a request
@@ -122,6 +125,8 @@ export class ConvlogSaver extends BaseCheckpointSaver {
   private readonly written = new Set<string>();
   /** Blob names (thread + name) known to be stored. */
   private readonly blobs = new Set<string>();
+  /** The prefix of the placeholders body() replaces with raw JSON text (no event text holds it: it starts with NUL and is random). */
+  private readonly nonce = `\u0000raw:${randomBytes(8).toString("hex")}:`;
   /** Per thread and namespace: the checkpoint last put or read. */
   private readonly last = new Map<string, Stored>();
 
@@ -191,7 +196,7 @@ export class ConvlogSaver extends BaseCheckpointSaver {
     const values = cp.channel_values ?? {};
     cp.channel_values = {};
     const prev = parent ? await this.previous(threadId, ns, parent) : undefined;
-    const channels: Record<string, Value> = {};
+    const channels: Record<string, OutValue> = {};
     const [cv, mv] = await Promise.all([
       this.encode(threadId, cp),
       this.encode(threadId, metadata),
@@ -200,22 +205,29 @@ export class ConvlogSaver extends BaseCheckpointSaver {
         else if (prev?.channels[ch] !== undefined && prev.versions[ch] === checkpoint.channel_versions?.[ch]) channels[ch] = prev.channels[ch];
       }),
     ]);
-    const payload: SavedPayload = { id: checkpoint.id, checkpoint: cv, metadata: mv, channels };
+    const payload: OutSaved = { id: checkpoint.id, checkpoint: cv, metadata: mv, channels };
     if (ns !== "") payload.ns = ns;
     if (parent) payload.parent = parent;
-    const saved: Event = { type: "checkpoint.saved", id: uuidv7(), payload } as Event;
+    const saved = { type: "checkpoint.saved", id: uuidv7(), payload };
     const mirror = ns === "" && this.messagesChannel !== false && channels[this.messagesChannel] !== undefined;
     const list = mirror ? values[this.messagesChannel as string] : undefined;
-    const msgs = mirror ? this.newMessages(prev?.messageIds ?? new Set(), list) : [];
-    try {
-      await this.append(threadId, [...msgs, saved]);
-    } catch (err) {
-      // The fold refused the messages (a tool result for a call that is
-      // not pending, a message too large): the checkpoint goes without.
-      if (!(msgs.length > 0 && err instanceof ConvlogError && (err.status === 422 || err.status === 413))) throw err;
-      await this.append(threadId, [saved]);
-    }
+    const msgs: object[] = mirror ? this.newMessages(prev?.messageIds ?? new Set(), list) : [];
+    // Remembered before the append, so that a put of the next checkpoint
+    // that starts meanwhile finds it; forgotten when the append fails.
     this.remember(threadId, ns, { id: checkpoint.id, versions: { ...checkpoint.channel_versions }, channels, messageIds: mirror ? messageIds(list) : undefined });
+    try {
+      try {
+        await this.append(threadId, [...msgs, saved]);
+      } catch (err) {
+        // The fold refused the messages (a tool result for a call that is
+        // not pending, a message too large): the checkpoint goes without.
+        if (!(msgs.length > 0 && err instanceof ConvlogError && (err.status === 422 || err.status === 413))) throw err;
+        await this.append(threadId, [saved]);
+      }
+    } catch (err) {
+      if (this.last.get(`${threadId}\0${ns}`)?.id === checkpoint.id) this.last.delete(`${threadId}\0${ns}`);
+      throw err;
+    }
     return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
   }
 
@@ -229,10 +241,10 @@ export class ConvlogSaver extends BaseCheckpointSaver {
     const ws = await Promise.all(
       writes.map(async ([channel, value], i) => ({ idx: WRITES_IDX_MAP[channel] ?? i, channel, value: await this.encode(threadId, value) })),
     );
-    const payload: WritesPayload = { checkpoint: cp, task: taskId, writes: ws };
+    const payload: { ns?: string; checkpoint: string; task: string; path?: string; writes: { idx: number; channel: string; value: OutValue }[] } = { checkpoint: cp, task: taskId, writes: ws };
     if (ns !== "") payload.ns = ns;
     if (taskPath) payload.path = taskPath;
-    await this.append(threadId, [{ type: "checkpoint.writes", id: uuidv7(), payload } as Event]);
+    await this.append(threadId, [{ type: "checkpoint.writes", id: uuidv7(), payload }]);
   }
 
   /** The ids of the threads this saver's `list()` covers: the tenant's threads with its `source` metadata, and those it wrote in this process. */
@@ -276,16 +288,52 @@ export class ConvlogSaver extends BaseCheckpointSaver {
     }
   }
 
-  /** Appends events to the thread, creating it first when it does not exist. */
-  private async append(threadId: string, events: Event[]): Promise<void> {
+  /** Appends events to the thread (one atomic append), creating the thread first when it does not exist. */
+  private async append(threadId: string, events: object[]): Promise<void> {
+    const body = this.body(events);
     try {
-      await this.client.append(threadId, events);
+      await this.post(threadId, body);
     } catch (err) {
       if (!missing(err)) throw err;
       await this.ensure(threadId);
-      await this.client.append(threadId, events);
+      await this.post(threadId, body);
     }
     this.written.add(threadId);
+  }
+
+  private async post(threadId: string, body: string): Promise<void> {
+    const r = await this.client.api.POST("/v1/threads/{id}/events", {
+      params: { path: { id: threadId } },
+      body: body as never,
+      bodySerializer: (b: unknown) => b as string,
+      headers: { "Content-Type": "application/json" },
+    });
+    if (r.error !== undefined || !r.response.ok) throw new ConvlogError(r.response.status, r.error as ConstructorParameters<typeof ConvlogError>[1]);
+  }
+
+  /**
+   * The JSON body of an append of `events`: value objects' `raw` JSON
+   * text goes in as `json` as it is, not parsed and encoded again.
+   */
+  private body(events: object[]): string {
+    const raws: string[] = [];
+    const text = JSON.stringify({ events }, (k, v) => {
+      if (v && typeof v === "object" && typeof (v as OutValue).raw === "string" && typeof (v as OutValue).type === "string") {
+        raws.push((v as OutValue).raw as string);
+        return { type: (v as OutValue).type, json: `${this.nonce}${raws.length - 1}` };
+      }
+      return v;
+    });
+    if (raws.length === 0) return text;
+    // Each placeholder is a JSON string of its own: "<NUL>raw:<nonce>:<i>".
+    const parts = text.split(JSON.stringify(this.nonce).slice(0, -1));
+    let out = parts[0];
+    for (let i = 1; i < parts.length; i++) {
+      const end = parts[i].indexOf('"');
+      const n = Number(parts[i].slice(0, end));
+      out += raws[n] + parts[i].slice(end + 1);
+    }
+    return out;
   }
 
   private async ensure(threadId: string): Promise<void> {
@@ -293,7 +341,7 @@ export class ConvlogSaver extends BaseCheckpointSaver {
   }
 
   /** The value object of `v`: inline when its serialized bytes are small, else a blob named by their digest. */
-  private async encode(threadId: string, v: unknown): Promise<Value> {
+  private async encode(threadId: string, v: unknown): Promise<OutValue> {
     const [type, bytes] = await this.serde.dumpsTyped(v);
     if (bytes.length > this.inlineBytes) {
       const blob = `lg/${createHash("sha256").update(bytes).digest("hex")}`;
@@ -312,11 +360,9 @@ export class ConvlogSaver extends BaseCheckpointSaver {
       return { type, blob, size: bytes.length };
     }
     if (type === "json") {
-      try {
-        return { type, json: JSON.parse(dec.decode(bytes)) };
-      } catch {
-        // not JSON text after all: as bytes
-      }
+      // LangGraph's JSON serializer writes JSON text; anything else goes as bytes.
+      const text = dec.decode(bytes);
+      if (isJSONText(text)) return { type, raw: text };
     }
     return { type, base64: Buffer.from(bytes).toString("base64") };
   }
@@ -350,7 +396,7 @@ export class ConvlogSaver extends BaseCheckpointSaver {
     (checkpoint as { channel_values: Record<string, unknown> }).channel_values = values;
     if (checkpoint.v < 4 && p.parent) await this.migratePendingSends(threadId, checkpoint, ns, p.parent);
     const msgs = ns === "" && this.messagesChannel !== false ? values[this.messagesChannel] : undefined;
-    this.remember(threadId, ns, { id: p.id, versions: { ...checkpoint.channel_versions }, channels: p.channels ?? {}, messageIds: msgs !== undefined ? messageIds(msgs) : undefined });
+    this.remember(threadId, ns, { id: p.id, versions: { ...checkpoint.channel_versions }, channels: outValues(p.channels), messageIds: msgs !== undefined ? messageIds(msgs) : undefined });
     const t: CheckpointTuple = {
       config: config ?? { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: p.id } },
       checkpoint,
@@ -407,8 +453,8 @@ export class ConvlogSaver extends BaseCheckpointSaver {
     if (page.length === 0) return undefined;
     const p = payloadOf<SavedPayload>(page[0]);
     const cp = (await this.decode(threadId, p.checkpoint)) as Checkpoint;
-    const channels = p.channels ?? {};
-    const msgs = ns === "" && this.messagesChannel !== false ? channels[this.messagesChannel] : undefined;
+    const channels = outValues(p.channels);
+    const msgs = ns === "" && this.messagesChannel !== false ? p.channels?.[this.messagesChannel] : undefined;
     return { id, versions: cp.channel_versions ?? {}, channels, messageIds: msgs ? messageIds(await this.decode(threadId, msgs)) : undefined };
   }
 
@@ -424,6 +470,25 @@ export class ConvlogSaver extends BaseCheckpointSaver {
     }
     return events;
   }
+}
+
+/** The value objects of a read event as put holds them (`json` back to its text). */
+function outValues(vs: Record<string, Value> | undefined): Record<string, OutValue> {
+  const out: Record<string, OutValue> = {};
+  for (const [k, v] of Object.entries(vs ?? {})) {
+    const { json, ...rest } = v;
+    out[k] = v.blob === undefined && v.base64 === undefined ? { ...rest, raw: JSON.stringify(json ?? null) } : rest;
+  }
+  return out;
+}
+
+/**
+ * Whether text looks like one JSON value by its first character (a
+ * serializer's "json" output is JSON text; parsing it again here would
+ * double put's cost, and convlog refuses an event whose JSON is not).
+ */
+function isJSONText(text: string): boolean {
+  return /^\s*[[{"tfn\-0-9]/.test(text);
 }
 
 /** Whether err says the thread does not exist in a lifetime that takes writes (absent: 404; soft-deleted: 422 `deleted`): ensureThread starts one. */
