@@ -86,7 +86,9 @@ func validateCheckpointIDs(ns string, ids []struct{ field, v string }, l Limits,
 	return nil
 }
 
-// validateCheckpointSaved checks v on its own.
+// validateCheckpointSaved checks v on its own: ids, and JSON objects
+// where value objects go (one pass over each field; a value object's
+// fields are the writer's business).
 func validateCheckpointSaved(v CheckpointSaved, l Limits, bad badFunc) error {
 	if v.ID == "" {
 		return bad("id", "is required")
@@ -94,11 +96,11 @@ func validateCheckpointSaved(v CheckpointSaved, l Limits, bad badFunc) error {
 	if err := validateCheckpointIDs(v.NS, []struct{ field, v string }{{"id", v.ID}, {"parent", v.Parent}}, l, bad); err != nil {
 		return err
 	}
-	if !jsonObject(v.Checkpoint) {
-		return bad("checkpoint", "must be a JSON object (a value object)")
+	if err := validateObject(v.Checkpoint, "checkpoint", true, bad); err != nil {
+		return err
 	}
-	if len(v.Metadata) > 0 && !jsonObject(v.Metadata) {
-		return bad("metadata", "must be a JSON object (a value object)")
+	if err := validateObject(v.Metadata, "metadata", false, bad); err != nil {
+		return err
 	}
 	if len(v.Channels) == 0 {
 		return nil
@@ -107,14 +109,14 @@ func validateCheckpointSaved(v CheckpointSaved, l Limits, bad badFunc) error {
 	if err := json.Unmarshal(v.Channels, &channels); err != nil || channels == nil {
 		return bad("channels", "must be a JSON object of value objects")
 	}
-	if err := validateJSON(v.Channels, "channels", bad); err != nil {
-		return err
+	if !utf8.Valid(v.Channels) {
+		return bad("channels", "is not valid UTF-8")
 	}
 	for ch, val := range channels {
-		if ch == "" || len(ch) > l.MaxNameLen || !utf8.ValidString(ch) {
-			return bad("channels", "channel name %.60q must be 1..%d bytes of UTF-8", ch, l.MaxNameLen)
+		if ch == "" || len(ch) > l.MaxNameLen {
+			return bad("channels", "channel name %.60q must be 1..%d bytes", ch, l.MaxNameLen)
 		}
-		if !jsonObject(val) {
+		if firstByte(val) != '{' {
 			return bad("channels["+ch+"]", "must be a JSON object (a value object)")
 		}
 	}
@@ -132,15 +134,32 @@ func validateCheckpointWrites(v CheckpointWrites, l Limits, bad badFunc) error {
 	if err := validateCheckpointIDs(v.NS, []struct{ field, v string }{{"checkpoint", v.Checkpoint}, {"task", v.Task}, {"path", v.Path}}, l, bad); err != nil {
 		return err
 	}
-	var arr []json.RawMessage
-	if err := json.Unmarshal(v.Writes, &arr); err != nil || arr == nil {
+	if firstByte(v.Writes) != '[' {
 		return bad("writes", "must be a JSON array")
 	}
 	return validateJSON(v.Writes, "writes", bad)
 }
 
-// jsonObject reports whether raw is a well-formed JSON object.
-func jsonObject(raw json.RawMessage) bool {
-	var m map[string]json.RawMessage
-	return len(raw) > 0 && json.Unmarshal(raw, &m) == nil && m != nil
+// validateObject checks that raw is well-formed JSON text of an object
+// (required, or empty when not).
+func validateObject(raw json.RawMessage, field string, required bool, bad badFunc) error {
+	if len(raw) == 0 && !required {
+		return nil
+	}
+	if firstByte(raw) != '{' {
+		return bad(field, "must be a JSON object (a value object)")
+	}
+	return validateJSON(raw, field, bad)
+}
+
+// firstByte is the first byte of raw after JSON whitespace, or 0.
+func firstByte(raw []byte) byte {
+	for _, b := range raw {
+		switch b {
+		case ' ', '\t', '\n', '\r':
+			continue
+		}
+		return b
+	}
+	return 0
 }
