@@ -5,6 +5,10 @@
 //
 //   cd js && npm run build -w @convlog/langgraph && node packages/langgraph/bench/run.mjs [--rounds 3] [--graphs 10] [--steps 50,500]
 //
+// convlog runs twice: as configured by default (put appends the new
+// messages and the checkpoint as one atomic batch) and with
+// messagesChannel: false (put is a single-event append).
+//
 // Each case runs --graphs graphs at once (each on its own thread) of a
 // graph whose one node appends a short AI message and counts, for --steps
 // steps, with default durability ("async") and with durability "sync".
@@ -158,6 +162,15 @@ try {
   pg.stop();
   throw err;
 }
+// Ctrl-C (or a kill) stops agentd and the PostgreSQL cluster too.
+for (const sig of ["SIGINT", "SIGTERM"]) {
+  process.once(sig, async () => {
+    await agentd.stop();
+    pg.stop();
+    rmSync(tmp, { recursive: true, force: true });
+    process.exit(130);
+  });
+}
 const client = new ConvlogClient({ baseUrl: agentd.url, apiKey: agentd.key });
 const makers = {
   MemorySaver: async () => new MemorySaver(),
@@ -168,6 +181,9 @@ const makers = {
     return s;
   },
   convlog: async () => new ConvlogSaver({ client }),
+  // The same without copying the messages channel to the thread's
+  // messages: each put is a single-event append instead of an atomic batch.
+  "convlog, no message copy": async () => new ConvlogSaver({ client, messagesChannel: false }),
 };
 const names = Object.keys(makers);
 const cases = stepsList.flatMap((steps) => [

@@ -127,6 +127,8 @@ export class ConvlogSaver extends BaseCheckpointSaver {
   private readonly blobs = new Set<string>();
   /** The prefix of the placeholders body() replaces with raw JSON text (no event text holds it: it starts with NUL and is random). */
   private readonly nonce = `\u0000raw:${randomBytes(8).toString("hex")}:`;
+  /** Per thread: the saver's last append to it (appends to one thread go one at a time). */
+  private readonly queues = new Map<string, Promise<unknown>>();
   /** Per thread and namespace: the checkpoint last put or read. */
   private readonly last = new Map<string, Stored>();
 
@@ -288,9 +290,30 @@ export class ConvlogSaver extends BaseCheckpointSaver {
     }
   }
 
-  /** Appends events to the thread (one atomic append), creating the thread first when it does not exist. */
-  private async append(threadId: string, events: object[]): Promise<void> {
+  /**
+   * Appends events to the thread (one atomic append), creating the thread
+   * first when it does not exist. The saver's appends to one thread are
+   * sent one at a time, in call order: LangGraph writes a step's pending
+   * writes while its checkpoint is being put, and concurrent appends to
+   * one thread would only race for the thread's next version (convlog
+   * checks each against the thread's state, and the loser checks again).
+   */
+  private append(threadId: string, events: object[]): Promise<void> {
     const body = this.body(events);
+    const prev = this.queues.get(threadId) ?? Promise.resolve();
+    const next = prev.then(
+      () => this.send(threadId, body),
+      () => this.send(threadId, body),
+    );
+    const tail = next.catch(() => undefined);
+    this.queues.set(threadId, tail);
+    void tail.then(() => {
+      if (this.queues.get(threadId) === tail) this.queues.delete(threadId);
+    });
+    return next;
+  }
+
+  private async send(threadId: string, body: string): Promise<void> {
     try {
       await this.post(threadId, body);
     } catch (err) {
