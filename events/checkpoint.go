@@ -2,6 +2,7 @@ package events
 
 import (
 	"encoding/json"
+	"fmt"
 	"unicode/utf8"
 )
 
@@ -38,10 +39,23 @@ type CheckpointSaved struct {
 	// its value object (JSON text as the writer gave it, so its bytes are
 	// the writer's: a msgpack bin holding the text).
 	Channels json.RawMessage `msgpack:"channels,omitempty" json:"channels,omitempty"`
+	// Messages are the graph's new messages (user, assistant, tool), which
+	// the fold appends to the thread's history in order, as their
+	// message.user, message.assistant and tool.result events would be
+	// (tool-call matching and the pending policy apply; one refused
+	// message refuses the event). It is for writers that keep a
+	// checkpoint and its messages in one event; the others append the
+	// message events beside the checkpoint in one atomic append.
+	Messages []Message `msgpack:"messages,omitempty" json:"messages,omitempty"`
 }
 
 // EventType implements Payload.
 func (CheckpointSaved) EventType() Type { return TypeCheckpointSaved }
+
+func (v *CheckpointSaved) canonicalize() {
+	canonicalMessages(v.Messages)
+	v.Messages = nilIfEmpty(v.Messages)
+}
 
 // CheckpointWrites is the pending writes one task of a graph step made
 // against a checkpoint (LangGraph's BaseCheckpointSaver.putWrites), one
@@ -100,6 +114,14 @@ func validateCheckpointSaved(v CheckpointSaved, l Limits, bad badFunc) error {
 		return err
 	}
 	if err := validateObject(v.Metadata, "metadata", false, bad); err != nil {
+		return err
+	}
+	for i, m := range v.Messages {
+		if m.Payload() == nil {
+			return bad(fmt.Sprintf("messages[%d].role", i), "must be user, assistant or tool, got %q", m.Role)
+		}
+	}
+	if err := validateMessages(v.Messages, l, "messages", bad); err != nil {
 		return err
 	}
 	if len(v.Channels) == 0 {

@@ -356,9 +356,12 @@ func (r *reader) readCheckpointSaved() (p CheckpointSaved, ok bool) {
 			return 1 << 4, r.bytesInto((*[]byte)(&p.Metadata))
 		case "channels":
 			return 1 << 5, r.bytesInto((*[]byte)(&p.Channels))
+		case "messages":
+			return 1 << 6, r.messagesInto(&p.Messages)
 		}
 		return 0, true
 	})
+	p.canonicalize()
 	return p, ok
 }
 

@@ -92,7 +92,10 @@ func sampleEvents() map[events.Type]events.Event {
 		events.CheckpointSaved{NS: "outer:task-1", ID: "1ef4f797-8335-6428-8001-8a1503f9b875", Parent: "1ef4f797-8335-6428-8000-8a1503f9b875",
 			Checkpoint: json.RawMessage(`{"type":"json","json":{"v":4,"id":"1ef4f797-8335-6428-8001-8a1503f9b875","channel_versions":{"messages":2}}}`),
 			Metadata:   json.RawMessage(`{"type":"json","json":{"source":"loop","step":1}}`),
-			Channels:   json.RawMessage(`{"messages":{"type":"json","json":[{"content":"hi"}]},"big":{"type":"bytes","blob":"lg/3f2a","size":70000},"raw":{"type":"bytes","base64":"AAE="}}`)},
+			Channels:   json.RawMessage(`{"messages":{"type":"json","json":[{"content":"hi"}]},"big":{"type":"bytes","blob":"lg/3f2a","size":70000},"raw":{"type":"bytes","base64":"AAE="}}`),
+			Messages: []events.Message{{Role: events.RoleUser, Content: events.Text("hi"), Metadata: json.RawMessage(`{"langgraph_id":"m1"}`)},
+				{Role: events.RoleAssistant, Content: events.Text(""), ToolCalls: []events.ToolCall{{ID: "call_1", Name: "weather", Arguments: `{"city":"Oslo"}`}}},
+				{Role: events.RoleTool, ToolCallID: "call_1", Name: "weather", Content: events.Text("sunny")}}},
 		events.CheckpointWrites{NS: "outer:task-1", Checkpoint: "1ef4f797-8335-6428-8001-8a1503f9b875", Task: "task-2", Path: "~__pregel_pull, agent",
 			Writes: json.RawMessage(`[{"idx":0,"channel":"messages","value":{"type":"json","json":[]}},{"idx":-1,"channel":"__error__","value":{"type":"json","json":"boom"}}]`)},
 	}

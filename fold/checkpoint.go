@@ -1,6 +1,7 @@
 package fold
 
 import (
+	"errors"
 	"slices"
 
 	"github.com/convlog/convlog/events"
@@ -68,11 +69,15 @@ func (x *CheckpointIndex) clone() *CheckpointIndex {
 	return &c
 }
 
-// saveCheckpoint folds a checkpoint.saved: its entry joins the index
+// saveCheckpoint folds a checkpoint.saved: its messages join the history
+// (all or none, see appendCheckpointMessages), its entry joins the index
 // (replacing the entry of the same namespace and id, which a framework
 // writes again when it saves a checkpoint twice), the oldest entry leaves
 // when the index is full.
-func (s *State) saveCheckpoint(p events.CheckpointSaved, ev events.Stored) {
+func (s *State) saveCheckpoint(p events.CheckpointSaved, ev events.Stored) error {
+	if err := s.appendCheckpointMessages(p.Messages, ev); err != nil {
+		return err
+	}
 	x := s.Checkpoints.clone()
 	x.Count++
 	if i := x.Find(p.NS, p.ID); i >= 0 {
@@ -83,6 +88,44 @@ func (s *State) saveCheckpoint(p events.CheckpointSaved, ev events.Stored) {
 	}
 	x.Entries = append(x.Entries, CheckpointEntry{NS: p.NS, ID: p.ID, Parent: p.Parent, Seq: ev.Seq})
 	s.Checkpoints = x
+	return nil
+}
+
+// appendCheckpointMessages appends a checkpoint's messages to the history
+// as their message events would be, with the same rules (apply on each
+// message's payload, at the checkpoint event's sequence, id and time). It
+// first folds them into a copy without the history (messages are only
+// appended, so the verdict needs none): one refused message refuses the
+// event, with the message's code, and leaves s as it was.
+func (s *State) appendCheckpointMessages(msgs []events.Message, ev events.Stored) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	sub := func(i int) events.Stored {
+		e := ev
+		e.Payload = msgs[i].Payload()
+		e.Type = e.Payload.EventType()
+		return e
+	}
+	dry := s.window(0)
+	for i := range msgs {
+		if msgs[i].Payload() == nil {
+			return reject(s, ev, CodeInvalid, "messages[%d]: a checkpoint's messages are user, assistant or tool messages, not %q", i, msgs[i].Role)
+		}
+		if err := apply(dry, sub(i), foldOpts{validated: true}); err != nil {
+			var rej *RejectionError
+			if errors.As(err, &rej) {
+				return reject(s, ev, rej.Code, "messages[%d]: %s", i, rej.Reason)
+			}
+			return err
+		}
+	}
+	for i := range msgs {
+		if err := apply(s, sub(i), foldOpts{validated: true}); err != nil {
+			return err // the dry run gave the same verdict: cannot happen
+		}
+	}
+	return nil
 }
 
 // saveCheckpointWrites folds a checkpoint.writes: its sequence joins the

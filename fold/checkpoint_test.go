@@ -109,3 +109,44 @@ func TestANewLifetimeStartsWithNoCheckpoints(t *testing.T) {
 	apply(events.ThreadCreated{})
 	require.Nil(t, s.Checkpoints)
 }
+
+// A checkpoint's messages join the history as their message events would,
+// at the checkpoint's sequence, and their tool calls are matched.
+func TestACheckpointsMessagesJoinTheHistory(t *testing.T) {
+	s, apply := checkpointThread(t)
+	cp := saved("", "a", "")
+	cp.Messages = []events.Message{
+		{Role: events.RoleUser, Content: events.Text("Weather in Oslo?")},
+		{Role: events.RoleAssistant, Content: events.Text(""), ToolCalls: []events.ToolCall{{ID: "call_1", Name: "weather", Arguments: `{}`}}},
+	}
+	seq := apply(cp)
+	require.Len(t, s.Messages, 2)
+	require.Equal(t, seq, s.Messages[1].Seq)
+	require.Equal(t, []string{"call_1"}, []string{s.Pending[0].ID})
+	require.True(t, s.LastUserAnswered)
+
+	next := saved("", "b", "a")
+	next.Messages = []events.Message{{Role: events.RoleTool, ToolCallID: "call_1", Content: events.Text("sunny")}}
+	apply(next)
+	require.Empty(t, s.Pending)
+	require.Equal(t, 3, s.MessageCount())
+}
+
+// One refused message refuses the whole checkpoint: neither its messages
+// nor its index entry are kept.
+func TestACheckpointWithARefusedMessageIsRefusedWhole(t *testing.T) {
+	s, apply := checkpointThread(t)
+	apply(saved("", "a", ""))
+	cp := saved("", "b", "a")
+	cp.Messages = []events.Message{
+		{Role: events.RoleUser, Content: events.Text("hi")},
+		{Role: events.RoleTool, ToolCallID: "nope", Content: events.Text("x")},
+	}
+	err := fold.Apply(s, events.Stored{Event: events.New("acme", "t", "test", cp), Seq: s.Version + 1, StoredAt: time.Unix(1700000000, 0)})
+	var rej *fold.RejectionError
+	require.ErrorAs(t, err, &rej)
+	require.Equal(t, fold.CodeNotPending, rej.Code)
+	require.Contains(t, rej.Reason, "messages[1]")
+	require.Empty(t, s.Messages, "the user message before the refused one is not kept either")
+	require.Equal(t, uint64(1), s.Checkpoints.Count)
+}

@@ -333,7 +333,9 @@ func apply(s *State, ev events.Stored, o foldOpts) (err error) {
 	case events.StateDeleted:
 		delete(s.KV, p.Key)
 	case events.CheckpointSaved:
-		s.saveCheckpoint(p, ev)
+		if err := s.saveCheckpoint(p, ev); err != nil {
+			return err
+		}
 	case events.CheckpointWrites:
 		s.saveCheckpointWrites(p, ev)
 	case events.Deleted:

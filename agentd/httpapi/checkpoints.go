@@ -87,7 +87,10 @@ func (s *Server) getCheckpoints(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer lr.close()
 	rd := &seqReader{s: s, lr: lr, tenant: tenant, id: id}
-	if out.Checkpoints, err = rd.indexed(r.Context(), x, cq); err == nil && len(out.Checkpoints) < cq.limit && x.Count > uint64(len(x.Entries)) {
+	// The log is read only for what the index cannot answer: more
+	// checkpoints than it names, or an id it does not hold.
+	if out.Checkpoints, err = rd.indexed(r.Context(), x, cq); err == nil && len(out.Checkpoints) < cq.limit &&
+		(cq.id == "" || len(out.Checkpoints) == 0) && x.Count > uint64(len(x.Entries)) {
 		var older []checkpointBody
 		older, err = rd.scan(r.Context(), x, cq, version, cq.limit-len(out.Checkpoints))
 		out.Checkpoints = append(out.Checkpoints, older...)

@@ -5,9 +5,10 @@
 //
 //   cd js && npm run build -w @convlog/langgraph && node packages/langgraph/bench/run.mjs [--rounds 3] [--graphs 10] [--steps 50,500]
 //
-// convlog runs twice: as configured by default (put appends the new
-// messages and the checkpoint as one atomic batch) and with
-// messagesChannel: false (put is a single-event append).
+// convlog runs three times: as configured by default (put appends the new
+// messages as message events and the checkpoint as one atomic batch), with
+// messagesAs: "checkpoint" (the messages inside the checkpoint event: a
+// single-event append) and with messagesChannel: false (no messages).
 //
 // Each case runs --graphs graphs at once (each on its own thread) of a
 // graph whose one node appends a short AI message and counts, for --steps
@@ -87,7 +88,7 @@ async function startPostgres() {
     `-p ${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${data} -c max_connections=200 -c fsync=on`, "start"]), { stdio: "ignore" });
   return {
     url: `postgresql://postgres@127.0.0.1:${port}/postgres`,
-    stop: () => execFileSync(...asPg(join(pgBin, "pg_ctl"), ["-D", data, "-m", "fast", "-w", "stop"]), { stdio: "ignore" }),
+    stop: () => execFileSync(...asPg(join(pgBin, "pg_ctl"), ["-D", data, "-m", "immediate", "-w", "stop"]), { stdio: "ignore" }),
   };
 }
 
@@ -110,6 +111,7 @@ async function startAgentd() {
     url,
     key: "sk-bench-0123456789",
     stop: () => new Promise((r) => (child.exitCode !== null ? r() : (child.once("exit", r), child.kill("SIGTERM")))),
+    kill: () => child.kill("SIGKILL"),
   };
 }
 
@@ -164,8 +166,8 @@ try {
 }
 // Ctrl-C (or a kill) stops agentd and the PostgreSQL cluster too.
 for (const sig of ["SIGINT", "SIGTERM"]) {
-  process.once(sig, async () => {
-    await agentd.stop();
+  process.once(sig, () => {
+    agentd.kill();
     pg.stop();
     rmSync(tmp, { recursive: true, force: true });
     process.exit(130);
@@ -181,8 +183,10 @@ const makers = {
     return s;
   },
   convlog: async () => new ConvlogSaver({ client }),
-  // The same without copying the messages channel to the thread's
-  // messages: each put is a single-event append instead of an atomic batch.
+  // The new messages inside the checkpoint event: each put is a
+  // single-event append instead of an atomic batch.
+  'convlog, messagesAs "checkpoint"': async () => new ConvlogSaver({ client, messagesAs: "checkpoint" }),
+  // No copy of the messages channel to the thread's messages.
   "convlog, no message copy": async () => new ConvlogSaver({ client, messagesChannel: false }),
 };
 const names = Object.keys(makers);

@@ -28,10 +28,14 @@
  *
  * Messages: on `put` in the root namespace, the messages of the
  * `messages` channel that the parent checkpoint did not hold are appended
- * before the checkpoint as convlog messages: a human message as
- * `message.user`, an AI message as `message.assistant` (with its tool
- * calls), a tool message as `tool.result`; system and other messages are
- * not copied. So the thread's history, SSE stream and web page show the
+ * before the checkpoint, in the same atomic append, as convlog messages: a
+ * human message as `message.user`, an AI message as `message.assistant`
+ * (with its tool calls), a tool message as `tool.result`; system and
+ * other messages are not copied. With `messagesAs: "checkpoint"` they
+ * travel inside the `checkpoint.saved` event instead, and convlog's fold
+ * appends them to the history by the same rules (one event per put: an
+ * atomic append of several events costs more on a single-replica
+ * stream). So the thread's history, SSE stream and web page show the
  * conversation. convlog's fold enforces tool-call matching: when it
  * refuses the messages (a tool result for a call that is not pending),
  * the checkpoint is appended without them. A graph run from an older
@@ -84,6 +88,16 @@ export interface ConvlogSaverOptions {
   inlineBytes?: number;
   /** The channel whose messages are copied to the thread's messages; `false` copies none. Default `"messages"`. */
   messagesChannel?: string | false;
+  /**
+   * How a put carries the new messages: `"events"` (default) as
+   * `message.user`, `message.assistant` and `tool.result` events in the
+   * same atomic append as the checkpoint; `"checkpoint"` inside the
+   * `checkpoint.saved` event (its `messages`), which convlog's fold
+   * appends to the history by the same rules, so every put is a
+   * single-event append. The thread's history is the same either way;
+   * SSE readers of message events see them only with `"events"`.
+   */
+  messagesAs?: "events" | "checkpoint";
 }
 
 /** The default largest serialized value kept inline in an event, in bytes. */
@@ -121,6 +135,7 @@ export class ConvlogSaver extends BaseCheckpointSaver {
   private readonly source: string;
   private readonly inlineBytes: number;
   private readonly messagesChannel: string | false;
+  private readonly messagesAs: "events" | "checkpoint";
   /** Threads this process wrote in their current lifetime (list() sees them before convlog's thread list does). */
   private readonly written = new Set<string>();
   /** Blob names (thread + name) known to be stored. */
@@ -138,6 +153,7 @@ export class ConvlogSaver extends BaseCheckpointSaver {
     this.source = opts.source ?? "langgraph";
     this.inlineBytes = opts.inlineBytes ?? INLINE_VALUE_BYTES;
     this.messagesChannel = opts.messagesChannel ?? "messages";
+    this.messagesAs = opts.messagesAs ?? "events";
   }
 
   /** The checkpoint of `config` (its `checkpoint_id`, else the newest of its namespace); undefined when there is none. */
@@ -210,16 +226,20 @@ export class ConvlogSaver extends BaseCheckpointSaver {
     const payload: OutSaved = { id: checkpoint.id, checkpoint: cv, metadata: mv, channels };
     if (ns !== "") payload.ns = ns;
     if (parent) payload.parent = parent;
-    const saved = { type: "checkpoint.saved", id: uuidv7(), payload };
     const mirror = ns === "" && this.messagesChannel !== false && channels[this.messagesChannel] !== undefined;
     const list = mirror ? values[this.messagesChannel as string] : undefined;
-    const msgs: object[] = mirror ? this.newMessages(prev?.messageIds ?? new Set(), list) : [];
+    const news = mirror ? this.newMessages(prev?.messageIds ?? new Set(), list) : [];
+    const saved = { type: "checkpoint.saved", id: uuidv7(), payload };
+    let first: object[] = [saved];
+    if (news.length > 0 && this.messagesAs === "checkpoint") first = [{ ...saved, payload: { ...payload, messages: news } }];
+    else if (news.length > 0) first = [...news.map((m) => messageEventOf(m)), saved];
+    const msgs = news;
     // Remembered before the append, so that a put of the next checkpoint
     // that starts meanwhile finds it; forgotten when the append fails.
     this.remember(threadId, ns, { id: checkpoint.id, versions: { ...checkpoint.channel_versions }, channels, messageIds: mirror ? messageIds(list) : undefined });
     try {
       try {
-        await this.append(threadId, [...msgs, saved]);
+        await this.append(threadId, first);
       } catch (err) {
         // The fold refused the messages (a tool result for a call that is
         // not pending, a message too large): the checkpoint goes without.
@@ -481,17 +501,17 @@ export class ConvlogSaver extends BaseCheckpointSaver {
     return { id, versions: cp.channel_versions ?? {}, channels, messageIds: msgs ? messageIds(await this.decode(threadId, msgs)) : undefined };
   }
 
-  /** The message events of the messages of `list` whose ids are not in `seen`. */
-  private newMessages(seen: Set<string>, list: unknown): Event[] {
-    const events: Event[] = [];
-    if (!Array.isArray(list)) return events;
+  /** The convlog messages of the messages of `list` whose ids are not in `seen`. */
+  private newMessages(seen: Set<string>, list: unknown): Message[] {
+    const out: Message[] = [];
+    if (!Array.isArray(list)) return out;
     for (const m of list) {
       const id = messageId(m);
       if (id !== undefined && seen.has(id)) continue;
-      const ev = messageEvent(m);
-      if (ev) events.push(ev);
+      const msg = messageOf(m);
+      if (msg) out.push(msg);
     }
-    return events;
+    return out;
   }
 }
 
@@ -559,27 +579,50 @@ function textOf(content: unknown): string {
   return content === undefined || content === null ? "" : JSON.stringify(content);
 }
 
-/** The convlog message event of a LangChain message (human, ai, tool), or undefined for other kinds. */
-function messageEvent(raw: unknown): Event | undefined {
+/** A history message as convlog's events carry it (openapi.json `Message`, without seq, event_id, time). */
+type Message = {
+  role: "user" | "assistant" | "tool";
+  content: string;
+  name?: string;
+  tool_calls?: { id: string; name: string; arguments: string }[];
+  tool_call_id?: string;
+  is_error?: boolean;
+  metadata?: Record<string, unknown>;
+};
+
+/** The convlog message of a LangChain message (human, ai, tool), or undefined for other kinds. */
+function messageOf(raw: unknown): Message | undefined {
   const m = raw as LcMessage | null;
   if (!m || typeof m !== "object") return undefined;
   const kind = typeof m.getType === "function" ? m.getType() : typeof m._getType === "function" ? m._getType() : undefined;
-  const meta = m.id ? { langgraph_id: m.id } : undefined;
+  const metadata = m.id ? { langgraph_id: m.id } : undefined;
   const name = typeof m.name === "string" && m.name !== "" ? m.name : undefined;
   switch (kind) {
     case "human":
-      return { type: "message.user", id: uuidv7(), payload: { content: textOf(m.content), name, metadata: meta } } as Event;
+      return { role: "user", content: textOf(m.content), name, metadata };
     case "ai": {
       const calls = (m.tool_calls ?? []).filter((c) => typeof c.id === "string" && c.id !== "");
-      const payload: Record<string, unknown> = { content: textOf(m.content), name, metadata: meta };
-      if (calls.length > 0) payload.tool_calls = calls.map((c) => ({ id: c.id, name: c.name, arguments: JSON.stringify(c.args ?? {}) }));
-      return { type: "message.assistant", id: uuidv7(), payload } as Event;
+      const out: Message = { role: "assistant", content: textOf(m.content), name, metadata };
+      if (calls.length > 0) out.tool_calls = calls.map((c) => ({ id: c.id as string, name: c.name, arguments: JSON.stringify(c.args ?? {}) }));
+      return out;
     }
     case "tool":
       if (!m.tool_call_id) return undefined;
-      return { type: "tool.result", id: uuidv7(), payload: { tool_call_id: m.tool_call_id, name, content: textOf(m.content), is_error: m.status === "error" || undefined } } as Event;
+      return { role: "tool", content: textOf(m.content), name, tool_call_id: m.tool_call_id, is_error: m.status === "error" || undefined };
   }
   return undefined;
+}
+
+/** The message event that appends m (`message.user`, `message.assistant`, `tool.result`). */
+function messageEventOf(m: Message): Event {
+  switch (m.role) {
+    case "user":
+      return { type: "message.user", id: uuidv7(), payload: { content: m.content, name: m.name, metadata: m.metadata } } as Event;
+    case "assistant":
+      return { type: "message.assistant", id: uuidv7(), payload: { content: m.content, name: m.name, metadata: m.metadata, tool_calls: m.tool_calls } } as Event;
+    case "tool":
+      return { type: "tool.result", id: uuidv7(), payload: { tool_call_id: m.tool_call_id, name: m.name, content: m.content, is_error: m.is_error } } as Event;
+  }
 }
 
 /** A UUIDv7 (RFC 9562): 48 bits of Unix ms, then random bits; convlog's event ids. */

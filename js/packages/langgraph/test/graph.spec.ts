@@ -43,10 +43,13 @@ function agentGraph(saver: ConvlogSaver) {
 }
 
 describe("a LangGraph conversation on convlog", () => {
-  it("is the thread's messages: user, assistant with tool calls, tool result, assistant", async () => {
-    const saver = new ConvlogSaver({ client });
+  it.each([
+    ["message events beside the checkpoint", "events" as const],
+    ["messages inside the checkpoint event", "checkpoint" as const],
+  ])("is the thread's messages (%s): user, assistant with tool calls, tool result, assistant", async (_, messagesAs) => {
+    const saver = new ConvlogSaver({ client, messagesAs });
     const graph = agentGraph(saver);
-    const thread_id = `lg-messages-${Date.now()}`;
+    const thread_id = `lg-messages-${messagesAs}-${Date.now()}`;
     await graph.invoke({ messages: [new HumanMessage("Weather in Oslo?")] }, { configurable: { thread_id } });
     await graph.invoke({ messages: [new HumanMessage("And tomorrow?")] }, { configurable: { thread_id }, durability: "sync" });
 
@@ -65,7 +68,7 @@ describe("a LangGraph conversation on convlog", () => {
 
     // A fresh saver (another process) resumes from the stored checkpoints,
     // and its next turn adds only the new messages.
-    const again = agentGraph(new ConvlogSaver({ client }));
+    const again = agentGraph(new ConvlogSaver({ client, messagesAs }));
     const state = await again.getState({ configurable: { thread_id } });
     expect(state.values.messages).toHaveLength(8);
     await again.invoke({ messages: [new HumanMessage("Thanks")] }, { configurable: { thread_id } });
