@@ -277,7 +277,7 @@ export class ConvlogSaver extends BaseCheckpointSaver {
       const r = await this.client.api.GET("/v1/threads", {
         params: { query: { limit: 1000, cursor, [`metadata.source`]: this.source } as { limit: number; cursor?: string } },
       });
-      if (r.error !== undefined || r.data === undefined) throw new ConvlogError(r.response.status, r.error as ConstructorParameters<typeof ConvlogError>[1]);
+      if (r.error !== undefined || r.data === undefined) throw refused(r.response, r.error);
       for (const t of r.data.threads) {
         const id = t.external_id ?? t.thread;
         if (id !== undefined) out.add(id);
@@ -351,7 +351,7 @@ export class ConvlogSaver extends BaseCheckpointSaver {
       bodySerializer: (b: unknown) => b as string,
       headers: { "Content-Type": "application/json" },
     });
-    if (r.error !== undefined || !r.response.ok) throw new ConvlogError(r.response.status, r.error as ConstructorParameters<typeof ConvlogError>[1]);
+    if (r.error !== undefined || !r.response.ok) throw refused(r.response, r.error);
   }
 
   /**
@@ -532,6 +532,12 @@ function outValues(vs: Record<string, Value> | undefined): Record<string, OutVal
  */
 function isJSONText(text: string): boolean {
   return /^\s*[[{"tfn\-0-9]/.test(text);
+}
+
+/** The ConvlogError of a refused request (its problem body, or a minimal one). */
+function refused(res: Response, body: unknown): ConvlogError {
+  const problem = body && typeof body === "object" && "status" in body ? body : { type: "about:blank", title: res.statusText || "HTTP error", status: res.status };
+  return new ConvlogError(res.status, problem as ConstructorParameters<typeof ConvlogError>[1]);
 }
 
 /** Whether err says the thread does not exist in a lifetime that takes writes (absent: 404; soft-deleted: 422 `deleted`): ensureThread starts one. */
