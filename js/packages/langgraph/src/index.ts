@@ -116,7 +116,7 @@ const dec = new TextDecoder();
 
 /** The most blob names remembered as stored, per saver. */
 const MAX_KNOWN_BLOBS = 10_000;
-/** The most thread namespaces whose last checkpoint is remembered. */
+/** The most thread namespaces whose last checkpoint is remembered, and threads remembered as written. */
 const MAX_REMEMBERED = 1_000;
 
 /** A checkpoint as put remembers it: its id, channel versions, the value objects its event holds, and the ids of its messages. */
@@ -136,7 +136,7 @@ export class ConvlogSaver extends BaseCheckpointSaver {
   private readonly inlineBytes: number;
   private readonly messagesChannel: string | false;
   private readonly messagesAs: "events" | "checkpoint";
-  /** Threads this process wrote in their current lifetime (list() sees them before convlog's thread list does). */
+  /** The last threads this process wrote (at most MAX_REMEMBERED): list() sees them before convlog's thread list does. */
   private readonly written = new Set<string>();
   /** Blob names (thread + name) known to be stored. */
   private readonly blobs = new Set<string>();
@@ -341,7 +341,10 @@ export class ConvlogSaver extends BaseCheckpointSaver {
       await this.ensure(threadId);
       await this.post(threadId, body);
     }
-    this.written.add(threadId);
+    if (!this.written.has(threadId)) {
+      if (this.written.size >= MAX_REMEMBERED) this.written.delete(this.written.values().next().value as string);
+      this.written.add(threadId);
+    }
   }
 
   private async post(threadId: string, body: string): Promise<void> {
