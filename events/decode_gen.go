@@ -37,6 +37,10 @@ func typeOf(t []byte) Type {
 		return TypeErased
 	case string(TypeRedacted):
 		return TypeRedacted
+	case string(TypeCheckpointSaved):
+		return TypeCheckpointSaved
+	case string(TypeCheckpointWrites):
+		return TypeCheckpointWrites
 	}
 	return Type(t)
 }
@@ -75,6 +79,10 @@ func (r *reader) payload(t Type) (Payload, bool) {
 		return r.readErased()
 	case TypeRedacted:
 		return r.readRedacted()
+	case TypeCheckpointSaved:
+		return r.readCheckpointSaved()
+	case TypeCheckpointWrites:
+		return r.readCheckpointWrites()
 	}
 	return nil, false
 }
@@ -330,5 +338,48 @@ func (r *reader) readRedacted() (p Redacted, ok bool) {
 		return 0, true
 	})
 	p.canonicalize()
+	return p, ok
+}
+
+func (r *reader) readCheckpointSaved() (p CheckpointSaved, ok bool) {
+	ok = r.fields(func(k []byte) (uint32, bool) {
+		switch string(k) {
+		case "ns":
+			return 1 << 0, r.strInto(&p.NS)
+		case "id":
+			return 1 << 1, r.strInto(&p.ID)
+		case "parent":
+			return 1 << 2, r.strInto(&p.Parent)
+		case "checkpoint":
+			return 1 << 3, r.bytesInto((*[]byte)(&p.Checkpoint))
+		case "metadata":
+			return 1 << 4, r.bytesInto((*[]byte)(&p.Metadata))
+		case "channels":
+			return 1 << 5, r.bytesInto((*[]byte)(&p.Channels))
+		case "messages":
+			return 1 << 6, r.messagesInto(&p.Messages)
+		}
+		return 0, true
+	})
+	p.canonicalize()
+	return p, ok
+}
+
+func (r *reader) readCheckpointWrites() (p CheckpointWrites, ok bool) {
+	ok = r.fields(func(k []byte) (uint32, bool) {
+		switch string(k) {
+		case "ns":
+			return 1 << 0, r.strInto(&p.NS)
+		case "checkpoint":
+			return 1 << 1, r.strInto(&p.Checkpoint)
+		case "task":
+			return 1 << 2, r.strInto(&p.Task)
+		case "path":
+			return 1 << 3, r.strInto(&p.Path)
+		case "writes":
+			return 1 << 4, r.bytesInto((*[]byte)(&p.Writes))
+		}
+		return 0, true
+	})
 	return p, ok
 }

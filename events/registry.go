@@ -59,6 +59,8 @@ var registry = []TypeInfo{
 	register[Undeleted](TypeUndeleted, true, false),
 	register[Erased](TypeErased, false, false),
 	register[Redacted](TypeRedacted, true, false),
+	register[CheckpointSaved](TypeCheckpointSaved, true, true),
+	register[CheckpointWrites](TypeCheckpointWrites, true, true),
 }
 
 // byType indexes registry.

@@ -23,6 +23,8 @@ const (
 	TypeUndeleted        Type = "thread.undeleted"
 	TypeErased           Type = "thread.erased"
 	TypeRedacted         Type = "event.redacted"
+	TypeCheckpointSaved  Type = "checkpoint.saved"
+	TypeCheckpointWrites Type = "checkpoint.writes"
 )
 
 // AllTypes lists every event type this version knows, in a stable order

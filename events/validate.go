@@ -314,6 +314,10 @@ func validatePayload(p Payload, l Limits, bad badFunc) error {
 		return validateStateSet(v, l, bad)
 	case StateDeleted:
 		return validateKey(v.Key, l, bad)
+	case CheckpointSaved:
+		return validateCheckpointSaved(v, l, bad)
+	case CheckpointWrites:
+		return validateCheckpointWrites(v, l, bad)
 	case Forked:
 		return validateForked(v, l, bad)
 	}

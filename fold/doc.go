@@ -30,6 +30,18 @@
 // message that caused it), and a compaction summary carries the last
 // sequence it summarizes (UpToSeq).
 //
+// # Framework checkpoints
+//
+// An agent framework's checkpoint (events.CheckpointSaved: LangGraph's
+// put) and a task's pending writes (events.CheckpointWrites) are events
+// of the thread. The fold keeps them out of the history and the
+// key-value state: it indexes the newest [MaxCheckpointsIndexed]
+// checkpoints of the thread's lifetime in [State].Checkpoints (namespace,
+// id, parent, the sequences of the checkpoint's event and of its writes),
+// so a checkpoint read is a read of those events and the snapshot's head
+// stays small however many checkpoints the thread holds; older ones are
+// read from the log.
+//
 // # Windows
 //
 // A State may be a window: Messages holds only the newest messages and

@@ -17,22 +17,31 @@ type foldFunc func(s *State, ev events.Stored, o foldOpts) error
 // foldRules are the fold rules by event type: anyThread for the events
 // that start (or end) a thread, onThread for those that need an existing
 // thread, which set State.UpdatedAt once applied.
-var foldRules = map[events.Type]foldFunc{
-	events.TypeErased:           anyThread(foldErased),
-	events.TypeThreadCreated:    anyThread(foldCreated),
-	events.TypeForked:           anyThread(foldForked),
-	events.TypeThreadUpdated:    onThread(foldUpdated),
-	events.TypeUserMessage:      onThread(foldUserMessage),
-	events.TypeAssistantMessage: onThread(foldAssistantMessage),
-	events.TypeToolResult:       onThread(foldToolResult),
-	events.TypeReset:            onThread(foldReset),
-	events.TypeRestore:          onThread(foldRestore),
-	events.TypeCompaction:       onThread(foldCompaction),
-	events.TypeStateSet:         onThread(foldStateSet),
-	events.TypeStateDeleted:     onThread(foldStateDeleted),
-	events.TypeDeleted:          onThread(foldDeleted),
-	events.TypeUndeleted:        onThread(foldUndeleted),
-	events.TypeRedacted:         onThread(foldRedacted),
+var foldRules map[events.Type]foldFunc
+
+// init fills foldRules: a rule may fold events through apply (a
+// checkpoint carrying messages), which reads foldRules, so the map cannot
+// be a variable initializer.
+func init() {
+	foldRules = map[events.Type]foldFunc{
+		events.TypeErased:           anyThread(foldErased),
+		events.TypeThreadCreated:    anyThread(foldCreated),
+		events.TypeForked:           anyThread(foldForked),
+		events.TypeThreadUpdated:    onThread(foldUpdated),
+		events.TypeUserMessage:      onThread(foldUserMessage),
+		events.TypeAssistantMessage: onThread(foldAssistantMessage),
+		events.TypeToolResult:       onThread(foldToolResult),
+		events.TypeReset:            onThread(foldReset),
+		events.TypeRestore:          onThread(foldRestore),
+		events.TypeCompaction:       onThread(foldCompaction),
+		events.TypeStateSet:         onThread(foldStateSet),
+		events.TypeStateDeleted:     onThread(foldStateDeleted),
+		events.TypeDeleted:          onThread(foldDeleted),
+		events.TypeUndeleted:        onThread(foldUndeleted),
+		events.TypeRedacted:         onThread(foldRedacted),
+		events.TypeCheckpointSaved:  onThread(foldCheckpointSaved),
+		events.TypeCheckpointWrites: onThread(foldCheckpointWrites),
+	}
 }
 
 // errNoRule is a payload whose EventType has a rule but whose Go type is

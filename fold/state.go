@@ -84,6 +84,12 @@ type State struct {
 	// the order they were redacted. The redacted events themselves read
 	// with the named fields replaced (events.RedactedText).
 	Redactions []Redaction `msgpack:"redactions,omitempty" json:"redactions,omitempty"`
+
+	// Checkpoints indexes the thread's newest framework checkpoints
+	// (events.CheckpointSaved and their events.CheckpointWrites) by the
+	// sequences of their events; nil until the first one. It is shared
+	// between copies of a State (the fold replaces it, never changes it).
+	Checkpoints *CheckpointIndex `msgpack:"checkpoints,omitempty" json:"checkpoints,omitempty"`
 }
 
 // Redaction is one events.Redacted folded: which event (its sequence and
@@ -213,7 +219,8 @@ func (s *State) Clone0() *State {
 // Version, Messages, Pending, LastUser and Rejections when those events are
 // messages, tool results, state or metadata changes (message.user,
 // message.assistant, tool.result, state.set, state.deleted,
-// thread.updated); Renumber handles those. For any other event type
+// thread.updated), and in Checkpoints for checkpoint.saved and
+// checkpoint.writes; Renumber handles those. For any other event type
 // (a restore or fork carries messages with their own sequences, a
 // compaction cuts by sequence) fold the stored events again instead;
 // [Renumberable] tells which (events.TypeInfo.Renumberable).
@@ -240,12 +247,13 @@ func (s *State) Renumber(from uint64, seqs []uint64) {
 	for i := range s.Rejections {
 		s.Rejections[i].Seq = re(s.Rejections[i].Seq)
 	}
+	s.renumberCheckpoints(from, re)
 }
 
 // Renumberable reports whether [State.Renumber] can give an event of this
 // payload its stored sequence (see there): message.user,
-// message.assistant, tool.result, state.set, state.deleted and
-// thread.updated.
+// message.assistant, tool.result, state.set, state.deleted,
+// thread.updated, checkpoint.saved and checkpoint.writes.
 func Renumberable(p events.Payload) bool {
 	if p == nil {
 		return false

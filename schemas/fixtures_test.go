@@ -68,5 +68,9 @@ func validEvents() []struct {
 		tc{"an undelete without a reason is valid", fxEvent(13, "p", events.Undeleted{})},
 		tc{"an erasure of nothing is valid", fxEvent(14, "p", events.Erased{})},
 		tc{"a redaction of every event up to a sequence (retention)", fxEvent(15, "p", events.Redacted{UpToSeq: 40, Reason: "retention: keep 720h"})},
+		tc{"a checkpoint with only an id and a checkpoint value is valid", fxEvent(16, "p", events.CheckpointSaved{ID: "c", Checkpoint: json.RawMessage(`{"type":"json","json":{}}`)})},
+		tc{"a checkpoint with the graph's new messages is valid", fxEvent(16, "p", events.CheckpointSaved{ID: "c", Checkpoint: json.RawMessage(`{"type":"json","json":{}}`),
+			Messages: []events.Message{{Role: events.RoleUser, Content: events.Text("hi")}, {Role: events.RoleAssistant, Content: events.Text("hello")}}})},
+		tc{"checkpoint writes with no write are valid", fxEvent(17, "p", events.CheckpointWrites{Checkpoint: "c", Task: "t", Writes: json.RawMessage(`[]`)})},
 	)
 }

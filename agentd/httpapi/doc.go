@@ -24,6 +24,7 @@
 //	POST   /v1/threads/{id}/erase        {"confirm": true, reason?}: purge irreversibly; returns the report
 //	POST   /v1/threads/{id}/redact       {"seq", "fields"?, "reason"?, "confirm": true}: make one event's content unreadable for good (a key rotation)
 //	GET    /v1/threads/{id}/export       ?format=events|openai: streamed JSON lines (application/x-ndjson)
+//	GET    /v1/threads/{id}/checkpoints  framework checkpoints (ns, checkpoint_id, before, limit): checkpoint.saved events with their writes, newest id first
 //	GET    /v1/threads/{id}/state        the key-value state at the current version (?prefix=), from the snapshot's head and the log's tail
 //	GET    /v1/threads/{id}/state/{key}  one key (URL-encoded; 404 state-key-not-found)
 //	PUT    /v1/threads/{id}/state/{key}  {"value": ...}: set; If-None-Match: * set-if-absent (412 state-key-exists), If-Match compare-and-set

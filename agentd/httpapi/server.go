@@ -99,6 +99,7 @@ func New(cfg Config) (*Server, error) {
 	s.route("GET /v1/threads/{id}/state/{key}", false, false, s.getStateKey)
 	s.route("PUT /v1/threads/{id}/state/{key}", false, false, s.putStateKey)
 	s.route("DELETE /v1/threads/{id}/state/{key}", false, false, s.deleteStateKey)
+	s.route("GET /v1/threads/{id}/checkpoints", false, false, s.getCheckpoints)
 	s.routeLimit("PUT /v1/threads/{id}/blobs/{name...}", false, true, cfg.MaxBlobBytes, s.putBlob)
 	s.route("GET /v1/threads/{id}/blobs/{name...}", false, true, s.getBlob)
 	s.route("DELETE /v1/threads/{id}/blobs/{name...}", false, false, s.deleteBlob)

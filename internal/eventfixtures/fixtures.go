@@ -212,6 +212,17 @@ func Golden() []GoldenEvent {
 		{"thread.undeleted: a reason.", Event(13, "ops-console", events.Undeleted{Reason: "restored by support (ticket 99)"})},
 		{"thread.erased: counts of what the purge removed.", Event(14, "agentd/purge", events.Erased{RemovedEvents: 17, LastSeq: 128, Reason: "GDPR erasure request"})},
 		{"event.redacted: the sequence and id of the redacted event, the fields redacted, a reason.", Event(15, "agentd/redact", events.Redacted{Seq: 42, EventID: "01972b6e-8a40-7c1d-8e2f-3a4b5c6d7e03", Fields: []string{"content"}, Reason: "GDPR request about one message"})},
+		{"checkpoint.saved: a LangGraph checkpoint of the root graph with its parent, metadata and channel values as value objects (inline JSON, base64 bytes, a blob reference); each of checkpoint, metadata and channels is a msgpack bin holding the writer's JSON text.", Event(16, "@convlog/langgraph", events.CheckpointSaved{
+			ID: "1ef4f797-8335-6428-8001-8a1503f9b875", Parent: "1ef4f797-8335-6428-8000-8a1503f9b875",
+			Checkpoint: json.RawMessage(`{"type":"json","json":{"v":4,"id":"1ef4f797-8335-6428-8001-8a1503f9b875","ts":"2025-06-01T12:00:16.123Z","channel_versions":{"messages":2,"big":1},"versions_seen":{}}}`),
+			Metadata:   json.RawMessage(`{"type":"json","json":{"source":"loop","step":1,"parents":{}}}`),
+			Channels: json.RawMessage(`{"messages":{"type":"json","json":[{"lc":1,"type":"constructor","id":["langchain_core","messages","HumanMessage"],"kwargs":{"content":"Größe M?"}}]},` +
+				`"big":{"type":"json","blob":"lg/9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08","size":70000},"raw":{"type":"bytes","base64":"AAEC"}}`),
+		})},
+		{"checkpoint.writes: a task's pending writes against a checkpoint of a subgraph's namespace, with a negative idx for a special channel.", Event(17, "@convlog/langgraph", events.CheckpointWrites{
+			NS: "agent:8a1503f9", Checkpoint: "1ef4f797-8335-6428-8001-8a1503f9b875", Task: "4a7c0d3e-2b1f-5e9a-8c6d-0f1e2d3c4b5a", Path: "~__pregel_pull, agent",
+			Writes: json.RawMessage(`[{"idx":0,"channel":"messages","value":{"type":"json","json":[]}},{"idx":-1,"channel":"__error__","value":{"type":"json","json":"boom"}}]`),
+		})},
 	}
 }
 
@@ -274,6 +285,15 @@ func Rich() []events.Payload {
 		events.Undeleted{Reason: "not spam after all"},
 		events.Erased{RemovedEvents: 512, LastSeq: 9001, Reason: "GDPR request 77"},
 		events.Redacted{Seq: 41, EventID: "01959a3c-5e2b-7cc1-9a40-3b1d2e4f5a6c", Fields: []string{"content", "metadata"}, Reason: "leaked API key"},
+		events.CheckpointSaved{NS: "outer:task-1", ID: "1ef4f797-8335-6428-8001-8a1503f9b875", Parent: "1ef4f797-8335-6428-8000-8a1503f9b875",
+			Checkpoint: json.RawMessage(`{"type":"json","json":{"v":4,"id":"1ef4f797-8335-6428-8001-8a1503f9b875","channel_versions":{"messages":2}}}`),
+			Metadata:   json.RawMessage(`{"type":"json","json":{"source":"loop","step":1}}`),
+			Channels:   json.RawMessage(`{"messages":{"type":"json","json":[{"content":"hi"}]},"big":{"type":"bytes","blob":"lg/3f2a","size":70000},"raw":{"type":"bytes","base64":"AAE="}}`),
+			Messages: []events.Message{{Role: events.RoleUser, Content: events.Text("hi"), Metadata: json.RawMessage(`{"langgraph_id":"m1"}`)},
+				{Role: events.RoleAssistant, Content: events.Text(""), ToolCalls: []events.ToolCall{{ID: "call_1", Name: "weather", Arguments: `{"city":"Oslo"}`}}},
+				{Role: events.RoleTool, ToolCallID: "call_1", Name: "weather", Content: events.Text("sunny")}}},
+		events.CheckpointWrites{NS: "outer:task-1", Checkpoint: "1ef4f797-8335-6428-8001-8a1503f9b875", Task: "task-2", Path: "~__pregel_pull, agent",
+			Writes: json.RawMessage(`[{"idx":0,"channel":"messages","value":{"type":"json","json":[]}},{"idx":-1,"channel":"__error__","value":{"type":"json","json":"boom"}}]`)},
 	}
 	return payloads
 }
@@ -297,6 +317,8 @@ func Minimal() []events.Payload {
 		events.Undeleted{},
 		events.Erased{},
 		events.Redacted{Seq: 1, EventID: "e"},
+		events.CheckpointSaved{ID: "c", Checkpoint: json.RawMessage(`{"type":"json"}`)},
+		events.CheckpointWrites{Checkpoint: "c", Task: "t", Writes: json.RawMessage(`[]`)},
 	}
 	return payloads
 }

@@ -60,7 +60,35 @@ export interface ConvlogClientOptions {
   apiKey?: string;
   /** The fetch to use (default: the global `fetch`). */
   fetch?: typeof fetch;
+  /** How requests the server refused for overload are retried (see {@link RetryOptions}); `false` turns retries off. */
+  retry?: RetryOptions | false;
 }
+
+/**
+ * Retries of requests the server answered 429 (rate limited, quota) or
+ * 503 (overloaded, busy): such an answer stored nothing. A request is sent
+ * again after the answer's `Retry-After` (seconds or an HTTP date) when it
+ * has one, else after an exponential backoff from `baseMs`; either wait
+ * is capped at `maxMs` and spread by full jitter (a random share of it,
+ * at least half), so clients refused together do not come back together.
+ * A 503 without `Retry-After` is retried only for a GET, HEAD, PUT or
+ * DELETE or a request with an `Idempotency-Key` (it may come from a proxy
+ * that cannot say whether the request ran). After `attempts` answers in a
+ * row the last one is returned (and thrown as a {@link ConvlogError}).
+ */
+export interface RetryOptions {
+  /** Requests sent at most, the first included. Default 6. */
+  attempts?: number;
+  /** The first backoff in ms without `Retry-After`, doubled per attempt. Default 100. */
+  baseMs?: number;
+  /** The longest wait in ms. Default 10,000. */
+  maxMs?: number;
+}
+
+/** A checkpoint as `GET /v1/threads/{id}/checkpoints` returns it: its `checkpoint.saved` event and the `checkpoint.writes` events that name it. */
+export type StoredCheckpoint = components["schemas"]["CheckpointsResponse"]["checkpoints"][number];
+/** The answer of `GET /v1/threads/{id}/checkpoints` (openapi.json `CheckpointsResponse`). */
+export type CheckpointsPage = components["schemas"]["CheckpointsResponse"];
 
 /**
  * A request the API refused: `status` is the HTTP status and `problem` the
@@ -110,7 +138,8 @@ export class ConvlogClient {
   constructor(opts: ConvlogClientOptions) {
     this.baseUrl = opts.baseUrl.replace(/\/+$/, "");
     this.headers = opts.apiKey ? { Authorization: `Bearer ${opts.apiKey}` } : {};
-    this.fetchFn = opts.fetch ?? ((input, init) => fetch(input, init));
+    const base: typeof fetch = opts.fetch ?? ((input, init) => fetch(input, init));
+    this.fetchFn = opts.retry === false ? base : withRetry(base, opts.retry ?? {});
     this.api = createClient<paths>({ baseUrl: this.baseUrl, headers: this.headers, fetch: (req) => this.fetchFn(req) });
   }
 
@@ -172,6 +201,18 @@ export class ConvlogClient {
     if (opts.expectVersion !== undefined) header["If-Match"] = `"${opts.expectVersion}"`;
     if (opts.idempotencyKey) header["Idempotency-Key"] = opts.idempotencyKey;
     const r = await this.api.POST("/v1/threads/{id}/events", { params: { path: { id }, header }, body: { events } });
+    return ok(r);
+  }
+
+  /**
+   * Reads a thread's framework checkpoints (`GET /v1/threads/{id}/checkpoints`):
+   * `checkpoint.saved` events with their `checkpoint.writes`, newest
+   * checkpoint id first; `ns` (absent: every namespace), `checkpoint_id`,
+   * `before` (ids sorting before it) and `limit` (1 to 100, default 10)
+   * select. Throws 404 `not-found` for a missing thread.
+   */
+  async checkpoints(id: string, query: { ns?: string; checkpoint_id?: string; before?: string; limit?: number } = {}): Promise<CheckpointsPage> {
+    const r = await this.api.GET("/v1/threads/{id}/checkpoints", { params: { path: { id }, query } });
     return ok(r);
   }
 
@@ -396,6 +437,42 @@ export class ConvlogClient {
       delay = Math.min(delay * 2, maxDelay);
     }
   }
+}
+
+/** `f` retrying answers 429 and 503 as {@link RetryOptions} says. */
+function withRetry(f: typeof fetch, o: RetryOptions): typeof fetch {
+  const attempts = Math.max(1, o.attempts ?? 6);
+  const baseMs = o.baseMs ?? 100;
+  const maxMs = o.maxMs ?? 10_000;
+  return async (input, init) => {
+    for (let attempt = 1; ; attempt++) {
+      // A Request's body can be read once: send a copy while retries remain.
+      const req = input instanceof Request && attempt < attempts ? input.clone() : input;
+      const res = await f(req, init);
+      if (attempt >= attempts || (res.status !== 429 && res.status !== 503)) return res;
+      const after = retryAfterMs(res.headers.get("Retry-After"));
+      if (res.status === 503 && after === undefined && !replayable(input, init)) return res;
+      const wait = Math.min(after ?? baseMs * 2 ** (attempt - 1), maxMs);
+      await res.body?.cancel();
+      await sleep(wait / 2 + Math.random() * (wait / 2), init?.signal ?? (input instanceof Request ? input.signal : undefined));
+    }
+  };
+}
+
+/** Whether a request may be sent twice with the same effect. */
+function replayable(input: RequestInfo | URL, init?: RequestInit): boolean {
+  const method = (init?.method ?? (input instanceof Request ? input.method : "GET")).toUpperCase();
+  if (["GET", "HEAD", "PUT", "DELETE"].includes(method)) return true;
+  const headers = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined));
+  return headers.has("Idempotency-Key");
+}
+
+/** A Retry-After header (delay seconds or an HTTP date) in ms; undefined when absent or unreadable. */
+function retryAfterMs(v: string | null): number | undefined {
+  if (v === null || v.trim() === "") return undefined;
+  if (/^\d+$/.test(v.trim())) return Number(v.trim()) * 1000;
+  const t = Date.parse(v);
+  return Number.isNaN(t) ? undefined : Math.max(0, t - Date.now());
 }
 
 /** The body of a successful openapi-fetch answer, or a ConvlogError. */

@@ -277,6 +277,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/threads/{id}/checkpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The thread id (1..128 bytes of [A-Za-z0-9_-]) or an external id: any other UTF-8 string of up to 1,024 bytes, percent-encoded, as AgentKit and LangGraph allow. An external id maps deterministically to the thread id ext- + the lower-case base32 of the first 20 bytes of its SHA-256 (no padding); both are reported (thread, external_id). */
+                id: components["parameters"]["ThreadId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Read the thread's framework checkpoints
+         * @description The thread's checkpoints (checkpoint.saved events, each with the checkpoint.writes events that name it, in stream order), newest checkpoint id first. Read at the sequences the fold's checkpoint index names (the thread's newest 128 checkpoints, in the snapshot's head, plus the log's tail); older checkpoints are found by reading the log backwards from its end until limit are found. A thread with no checkpoint answers an empty list.
+         */
+        get: operations["getCheckpoints"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/threads/{id}/state": {
         parameters: {
             query?: never;
@@ -493,7 +516,7 @@ export interface components {
             /** @description UUID chosen by the writer (de-duplication key). */
             id?: string;
             /** @enum {unknown} */
-            type: "thread.created" | "thread.updated" | "message.user" | "message.assistant" | "tool.result" | "thread.reset" | "thread.restored" | "thread.compacted" | "state.set" | "state.deleted" | "thread.forked" | "thread.deleted" | "thread.undeleted" | "event.redacted";
+            type: "thread.created" | "thread.updated" | "message.user" | "message.assistant" | "tool.result" | "thread.reset" | "thread.restored" | "thread.compacted" | "state.set" | "state.deleted" | "thread.forked" | "thread.deleted" | "thread.undeleted" | "event.redacted" | "checkpoint.saved" | "checkpoint.writes";
             tenant?: string;
             thread?: string;
             /** Format: date-time */
@@ -874,6 +897,20 @@ export interface components {
             /** @constant */
             object: "list";
             data: components["schemas"]["Model"][];
+        };
+        /** @description A thread's framework checkpoints (checkpoint.saved / checkpoint.writes events) at a version. */
+        CheckpointsResponse: {
+            /** @description The thread version the index was read at. */
+            version: number;
+            /** @description How many checkpoints were saved in the thread's current lifetime. */
+            count: number;
+            /** @description Newest checkpoint id first. */
+            checkpoints: {
+                /** @description The checkpoint.saved event. */
+                event: components["schemas"]["StoredEvent"];
+                /** @description The checkpoint.writes events that name the checkpoint, in stream order. */
+                writes: components["schemas"]["StoredEvent"][];
+            }[];
         };
         /** @description A thread's key-value state (state.set / state.deleted events) at a version. */
         StateResponse: {
@@ -1732,6 +1769,44 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
+        };
+    };
+    getCheckpoints: {
+        parameters: {
+            query?: {
+                /** @description Only checkpoints of this namespace ("" is the root graph's); absent: every namespace. */
+                ns?: string;
+                /** @description Only the checkpoint of this id. */
+                checkpoint_id?: string;
+                /** @description Only checkpoints whose id sorts before this one. */
+                before?: string;
+                /** @description At most this many checkpoints. */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description The thread id (1..128 bytes of [A-Za-z0-9_-]) or an external id: any other UTF-8 string of up to 1,024 bytes, percent-encoded, as AgentKit and LangGraph allow. An external id maps deterministically to the thread id ext- + the lower-case base32 of the first 20 bytes of its SHA-256 (no padding); both are reported (thread, external_id). */
+                id: components["parameters"]["ThreadId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The checkpoints. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CheckpointsResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getState: {

@@ -171,3 +171,55 @@ test("an event is redacted and a thread erased for good", async () => {
   await assert.rejects(c.getThread(t.thread), (e: unknown) => e instanceof ConvlogError && e.status === 404);
   await assert.rejects(c.eraseThread(t.thread), (e: unknown) => e instanceof ConvlogError && e.status === 404);
 });
+
+test("requests refused for overload (429, 503 with Retry-After) are sent again, honoring Retry-After", async () => {
+  // A fetch in front of agentd that refuses the first `refuse` requests as an overloaded server would.
+  let refuse = 0;
+  let status = 429;
+  let retryAfter: string | null = "0";
+  const sent: string[] = [];
+  const overloaded: typeof fetch = async (input, init) => {
+    const req = new Request(input, init);
+    sent.push(`${req.method} ${new URL(req.url).pathname}`);
+    if (refuse > 0) {
+      refuse--;
+      const headers: Record<string, string> = { "Content-Type": "application/problem+json" };
+      if (retryAfter !== null) headers["Retry-After"] = retryAfter;
+      return new Response(JSON.stringify({ type: "about:blank", title: "Overloaded", status, code: "overloaded" }), { status, headers });
+    }
+    return fetch(req);
+  };
+  const c = new ConvlogClient({ baseUrl: agentd.url, apiKey: keys.acme, fetch: overloaded, retry: { attempts: 3, baseMs: 1 } });
+  const th = await c.createThread({ replies: "off" });
+
+  sent.length = 0;
+  refuse = 2;
+  const res = await c.append(th.thread, [user("once")]);
+  assert.equal(sent.length, 3, "two refusals, then the append");
+  assert.equal(res.events.length, 1);
+  assert.deepEqual((await c.getThread(th.thread, { consistent: true })).messages?.map((m) => m.content), ["once"]);
+
+  sent.length = 0;
+  refuse = 5;
+  await assert.rejects(c.getThread(th.thread), (err: unknown) => err instanceof ConvlogError && err.status === 429);
+  assert.equal(sent.length, 3, "at most `attempts` requests");
+
+  // A 503 without Retry-After may come from a proxy that cannot say
+  // whether the request ran: an append is not sent again, a read is.
+  refuse = 1;
+  status = 503;
+  retryAfter = null;
+  sent.length = 0;
+  await assert.rejects(c.append(th.thread, [user("maybe")]), (err: unknown) => err instanceof ConvlogError && err.status === 503);
+  assert.equal(sent.length, 1);
+  refuse = 1;
+  sent.length = 0;
+  assert.equal((await c.getThread(th.thread)).thread, th.thread);
+  assert.equal(sent.length, 2);
+
+  const plain = new ConvlogClient({ baseUrl: agentd.url, apiKey: keys.acme, fetch: overloaded, retry: false });
+  refuse = 1;
+  status = 429;
+  retryAfter = "0";
+  await assert.rejects(plain.getThread(th.thread), (err: unknown) => err instanceof ConvlogError && err.status === 429);
+});

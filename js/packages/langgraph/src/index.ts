@@ -4,26 +4,49 @@
  *
  * Layout: a LangGraph `thread_id` is a convlog thread of the same id (any
  * string: convlog maps ids outside `[A-Za-z0-9_-]{1,128}` and reports
- * both). In its key-value state (read without the history, written by
- * `state.set` events, so every change is in the log):
- * - `cp:<sha256 of [ns, id]>` → `{ns, id, parent, metadata: [type, base64]}`,
- *   one small index entry per checkpoint; the serialized checkpoint (without
- *   its channel values) is the blob `cp/<same hash>` and each channel value
- *   a put updated (`newVersions`) the blob `ch/<sha256 of [ns, channel,
- *   version]>`, stored once per version as LangGraph's Postgres saver does
- *   (convlog's object store, up to 32 MiB each by default: a checkpoint may
- *   be larger than an event);
- * - `w:<sha256 of [ns, checkpoint id, task id, idx]>` → one pending write
- *   `{ns, cp, task, idx, channel, path, type, value}` (the value inline up
- *   to 4 KiB, else in the blob `w/<same hash>`).
- * A registry thread (default `"@convlog/langgraph:threads"`) lists the
- * thread ids for `list()` without a `thread_id`. `deleteThread` soft-deletes
- * the convlog thread: the id is free again (a new lifetime starts empty)
- * and the deleted checkpoints stay in the log for audit.
+ * both), created with `replies: "off"`, `pending_policy: "cancel"` and the
+ * metadata `source` (default `"langgraph"`) that marks the saver's threads.
+ * - `put` is one atomic append: a `checkpoint.saved` event holding the
+ *   whole checkpoint (its channel values, metadata and parent), preceded
+ *   by the graph's new messages as convlog message events (below).
+ * - `putWrites` is one append: a `checkpoint.writes` event.
+ * - Values are what LangGraph's serializer produced, as value objects:
+ *   inline (`{type, json}` for JSON, `{type, base64}` for other bytes) up
+ *   to {@link ConvlogSaverOptions.inlineBytes}, else `{type, blob, size}`,
+ *   a blob of the thread named by the SHA-256 of the bytes, so a large
+ *   value that does not change between checkpoints is stored once.
+ * - convlog's fold indexes the newest checkpoints (namespace, id, parent,
+ *   the sequences of their events) in the thread's snapshot;
+ *   `getTuple` and `list` read them through
+ *   `GET /v1/threads/{id}/checkpoints` (one request), and checkpoints older
+ *   than the index are read from the log by the same route. A thread may
+ *   hold any number of checkpoints.
+ * - `list()` without a `thread_id` lists the tenant's threads whose
+ *   metadata `source` is the saver's (convlog's thread list, updated by
+ *   its projector; threads this saver wrote in this process are included
+ *   at once).
  *
- * Limits: the index lives in the thread's state, capped by convlog at
- * 256 KiB per thread (about 800 checkpoints with small metadata): a
- * longer-lived thread gets a 422 from convlog's fold (state too large).
+ * Messages: on `put` in the root namespace, the messages of the
+ * `messages` channel that the parent checkpoint did not hold are appended
+ * before the checkpoint, in the same atomic append, as convlog messages: a
+ * human message as `message.user`, an AI message as `message.assistant`
+ * (with its tool calls), a tool message as `tool.result`; system and
+ * other messages are not copied. With `messagesAs: "checkpoint"` they
+ * travel inside the `checkpoint.saved` event instead, and convlog's fold
+ * appends them to the history by the same rules (one event per put: an
+ * atomic append of several events costs more on a single-replica
+ * stream). So the thread's history, SSE stream and web page show the
+ * conversation. convlog's fold enforces tool-call matching: when it
+ * refuses the messages (a tool result for a call that is not pending),
+ * the checkpoint is appended without them. A graph run from an older
+ * checkpoint (time travel) appends the messages of the new branch after
+ * those already in the thread.
+ *
+ * Threads written by earlier versions of this package (an index in the
+ * thread's key-value state, blobs `cp/...` and `ch/...`, a registry
+ * thread `@convlog/langgraph:threads`) are not read: their checkpoints
+ * stay in the log; delete such a thread (or use a new `thread_id`) to
+ * start it in this layout, and delete the registry thread.
  *
  * Semantics follow `MemorySaver` (ordering newest first by checkpoint id,
  * `before`, `limit`, metadata `filter`, pending writes in `writesSortKey`
@@ -32,7 +55,7 @@
  *
  * @packageDocumentation
  */
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import {
   BaseCheckpointSaver,
   TASKS,
@@ -51,124 +74,86 @@ import {
   type ChannelVersions,
 } from "@langchain/langgraph-checkpoint";
 import type { RunnableConfig } from "@langchain/core/runnables";
-import { ConvlogClient, ConvlogError, type Event } from "@convlog/client";
+import { ConvlogClient, ConvlogError, type Event, type StoredCheckpoint } from "@convlog/client";
 
 /** Options of {@link ConvlogSaver}. */
 export interface ConvlogSaverOptions {
   /** The convlog client (its API key picks the tenant). */
   client: ConvlogClient;
-  /** The thread that registers the saver's thread ids for `list()` without a thread. Default `"@convlog/langgraph:threads"`. */
-  registryThread?: string;
   /** LangGraph's serializer (default: the saver's JSON+ serializer). */
   serde?: SerializerProtocol;
+  /** The thread metadata `source` that marks this saver's threads for `list()` without a `thread_id`. Default `"langgraph"`. */
+  source?: string;
+  /** The largest serialized value kept inline in an event, in bytes; larger ones are blobs. Default {@link INLINE_VALUE_BYTES}. */
+  inlineBytes?: number;
+  /** The channel whose messages are copied to the thread's messages; `false` copies none. Default `"messages"`. */
+  messagesChannel?: string | false;
+  /**
+   * How a put carries the new messages: `"events"` (default) as
+   * `message.user`, `message.assistant` and `tool.result` events in the
+   * same atomic append as the checkpoint; `"checkpoint"` inside the
+   * `checkpoint.saved` event (its `messages`), which convlog's fold
+   * appends to the history by the same rules, so every put is a
+   * single-event append. The thread's history is the same either way;
+   * SSE readers of message events see them only with `"events"`.
+   */
+  messagesAs?: "events" | "checkpoint";
 }
 
-/** The largest pending-write value kept inline in the state, in bytes of its serialized form; larger ones go to a blob. */
-export const INLINE_WRITE_BYTES = 4096;
+/** The default largest serialized value kept inline in an event, in bytes. */
+export const INLINE_VALUE_BYTES = 64 << 10;
 
-type CpEntry = { ns: string; id: string; parent: string | null; metadata: [string, string] };
-type WEntry = { ns: string; cp: string; task: string; idx: number; channel: string; path: string; type: string; value?: string; blob?: string };
+/** A serialized value as the events hold it (schemas/payloads/checkpoint.saved.json `value`). */
+type Value = { type: string; json?: unknown; base64?: string; blob?: string; size?: number };
+/** A value as put holds it: `raw` is the JSON text that goes into the event as `json`, unparsed. */
+type OutValue = { type: string; raw?: string; base64?: string; blob?: string; size?: number };
+type SavedPayload = { ns?: string; id: string; parent?: string; checkpoint: Value; metadata?: Value; channels?: Record<string, Value> };
+type OutSaved = { ns?: string; id: string; parent?: string; checkpoint: OutValue; metadata?: OutValue; channels?: Record<string, OutValue> };
+type WritesPayload = { ns?: string; checkpoint: string; task: string; path?: string; writes: { idx: number; channel: string; value: Value }[] };
 
-const hash = (parts: unknown[]) => createHash("sha256").update(JSON.stringify(parts)).digest("hex");
-const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");
-const unb64 = (s: string) => new Uint8Array(Buffer.from(s, "base64"));
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+/** The most blob names remembered as stored, per saver. */
+const MAX_KNOWN_BLOBS = 10_000;
+/** The most thread namespaces whose last checkpoint is remembered, and threads remembered as written. */
+const MAX_REMEMBERED = 1_000;
+
+/** A checkpoint as put remembers it: its id, channel versions, the value objects its event holds, and the ids of its messages. */
+type Stored = { id: string; versions: ChannelVersions; channels: Record<string, OutValue>; messageIds?: Set<string> };
 
 /**
  * The checkpoint saver. Methods throw {@link ConvlogError} for a request
  * convlog refused (with its problem: code, field, detail) and the fetch's
- * error when convlog cannot be reached. Safe to share between graphs and
- * concurrent runs of different threads; concurrent `put`s on one thread
- * are appended in the order convlog receives them.
+ * error when convlog cannot be reached (the client retries overload
+ * answers, 429 and 503). Safe to share between graphs and concurrent runs
+ * of different threads; concurrent `put`s on one thread are appended in
+ * the order convlog receives them.
  */
 export class ConvlogSaver extends BaseCheckpointSaver {
   private readonly client: ConvlogClient;
-  private readonly registry: string;
-  /** Thread ids this process created (or saw) in their current lifetime. */
-  private readonly ensured = new Set<string>();
+  private readonly source: string;
+  private readonly inlineBytes: number;
+  private readonly messagesChannel: string | false;
+  private readonly messagesAs: "events" | "checkpoint";
+  /** The last threads this process wrote (at most MAX_REMEMBERED): list() sees them before convlog's thread list does. */
+  private readonly written = new Set<string>();
+  /** Blob names (thread + name) known to be stored. */
+  private readonly blobs = new Set<string>();
+  /** The prefix of the placeholders body() replaces with raw JSON text (no event text holds it: it starts with NUL and is random). */
+  private readonly nonce = `\u0000raw:${randomBytes(8).toString("hex")}:`;
+  /** Per thread: the saver's last append to it (appends to one thread go one at a time). */
+  private readonly queues = new Map<string, Promise<unknown>>();
+  /** Per thread and namespace: the checkpoint last put or read. */
+  private readonly last = new Map<string, Stored>();
 
   constructor(opts: ConvlogSaverOptions) {
     super(opts.serde);
     this.client = opts.client;
-    this.registry = opts.registryThread ?? "@convlog/langgraph:threads";
-  }
-
-  private async ensure(threadId: string): Promise<void> {
-    if (this.ensured.has(threadId)) return;
-    await this.client.ensureThread(threadId, { replies: "off", metadata: { source: "langgraph" } });
-    await this.client.ensureThread(this.registry, { replies: "off", metadata: { source: "langgraph-registry" } });
-    await this.client.setStateKey(this.registry, registryKey(threadId), threadId);
-    this.ensured.add(threadId);
-  }
-
-  /** The thread's index entries and writes (undefined when the thread does not exist). */
-  private async index(threadId: string): Promise<{ cps: CpEntry[]; writes: WEntry[] } | undefined> {
-    let kv: Record<string, unknown>;
-    try {
-      kv = (await this.client.getState(threadId)).kv;
-    } catch (err) {
-      if (err instanceof ConvlogError && err.status === 404) return undefined;
-      throw err;
-    }
-    const cps: CpEntry[] = [];
-    const writes: WEntry[] = [];
-    for (const [k, v] of Object.entries(kv)) {
-      if (k.startsWith("cp:")) cps.push(v as CpEntry);
-      else if (k.startsWith("w:")) writes.push(v as WEntry);
-    }
-    cps.sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
-    return { cps, writes };
-  }
-
-  private async orderedWrites(threadId: string, writes: WEntry[], ns: string, cp: string): Promise<WEntry[]> {
-    const mine = writes.filter((w) => w.ns === ns && w.cp === cp);
-    mine.sort((a, b) => compareWritesSortKeys(writesSortKey(a.path, a.task, a.idx), writesSortKey(b.path, b.task, b.idx)));
-    return mine;
-  }
-
-  private async writeValue(threadId: string, w: WEntry): Promise<unknown> {
-    const bytes = w.blob !== undefined ? await this.client.getBlob(threadId, w.blob) : unb64(w.value ?? "");
-    if (bytes === undefined) throw new Error(`@convlog/langgraph: blob ${w.blob} of thread ${threadId} is missing`);
-    return this.serde.loadsTyped(w.type, bytes);
-  }
-
-  private async tuple(threadId: string, idx: { cps: CpEntry[]; writes: WEntry[] }, e: CpEntry, config?: RunnableConfig): Promise<CheckpointTuple> {
-    const blob = await this.client.getBlob(threadId, `cp/${hash([e.ns, e.id])}`);
-    if (blob === undefined) throw new Error(`@convlog/langgraph: checkpoint ${e.id} of thread ${threadId} has an index entry but no blob`);
-    const { type, data } = JSON.parse(new TextDecoder().decode(blob)) as { type: string; data: string };
-    const checkpoint = (await this.serde.loadsTyped(type, unb64(data))) as Checkpoint;
-    // Channel values are stored once per (channel, version): the values of
-    // the versions this checkpoint names that some put stored.
-    const values: Record<string, unknown> = {};
-    await Promise.all(
-      Object.entries(checkpoint.channel_versions ?? {}).map(async ([ch, ver]) => {
-        const b = await this.client.getBlob(threadId, `ch/${hash([e.ns, ch, ver])}`);
-        if (b === undefined) return;
-        const v = JSON.parse(new TextDecoder().decode(b)) as { type: string; data: string };
-        values[ch] = await this.serde.loadsTyped(v.type, unb64(v.data));
-      }),
-    );
-    (checkpoint as { channel_values: Record<string, unknown> }).channel_values = values;
-    if (checkpoint.v < 4 && e.parent !== null) await this.migratePendingSends(threadId, idx, checkpoint, e.ns, e.parent);
-    const ws = await this.orderedWrites(threadId, idx.writes, e.ns, e.id);
-    const pendingWrites = await Promise.all(ws.map(async (w) => [w.task, w.channel, await this.writeValue(threadId, w)] as [string, string, unknown]));
-    const t: CheckpointTuple = {
-      config: config ?? { configurable: { thread_id: threadId, checkpoint_ns: e.ns, checkpoint_id: e.id } },
-      checkpoint,
-      metadata: (await this.serde.loadsTyped(e.metadata[0], unb64(e.metadata[1]))) as CheckpointMetadata,
-      pendingWrites,
-    };
-    if (e.parent !== null) t.parentConfig = { configurable: { thread_id: threadId, checkpoint_ns: e.ns, checkpoint_id: e.parent } };
-    return t;
-  }
-
-  private async migratePendingSends(threadId: string, idx: { writes: WEntry[] }, cp: Checkpoint, ns: string, parent: string): Promise<void> {
-    const ws = (await this.orderedWrites(threadId, idx.writes, ns, parent)).filter((w) => w.channel === TASKS);
-    const sends = await Promise.all(ws.map((w) => this.writeValue(threadId, w)));
-    const m = cp as { channel_values: Record<string, unknown>; channel_versions: ChannelVersions };
-    m.channel_values ??= {};
-    m.channel_values[TASKS] = sends;
-    m.channel_versions ??= {};
-    m.channel_versions[TASKS] = Object.keys(m.channel_versions).length > 0 ? maxChannelVersion(...Object.values(m.channel_versions)) : this.getNextVersion(undefined);
+    this.source = opts.source ?? "langgraph";
+    this.inlineBytes = opts.inlineBytes ?? INLINE_VALUE_BYTES;
+    this.messagesChannel = opts.messagesChannel ?? "messages";
+    this.messagesAs = opts.messagesAs ?? "events";
   }
 
   /** The checkpoint of `config` (its `checkpoint_id`, else the newest of its namespace); undefined when there is none. */
@@ -177,11 +162,9 @@ export class ConvlogSaver extends BaseCheckpointSaver {
     if (threadId === undefined) return undefined;
     const ns = (config.configurable?.checkpoint_ns as string | undefined) ?? "";
     const id = getCheckpointId(config);
-    const idx = await this.index(threadId);
-    if (!idx) return undefined;
-    const e = id ? idx.cps.find((c) => c.ns === ns && c.id === id) : idx.cps.find((c) => c.ns === ns);
-    if (!e) return undefined;
-    return this.tuple(threadId, idx, e, id ? config : undefined);
+    const page = await this.read(threadId, { ns, checkpoint_id: id || undefined, limit: 1 });
+    if (page.length === 0) return undefined;
+    return this.tuple(threadId, page[0], id ? config : undefined);
   }
 
   /** The checkpoints matching `config` and `options`, newest first per thread and namespace. */
@@ -191,85 +174,118 @@ export class ConvlogSaver extends BaseCheckpointSaver {
     const threadId = config.configurable?.thread_id as string | undefined;
     const ns = config.configurable?.checkpoint_ns as string | undefined;
     const id = config.configurable?.checkpoint_id as string | undefined;
+    const beforeId = before?.configurable?.checkpoint_id as string | undefined;
     const threads = threadId !== undefined ? [threadId] : await this.threadIds();
     for (const t of threads) {
-      const idx = await this.index(t);
-      if (!idx) continue;
-      for (const e of idx.cps) {
-        if (ns !== undefined && e.ns !== ns) continue;
-        if (id && e.id !== id) continue;
-        const beforeId = before?.configurable?.checkpoint_id as string | undefined;
-        if (beforeId && e.id >= beforeId) continue;
-        const metadata = (await this.serde.loadsTyped(e.metadata[0], unb64(e.metadata[1]))) as Record<string, unknown>;
-        if (filter && !Object.entries(filter).every(([k, v]) => metadata[k] === v)) continue;
-        if (limit !== undefined) {
-          if (limit <= 0) return;
-          limit -= 1;
+      let cursor = beforeId;
+      for (;;) {
+        if (limit !== undefined && limit <= 0) return;
+        const want = filter ? 100 : Math.min(limit ?? 100, 100);
+        const page = await this.read(t, { ns, checkpoint_id: id || undefined, before: cursor, limit: want });
+        for (const c of page) {
+          const tuple = await this.tuple(t, c);
+          if (filter && !Object.entries(filter).every(([k, v]) => (tuple.metadata as Record<string, unknown> | undefined)?.[k] === v)) continue;
+          if (limit !== undefined) {
+            if (limit <= 0) return;
+            limit -= 1;
+          }
+          yield tuple;
         }
-        yield await this.tuple(t, idx, e);
+        if (page.length < want || id) break;
+        cursor = payloadOf<SavedPayload>(page[page.length - 1]).id;
       }
     }
   }
 
-  /** Stores a checkpoint (blob + index entry, one state.set event) and returns its config. */
+  /**
+   * Stores a checkpoint, with the graph's new messages, in one atomic
+   * append, and returns its config. The event holds the values of the
+   * channels in `newVersions` and, for the others, the value objects the
+   * parent checkpoint's event holds at the same version (a value is
+   * serialized once, when its channel changes; LangGraph's Postgres saver
+   * likewise stores a channel's value once per version).
+   */
   async put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
     const threadId = config.configurable?.thread_id as string | undefined;
     if (threadId === undefined) throw new Error('@convlog/langgraph: put needs configurable.thread_id (graph.invoke(input, { configurable: { thread_id: "..." } }))');
     const ns = (config.configurable?.checkpoint_ns as string | undefined) ?? "";
-    await this.ensure(threadId);
-    // Only the channels updated by this step (newVersions) are stored, once
-    // per (channel, version); the checkpoint blob holds the rest.
+    const parent = config.configurable?.checkpoint_id as string | undefined;
     const cp = copyCheckpoint(checkpoint) as Checkpoint & { channel_values: Record<string, unknown> };
-    const channelValues = cp.channel_values ?? {};
+    const values = cp.channel_values ?? {};
     cp.channel_values = {};
-    await Promise.all(
-      Object.entries(newVersions ?? {}).map(async ([ch, ver]) => {
-        if (!(ch in channelValues)) return;
-        const [t, d] = await this.serde.dumpsTyped(channelValues[ch]);
-        await this.client.putBlob(threadId, `ch/${hash([ns, ch, ver])}`, JSON.stringify({ type: t, data: b64(d) }), "application/json");
+    const prev = parent ? await this.previous(threadId, ns, parent) : undefined;
+    const channels: Record<string, OutValue> = {};
+    const [cv, mv] = await Promise.all([
+      this.encode(threadId, cp),
+      this.encode(threadId, metadata),
+      ...Object.entries(values).map(async ([ch, v]) => {
+        if (newVersions && ch in newVersions) channels[ch] = await this.encode(threadId, v);
+        else if (prev?.channels[ch] !== undefined && prev.versions[ch] === checkpoint.channel_versions?.[ch]) channels[ch] = prev.channels[ch];
       }),
-    );
-    const [[ctype, cdata], [mtype, mdata]] = await Promise.all([this.serde.dumpsTyped(cp), this.serde.dumpsTyped(metadata)]);
-    const h = hash([ns, checkpoint.id]);
-    await this.client.putBlob(threadId, `cp/${h}`, JSON.stringify({ type: ctype, data: b64(cdata) }), "application/json");
-    const entry: CpEntry = { ns, id: checkpoint.id, parent: (config.configurable?.checkpoint_id as string | undefined) ?? null, metadata: [mtype, b64(mdata)] };
-    await this.client.setStateKey(threadId, `cp:${h}`, entry);
+    ]);
+    const payload: OutSaved = { id: checkpoint.id, checkpoint: cv, metadata: mv, channels };
+    if (ns !== "") payload.ns = ns;
+    if (parent) payload.parent = parent;
+    const mirror = ns === "" && this.messagesChannel !== false && channels[this.messagesChannel] !== undefined;
+    const list = mirror ? values[this.messagesChannel as string] : undefined;
+    const news = mirror ? this.newMessages(prev?.messageIds ?? new Set(), list) : [];
+    const saved = { type: "checkpoint.saved", id: uuidv7(), payload };
+    let first: object[] = [saved];
+    if (news.length > 0 && this.messagesAs === "checkpoint") first = [{ ...saved, payload: { ...payload, messages: news } }];
+    else if (news.length > 0) first = [...news.map((m) => messageEventOf(m)), saved];
+    const msgs = news;
+    // Remembered before the append, so that a put of the next checkpoint
+    // that starts meanwhile finds it; forgotten when the append fails.
+    this.remember(threadId, ns, { id: checkpoint.id, versions: { ...checkpoint.channel_versions }, channels, messageIds: mirror ? messageIds(list) : undefined });
+    try {
+      try {
+        await this.append(threadId, first);
+      } catch (err) {
+        // The fold refused the messages (a tool result for a call that is
+        // not pending, a message too large): the checkpoint goes without.
+        if (!(msgs.length > 0 && err instanceof ConvlogError && (err.status === 422 || err.status === 413))) throw err;
+        await this.append(threadId, [saved]);
+      }
+    } catch (err) {
+      if (this.last.get(`${threadId}\0${ns}`)?.id === checkpoint.id) this.last.delete(`${threadId}\0${ns}`);
+      throw err;
+    }
     return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
   }
 
-  /** Stores a task's pending writes of a checkpoint in one atomic append; a write of a non-negative index already stored is kept as it is. */
+  /** Stores a task's pending writes of a checkpoint in one append (readers keep the first write of a non-negative index). */
   async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath?: string): Promise<void> {
     const threadId = config.configurable?.thread_id as string | undefined;
     const cp = config.configurable?.checkpoint_id as string | undefined;
     if (threadId === undefined) throw new Error("@convlog/langgraph: putWrites needs configurable.thread_id");
     if (cp === undefined) throw new Error("@convlog/langgraph: putWrites needs configurable.checkpoint_id");
     const ns = (config.configurable?.checkpoint_ns as string | undefined) ?? "";
-    await this.ensure(threadId);
-    const existing = new Set(Object.keys((await this.client.getState(threadId, "w:")).kv));
-    const evs: Event[] = [];
-    for (const [i, [channel, value]] of writes.entries()) {
-      const idx = WRITES_IDX_MAP[channel] ?? i;
-      const h = hash([ns, cp, taskId, idx]);
-      if (idx >= 0 && existing.has(`w:${h}`)) continue;
-      const [type, bytes] = await this.serde.dumpsTyped(value);
-      const w: WEntry = { ns, cp, task: taskId, idx, channel, path: taskPath ?? "", type };
-      if (bytes.length > INLINE_WRITE_BYTES) {
-        w.blob = `w/${h}`;
-        await this.client.putBlob(threadId, w.blob, bytes);
-      } else w.value = b64(bytes);
-      evs.push({ type: "state.set", payload: { key: `w:${h}`, value: w } } as Event);
-    }
-    if (evs.length > 0) await this.client.append(threadId, evs);
+    const ws = await Promise.all(
+      writes.map(async ([channel, value], i) => ({ idx: WRITES_IDX_MAP[channel] ?? i, channel, value: await this.encode(threadId, value) })),
+    );
+    const payload: { ns?: string; checkpoint: string; task: string; path?: string; writes: { idx: number; channel: string; value: OutValue }[] } = { checkpoint: cp, task: taskId, writes: ws };
+    if (ns !== "") payload.ns = ns;
+    if (taskPath) payload.path = taskPath;
+    await this.append(threadId, [{ type: "checkpoint.writes", id: uuidv7(), payload }]);
   }
 
-  /** The thread ids this saver's registry holds (threads that got a checkpoint and were not deleted). */
+  /** The ids of the threads this saver's `list()` covers: the tenant's threads with its `source` metadata, and those it wrote in this process. */
   async threadIds(): Promise<string[]> {
-    try {
-      return Object.values((await this.client.getState(this.registry)).kv) as string[];
-    } catch (err) {
-      if (err instanceof ConvlogError && err.status === 404) return [];
-      throw err;
-    }
+    const out = new Set<string>();
+    let cursor: string | undefined;
+    do {
+      const r = await this.client.api.GET("/v1/threads", {
+        params: { query: { limit: 1000, cursor, [`metadata.source`]: this.source } as { limit: number; cursor?: string } },
+      });
+      if (r.error !== undefined || r.data === undefined) throw refused(r.response, r.error);
+      for (const t of r.data.threads) {
+        const id = t.external_id ?? t.thread;
+        if (id !== undefined) out.add(id);
+      }
+      cursor = r.data.next_cursor ?? undefined;
+    } while (cursor);
+    for (const t of this.written) out.add(t);
+    return [...out];
   }
 
   /** Deletes every checkpoint and write of the thread (a soft delete of its convlog thread: the id is free, the log keeps them). */
@@ -279,15 +295,357 @@ export class ConvlogSaver extends BaseCheckpointSaver {
     } catch (err) {
       if (!(err instanceof ConvlogError && err.status === 404)) throw err;
     }
-    this.ensured.delete(threadId);
+    this.written.delete(threadId);
+    for (const k of this.last.keys()) if (k.startsWith(`${threadId}\0`)) this.last.delete(k);
+    for (const k of this.blobs) if (k.startsWith(`${threadId}\0`)) this.blobs.delete(k);
+  }
+
+  /** The checkpoints of the thread that `query` selects (none when the thread does not exist). */
+  private async read(threadId: string, query: { ns?: string; checkpoint_id?: string; before?: string; limit: number }): Promise<StoredCheckpoint[]> {
     try {
-      await this.client.deleteStateKey(this.registry, registryKey(threadId));
+      return (await this.client.checkpoints(threadId, query)).checkpoints;
     } catch (err) {
-      if (!(err instanceof ConvlogError && err.status === 404)) throw err;
+      if (err instanceof ConvlogError && err.status === 404) return [];
+      throw err;
     }
+  }
+
+  /**
+   * Appends events to the thread (one atomic append), creating the thread
+   * first when it does not exist. The saver's appends to one thread are
+   * sent one at a time, in call order: LangGraph writes a step's pending
+   * writes while its checkpoint is being put, and concurrent appends to
+   * one thread would only race for the thread's next version (convlog
+   * checks each against the thread's state, and the loser checks again).
+   */
+  private append(threadId: string, events: object[]): Promise<void> {
+    const body = this.body(events);
+    const prev = this.queues.get(threadId) ?? Promise.resolve();
+    const next = prev.then(
+      () => this.send(threadId, body),
+      () => this.send(threadId, body),
+    );
+    const tail = next.catch(() => undefined);
+    this.queues.set(threadId, tail);
+    void tail.then(() => {
+      if (this.queues.get(threadId) === tail) this.queues.delete(threadId);
+    });
+    return next;
+  }
+
+  private async send(threadId: string, body: string): Promise<void> {
+    try {
+      await this.post(threadId, body);
+    } catch (err) {
+      if (!missing(err)) throw err;
+      await this.ensure(threadId);
+      await this.post(threadId, body);
+    }
+    if (!this.written.has(threadId)) {
+      if (this.written.size >= MAX_REMEMBERED) this.written.delete(this.written.values().next().value as string);
+      this.written.add(threadId);
+    }
+  }
+
+  private async post(threadId: string, body: string): Promise<void> {
+    const r = await this.client.api.POST("/v1/threads/{id}/events", {
+      params: { path: { id: threadId } },
+      body: body as never,
+      bodySerializer: (b: unknown) => b as string,
+      headers: { "Content-Type": "application/json" },
+    });
+    if (r.error !== undefined || !r.response.ok) throw refused(r.response, r.error);
+  }
+
+  /**
+   * The JSON body of an append of `events`: value objects' `raw` JSON
+   * text goes in as `json` as it is, not parsed and encoded again.
+   */
+  private body(events: object[]): string {
+    const raws: string[] = [];
+    const text = JSON.stringify({ events }, (k, v) => {
+      if (v && typeof v === "object" && typeof (v as OutValue).raw === "string" && typeof (v as OutValue).type === "string") {
+        raws.push((v as OutValue).raw as string);
+        return { type: (v as OutValue).type, json: `${this.nonce}${raws.length - 1}` };
+      }
+      return v;
+    });
+    if (raws.length === 0) return text;
+    // Each placeholder is a JSON string of its own: "<NUL>raw:<nonce>:<i>".
+    const parts = text.split(JSON.stringify(this.nonce).slice(0, -1));
+    let out = parts[0];
+    for (let i = 1; i < parts.length; i++) {
+      const end = parts[i].indexOf('"');
+      const n = Number(parts[i].slice(0, end));
+      out += raws[n] + parts[i].slice(end + 1);
+    }
+    return out;
+  }
+
+  private async ensure(threadId: string): Promise<void> {
+    await this.client.ensureThread(threadId, { replies: "off", pending_policy: "cancel", metadata: { source: this.source } });
+  }
+
+  /** The value object of `v`: inline when its serialized bytes are small, else a blob named by their digest. */
+  private async encode(threadId: string, v: unknown): Promise<OutValue> {
+    const [type, bytes] = await this.serde.dumpsTyped(v);
+    if (bytes.length > this.inlineBytes) {
+      const blob = `lg/${createHash("sha256").update(bytes).digest("hex")}`;
+      const key = `${threadId}\0${blob}`;
+      if (!this.blobs.has(key)) {
+        try {
+          await this.client.putBlob(threadId, blob, bytes);
+        } catch (err) {
+          if (!missing(err)) throw err;
+          await this.ensure(threadId);
+          await this.client.putBlob(threadId, blob, bytes);
+        }
+        if (this.blobs.size >= MAX_KNOWN_BLOBS) this.blobs.clear();
+        this.blobs.add(key);
+      }
+      return { type, blob, size: bytes.length };
+    }
+    if (type === "json") {
+      // LangGraph's JSON serializer writes JSON text; anything else goes as bytes.
+      const text = dec.decode(bytes);
+      if (isJSONText(text)) return { type, raw: text };
+    }
+    return { type, base64: Buffer.from(bytes).toString("base64") };
+  }
+
+  private async decode(threadId: string, v: Value): Promise<unknown> {
+    let bytes: Uint8Array;
+    if (v.blob !== undefined) {
+      const b = await this.client.getBlob(threadId, v.blob);
+      if (b === undefined) throw new Error(`@convlog/langgraph: blob ${v.blob} of thread ${threadId} is missing`);
+      bytes = b;
+    } else if (v.base64 !== undefined) bytes = new Uint8Array(Buffer.from(v.base64, "base64"));
+    else bytes = enc.encode(JSON.stringify(v.json ?? null));
+    return this.serde.loadsTyped(v.type, bytes);
+  }
+
+  /** The tuple of a stored checkpoint. */
+  private async tuple(threadId: string, c: StoredCheckpoint, config?: RunnableConfig): Promise<CheckpointTuple> {
+    const p = payloadOf<SavedPayload>(c);
+    const ns = p.ns ?? "";
+    const [checkpoint, metadata, pendingWrites] = await Promise.all([
+      this.decode(threadId, p.checkpoint) as Promise<Checkpoint>,
+      p.metadata ? (this.decode(threadId, p.metadata) as Promise<CheckpointMetadata>) : Promise.resolve(undefined),
+      this.writesOf(threadId, c),
+    ]);
+    const values: Record<string, unknown> = {};
+    await Promise.all(
+      Object.entries(p.channels ?? {}).map(async ([ch, v]) => {
+        values[ch] = await this.decode(threadId, v);
+      }),
+    );
+    (checkpoint as { channel_values: Record<string, unknown> }).channel_values = values;
+    if (checkpoint.v < 4 && p.parent) await this.migratePendingSends(threadId, checkpoint, ns, p.parent);
+    const msgs = ns === "" && this.messagesChannel !== false ? values[this.messagesChannel] : undefined;
+    this.remember(threadId, ns, { id: p.id, versions: { ...checkpoint.channel_versions }, channels: outValues(p.channels), messageIds: msgs !== undefined ? messageIds(msgs) : undefined });
+    const t: CheckpointTuple = {
+      config: config ?? { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: p.id } },
+      checkpoint,
+      metadata,
+      pendingWrites: pendingWrites.map((w) => [w.task, w.channel, w.value]),
+    };
+    if (p.parent) t.parentConfig = { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: p.parent } };
+    return t;
+  }
+
+  /**
+   * The pending writes of a stored checkpoint, as MemorySaver keeps them:
+   * a write of a task and non-negative index already stored by an earlier
+   * call is skipped, a negative index replaces; in writesSortKey order.
+   */
+  private async writesOf(threadId: string, c: StoredCheckpoint): Promise<{ task: string; channel: string; value: unknown }[]> {
+    const kept = new Map<string, { task: string; path: string; idx: number; channel: string; value: Value }>();
+    for (const ev of c.writes) {
+      const p = ev.payload as unknown as WritesPayload;
+      const before = new Set(kept.keys());
+      for (const w of p.writes) {
+        const k = `${p.task},${w.idx}`;
+        if (w.idx >= 0 && before.has(k)) continue;
+        kept.set(k, { task: p.task, path: p.path ?? "", idx: w.idx, channel: w.channel, value: w.value });
+      }
+    }
+    const ws = [...kept.values()].sort((a, b) => compareWritesSortKeys(writesSortKey(a.path, a.task, a.idx), writesSortKey(b.path, b.task, b.idx)));
+    return Promise.all(ws.map(async (w) => ({ task: w.task, channel: w.channel, value: await this.decode(threadId, w.value) })));
+  }
+
+  private async migratePendingSends(threadId: string, cp: Checkpoint, ns: string, parent: string): Promise<void> {
+    const page = await this.read(threadId, { ns, checkpoint_id: parent, limit: 1 });
+    const sends = page.length === 0 ? [] : (await this.writesOf(threadId, page[0])).filter((w) => w.channel === TASKS).map((w) => w.value);
+    const m = cp as { channel_values: Record<string, unknown>; channel_versions: ChannelVersions };
+    m.channel_values ??= {};
+    m.channel_values[TASKS] = sends;
+    m.channel_versions ??= {};
+    m.channel_versions[TASKS] = Object.keys(m.channel_versions).length > 0 ? maxChannelVersion(...Object.values(m.channel_versions)) : this.getNextVersion(undefined);
+  }
+
+  /** Remembers the checkpoint last put or read in a thread's namespace. */
+  private remember(threadId: string, ns: string, c: Stored): void {
+    const k = `${threadId}\0${ns}`;
+    this.last.delete(k);
+    if (this.last.size >= MAX_REMEMBERED) this.last.delete(this.last.keys().next().value as string);
+    this.last.set(k, c);
+  }
+
+  /** The stored checkpoint `id` of the thread's namespace: remembered, else read (undefined when there is none). */
+  private async previous(threadId: string, ns: string, id: string): Promise<Stored | undefined> {
+    const c = this.last.get(`${threadId}\0${ns}`);
+    if (c?.id === id) return c;
+    const page = await this.read(threadId, { ns, checkpoint_id: id, limit: 1 });
+    if (page.length === 0) return undefined;
+    const p = payloadOf<SavedPayload>(page[0]);
+    const cp = (await this.decode(threadId, p.checkpoint)) as Checkpoint;
+    const channels = outValues(p.channels);
+    const msgs = ns === "" && this.messagesChannel !== false ? p.channels?.[this.messagesChannel] : undefined;
+    return { id, versions: cp.channel_versions ?? {}, channels, messageIds: msgs ? messageIds(await this.decode(threadId, msgs)) : undefined };
+  }
+
+  /** The convlog messages of the messages of `list` whose ids are not in `seen`. */
+  private newMessages(seen: Set<string>, list: unknown): Message[] {
+    const out: Message[] = [];
+    if (!Array.isArray(list)) return out;
+    for (const m of list) {
+      const id = messageId(m);
+      if (id !== undefined && seen.has(id)) continue;
+      const msg = messageOf(m);
+      if (msg) out.push(msg);
+    }
+    return out;
   }
 }
 
-function registryKey(threadId: string): string {
-  return `t:${createHash("sha256").update(threadId).digest("hex")}`;
+/** The value objects of a read event as put holds them (`json` back to its text). */
+function outValues(vs: Record<string, Value> | undefined): Record<string, OutValue> {
+  const out: Record<string, OutValue> = {};
+  for (const [k, v] of Object.entries(vs ?? {})) {
+    const { json, ...rest } = v;
+    out[k] = v.blob === undefined && v.base64 === undefined ? { ...rest, raw: JSON.stringify(json ?? null) } : rest;
+  }
+  return out;
+}
+
+/**
+ * Whether text looks like one JSON value by its first character (a
+ * serializer's "json" output is JSON text; parsing it again here would
+ * double put's cost, and convlog refuses an event whose JSON is not).
+ */
+function isJSONText(text: string): boolean {
+  return /^\s*[[{"tfn\-0-9]/.test(text);
+}
+
+/** The ConvlogError of a refused request (its problem body, or a minimal one). */
+function refused(res: Response, body: unknown): ConvlogError {
+  const problem = body && typeof body === "object" && "status" in body ? body : { type: "about:blank", title: res.statusText || "HTTP error", status: res.status };
+  return new ConvlogError(res.status, problem as ConstructorParameters<typeof ConvlogError>[1]);
+}
+
+/** Whether err says the thread does not exist in a lifetime that takes writes (absent: 404; soft-deleted: 422 `deleted`): ensureThread starts one. */
+function missing(err: unknown): boolean {
+  return err instanceof ConvlogError && (err.status === 404 || (err.status === 422 && err.problem.code === "deleted"));
+}
+
+/** The payload of a stored checkpoint's `checkpoint.saved` event. */
+function payloadOf<T>(c: StoredCheckpoint): T {
+  return c.event.payload as unknown as T;
+}
+
+type LcMessage = {
+  id?: string;
+  name?: string;
+  content?: unknown;
+  tool_calls?: { id?: string; name: string; args?: unknown }[];
+  tool_call_id?: string;
+  status?: string;
+  getType?: () => string;
+  _getType?: () => string;
+};
+
+function messageId(m: unknown): string | undefined {
+  const id = (m as LcMessage | null)?.id;
+  return typeof id === "string" && id !== "" ? id : undefined;
+}
+
+function messageIds(list: unknown): Set<string> {
+  const out = new Set<string>();
+  if (Array.isArray(list)) for (const m of list) {
+    const id = messageId(m);
+    if (id !== undefined) out.add(id);
+  }
+  return out;
+}
+
+/** The text of a LangChain message's content: a string as it is, text parts joined, anything else as JSON. */
+function textOf(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) {
+    const texts = content.filter((p) => p && typeof p === "object" && (p as { type?: string }).type === "text").map((p) => String((p as { text?: unknown }).text ?? ""));
+    if (texts.length === content.length) return texts.join("\n");
+  }
+  return content === undefined || content === null ? "" : JSON.stringify(content);
+}
+
+/** A history message as convlog's events carry it (openapi.json `Message`, without seq, event_id, time). */
+type Message = {
+  role: "user" | "assistant" | "tool";
+  content: string;
+  name?: string;
+  tool_calls?: { id: string; name: string; arguments: string }[];
+  tool_call_id?: string;
+  is_error?: boolean;
+  metadata?: Record<string, unknown>;
+};
+
+/** The convlog message of a LangChain message (human, ai, tool), or undefined for other kinds. */
+function messageOf(raw: unknown): Message | undefined {
+  const m = raw as LcMessage | null;
+  if (!m || typeof m !== "object") return undefined;
+  const kind = typeof m.getType === "function" ? m.getType() : typeof m._getType === "function" ? m._getType() : undefined;
+  const metadata = m.id ? { langgraph_id: m.id } : undefined;
+  const name = typeof m.name === "string" && m.name !== "" ? m.name : undefined;
+  switch (kind) {
+    case "human":
+      return { role: "user", content: textOf(m.content), name, metadata };
+    case "ai": {
+      const calls = (m.tool_calls ?? []).filter((c) => typeof c.id === "string" && c.id !== "");
+      const out: Message = { role: "assistant", content: textOf(m.content), name, metadata };
+      if (calls.length > 0) out.tool_calls = calls.map((c) => ({ id: c.id as string, name: c.name, arguments: JSON.stringify(c.args ?? {}) }));
+      return out;
+    }
+    case "tool":
+      if (!m.tool_call_id) return undefined;
+      return { role: "tool", content: textOf(m.content), name, tool_call_id: m.tool_call_id, is_error: m.status === "error" || undefined };
+  }
+  return undefined;
+}
+
+/** The message event that appends m (`message.user`, `message.assistant`, `tool.result`). */
+function messageEventOf(m: Message): Event {
+  switch (m.role) {
+    case "user":
+      return { type: "message.user", id: uuidv7(), payload: { content: m.content, name: m.name, metadata: m.metadata } } as Event;
+    case "assistant":
+      return { type: "message.assistant", id: uuidv7(), payload: { content: m.content, name: m.name, metadata: m.metadata, tool_calls: m.tool_calls } } as Event;
+    case "tool":
+      return { type: "tool.result", id: uuidv7(), payload: { tool_call_id: m.tool_call_id, name: m.name, content: m.content, is_error: m.is_error } } as Event;
+  }
+}
+
+/** A UUIDv7 (RFC 9562): 48 bits of Unix ms, then random bits; convlog's event ids. */
+function uuidv7(): string {
+  const b = randomBytes(16);
+  const ms = Date.now();
+  b[0] = Math.floor(ms / 2 ** 40) & 0xff;
+  b[1] = Math.floor(ms / 2 ** 32) & 0xff;
+  b[2] = (ms >>> 24) & 0xff;
+  b[3] = (ms >>> 16) & 0xff;
+  b[4] = (ms >>> 8) & 0xff;
+  b[5] = ms & 0xff;
+  b[6] = (b[6] & 0x0f) | 0x70;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  const h = b.toString("hex");
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
 }

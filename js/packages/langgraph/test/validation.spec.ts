@@ -20,10 +20,11 @@ validate<ConvlogSaver>({
     await agentd?.stop();
   },
   createCheckpointer() {
-    // Each suite gets its own registry, so list() without a thread sees
-    // only the threads that suite wrote (as a fresh MemorySaver would).
+    // Each suite marks its threads with its own source, so list() without
+    // a thread sees only the threads that suite wrote (as a fresh
+    // MemorySaver would).
     run += 1;
-    return new ConvlogSaver({ client: new ConvlogClient({ baseUrl: agentd!.url, apiKey: keys.acme }), registryThread: `lg-registry-${run}-${Date.now()}` });
+    return new ConvlogSaver({ client: new ConvlogClient({ baseUrl: agentd!.url, apiKey: keys.acme }), source: `lg-validation-${run}-${Date.now()}` });
   },
   async destroyCheckpointer(saver) {
     // "Clean up any state that the checkpointer wrote" (the suite's contract).
