@@ -1125,6 +1125,17 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /** @description The event store refused the write as busy, or had no stream leader, on every attempt the server made (code overloaded). Send the same request again after Retry-After seconds. */
+        Overloaded: {
+            headers: {
+                /** @description Seconds to wait before retrying. */
+                "Retry-After"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
         /** @description Too many of these requests run at once (code audit-busy); retry after the Retry-After seconds. */
         TooManyRequests: {
             headers: {
@@ -1383,6 +1394,7 @@ export interface operations {
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["QuotaExceeded"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Overloaded"];
         };
     };
     getThread: {
@@ -1482,6 +1494,7 @@ export interface operations {
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["QuotaExceeded"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Overloaded"];
         };
     };
     deleteThread: {
@@ -1516,6 +1529,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Overloaded"];
         };
     };
     streamEvents: {
@@ -1597,6 +1611,7 @@ export interface operations {
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["QuotaExceeded"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Overloaded"];
         };
     };
     forkThread: {
@@ -1639,6 +1654,7 @@ export interface operations {
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["QuotaExceeded"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Overloaded"];
         };
     };
     undeleteThread: {
@@ -1673,6 +1689,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Overloaded"];
         };
     };
     eraseThread: {
@@ -1706,6 +1723,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Overloaded"];
         };
     };
     redactEvent: {
@@ -1739,6 +1757,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Overloaded"];
         };
     };
     exportThread: {
@@ -1913,6 +1932,7 @@ export interface operations {
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["QuotaExceeded"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Overloaded"];
         };
     };
     deleteStateKey: {
@@ -1948,6 +1968,7 @@ export interface operations {
             409: components["responses"]["Conflict"];
             412: components["responses"]["PreconditionFailed"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Overloaded"];
         };
     };
     getBlob: {
@@ -2019,8 +2040,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["QuotaExceeded"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Overloaded"];
         };
     };
     deleteBlob: {
