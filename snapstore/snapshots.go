@@ -846,6 +846,13 @@ func forEach(ctx context.Context, n, conc int, fn func(ctx context.Context, i in
 		}
 		return nil
 	}
+	return forEachConc(ctx, n, conc, fn)
+}
+
+// forEachConc is forEach's concurrent case, a function of its own so that
+// the single-call case (a step's one delta) moves nothing to the heap for
+// the goroutines.
+func forEachConc(ctx context.Context, n, conc int, fn func(ctx context.Context, i int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
