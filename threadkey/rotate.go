@@ -16,7 +16,10 @@ package threadkey
 // (values are derived data: snapshots are written again). The table's plain form is a sequence of
 // entries: kind (1 byte: 1 an event key, 2 a replacement payload) ||
 // length of the event id (1 byte) || event id || length (4 bytes, big
-// endian) || the 32-byte key or the payload's msgpack bytes.
+// endian) || the 32-byte key or the payload's msgpack bytes. An event's
+// key is that of its format (threadkey.go: HChaCha20 of the root key for
+// format 2, HMAC-SHA256 for format 1); the payload's first byte says
+// which.
 
 import (
 	"bytes"
@@ -117,6 +120,7 @@ func readKey(b []byte) (*threadKey, int) {
 	tk := &threadKey{}
 	copy(tk.id[:], b[:idLen])
 	copy(tk.key[:], b[idLen:idLen+32])
+	tk.setEventRoot()
 	copy(tk.valueID[:], b[idLen+32:2*idLen+32])
 	tk.setValueKey(bytes.Clone(b[2*idLen+32 : n]))
 	return tk, n
@@ -292,7 +296,7 @@ func (r *Rotation) Finish(ctx context.Context, stored [][]byte, replacements map
 	// The event key stays; the value key is new: values sealed with any
 	// earlier one (snapshots written meanwhile, which may hold a redacted
 	// event's text) are unreadable once the older revisions are erased.
-	final := &threadKey{id: b.id, key: b.key, table: map[string]tableEntry{}}
+	final := &threadKey{id: b.id, key: b.key, root: b.root, events: b.events, table: map[string]tableEntry{}}
 	if err := newValueKey(final); err != nil {
 		return err
 	}
@@ -314,7 +318,11 @@ func (r *Rotation) Finish(ctx context.Context, stored [][]byte, replacements map
 			continue // sealed with the new key
 		}
 		if use := b.byID(kid); use != nil {
-			final.table[id] = tableEntry{key: eventKey(use, id)}
+			ek := sealedKey(use, pm)
+			if ek == nil {
+				return fmt.Errorf("threadkey: rotation of %s/%s: event %s: %w: sealed payload of %d bytes, format %d", r.tenant, r.thread, id, ErrCorrupt, len(pm.Value), firstByte(pm.Value))
+			}
+			final.table[id] = tableEntry{key: ek}
 			continue
 		}
 		if _, ok := b.table[id]; ok {

@@ -24,20 +24,36 @@
 // that loses the race reads the winner's). The id in every ciphertext tells a key of a later lifetime of
 // the same thread id (after an erasure) from the one that sealed it.
 //
-// # Formats (AES-256-GCM, 12-byte random nonces; schemas/README.md)
+// # Formats (schemas/README.md)
 //
 //   - Event payload: the envelope member "payload_sealed" (bin) replaces
-//     "payload" (events.LocatePayload): 0x01 || key id (8) || nonce (12) ||
-//     ciphertext+tag of the payload map's msgpack bytes, under the event
-//     key HMAC-SHA256(thread key, "convlog.event.v1\x00" || event id),
-//     with associated data "convlog.event.v1\x00" || tenant || 0 || thread
-//     || 0 || event id || 0 || type. A key per event lets a redaction
-//     destroy one event's key while keeping the others (docs/erasure-design.md).
+//     "payload" (events.LocatePayload). Writers seal format 2:
+//     0x02 || key id (8) || nonce tail (8 random bytes) ||
+//     XChaCha20-Poly1305 ciphertext+tag of the payload map's msgpack
+//     bytes, under the root key HMAC-SHA256(thread key, "convlog.event.v2")
+//     with the 24-byte nonce: the event id's 16 bytes (a canonical UUID) ||
+//     the tail, and associated data "convlog.event.v2\x00" || tenant || 0
+//     || thread || 0 || event id || 0 || type. XChaCha20 derives from the
+//     nonce's first 16 bytes the event's own key, HChaCha20(root key,
+//     event id bytes), and opens with ChaCha20-Poly1305 under it and the
+//     nonce 0^4 || tail; that key is what a rotation keeps per event. So
+//     each event has a key of its own, which lets a redaction destroy one
+//     event's key while keeping the others (docs/erasure-design.md), and
+//     sealing or opening one runs no key schedule and no HMAC: the root
+//     key is derived once per thread key.
+//   - Format 1, still read: 0x01 || key id (8) || nonce (12 random bytes)
+//     || AES-256-GCM ciphertext+tag, under the event key
+//     HMAC-SHA256(thread key, "convlog.event.v1\x00" || event id), with
+//     the associated data above under the label "convlog.event.v1\x00". An
+//     event whose id is not a canonical UUID (events.Validate rejects it,
+//     so no append writes one) is sealed in format 1.
 //   - KV value and blob: 0xc1 (a byte msgpack never uses, so a sealed value
 //     is told from a clear one by its first byte) || 0x01 || key id (8) ||
-//     nonce (12) || ciphertext+tag, under HMAC-SHA256(thread key,
-//     "convlog.value.v1"), with associated data "convlog.value.v1\x00" ||
-//     the KV key or object name, which binds a value to its place.
+//     nonce (12) || AES-256-GCM ciphertext+tag, under HMAC-SHA256(thread
+//     key, "convlog.value.v1"), with associated data "convlog.value.v1\x00"
+//     || the KV key or object name, which binds a value to its place. One
+//     value key serves the whole thread, so its AES-GCM state is kept with
+//     the cached key.
 //
 // Events of type thread.erased are never sealed: the erasure marker must
 // stay readable after the key is gone.
@@ -59,6 +75,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash"
@@ -67,6 +84,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/crypto/chacha20"
+	"golang.org/x/crypto/chacha20poly1305"
 
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/internal/lru"
@@ -95,7 +114,7 @@ const DefaultCacheThreads = 65536
 
 // CacheBytes bounds the memory of a [Keys] cache besides its count: 64
 // MiB, estimated per key by [threadKey.cost] (about 1 KiB for a key:
-// its record, the derived value key and its AES-GCM state; plus the
+// its record, the derived root and value keys and their AEAD states; plus the
 // replacement table a key rotation leaves, which
 // has no bound of its own). Least recently used keys go first.
 const CacheBytes = 64 << 20
@@ -104,12 +123,18 @@ const (
 	recordVersion = 1
 	recordLen     = 1 + 8 + 32
 	formatV1      = 0x01
+	formatV2      = 0x02
+	// tailLen is the random part of a format 2 nonce: the XChaCha20
+	// nonce is the event id's 16 bytes and these 8.
+	tailLen = 8
 	// ValueMarker is the first byte of a sealed KV value or blob: 0xc1,
 	// which msgpack never uses.
 	ValueMarker = 0xc1
 	nonceLen    = 12
 	idLen       = 8
 	eventLabel  = "convlog.event.v1\x00"
+	eventLabel2 = "convlog.event.v2\x00"
+	rootLabel   = "convlog.event.v2"
 	valueLabel  = "convlog.value.v1"
 )
 
@@ -134,7 +159,12 @@ type threadKey struct {
 	valueKey []byte
 	value    cipher.AEAD
 	rev      uint64
-	// macs pools HMACs keyed with key (eventKey).
+	// root is HMAC-SHA256(key, "convlog.event.v2") and events the
+	// XChaCha20-Poly1305 AEAD under it, which seals format 2 event
+	// payloads (eventKey2).
+	root   [32]byte
+	events cipher.AEAD
+	// macs pools HMACs keyed with key (format 1's eventKey).
 	macs sync.Pool
 	// prev are retired keys still kept (a rotation in progress), table
 	// the keys and replacements of events sealed with destroyed keys
@@ -287,9 +317,20 @@ func parseRecord(b []byte, rev uint64) (*threadKey, error) {
 	tk := &threadKey{rev: rev}
 	copy(tk.id[:], b[1:1+idLen])
 	copy(tk.key[:], b[1+idLen:])
+	tk.setEventRoot()
 	tk.valueID = tk.id
 	tk.setValueKey(derive(tk.key[:], []byte(valueLabel)))
 	return tk, nil
+}
+
+// setEventRoot derives from tk.key the root key of format 2 events.
+func (tk *threadKey) setEventRoot() {
+	copy(tk.root[:], derive(tk.key[:], []byte(rootLabel)))
+	a, err := chacha20poly1305.NewX(tk.root[:])
+	if err != nil {
+		panic(err) // 32-byte key: cannot fail
+	}
+	tk.events = a
 }
 
 // setValueKey sets the key KV values are sealed with.
@@ -391,8 +432,67 @@ func (k *Keys) SealEvent(ctx context.Context, data []byte) ([]byte, error) {
 	return sealEvent(tk, data, pm)
 }
 
-// sealEvent seals the payload pm of data with tk.
+// sealEvent seals the payload pm of data with tk in format 2, or in
+// format 1 when the event id is not a canonical UUID (events.Validate
+// rejects such an event, so no append writes one).
 func sealEvent(tk *threadKey, data []byte, pm events.PayloadMember) ([]byte, error) {
+	u, ok := uuidBytes(pm.Envelope.ID)
+	if !ok {
+		return sealEventV1(tk, data, pm)
+	}
+	// Sealed straight into the stored encoding: the envelope before the
+	// member, "payload_sealed", the bin header, the box, the envelope
+	// after it. The associated data and the nonce are built past the
+	// encoding's end in the same buffer, so that sealing allocates only
+	// its result.
+	env := pm.Envelope
+	box := 1 + idLen + tailLen + len(pm.Value) + 16
+	n := pm.Start + len(sealedMember) + binHeaderLen(box) + box + len(data) - pm.End
+	out := make([]byte, 0, n+adLen(eventLabel2, env)+24)
+	ad := appendAD(out[n:n], eventLabel2, env)
+	out = append(out, data[:pm.Start]...)
+	out = append(out, sealedMember...)
+	out = appendBinHeader(out, box)
+	out = append(out, formatV2)
+	out = append(out, tk.id[:]...)
+	tail := out[len(out) : len(out)+tailLen]
+	if _, err := randRead(tail); err != nil {
+		return nil, fmt.Errorf("threadkey: random nonce: %w", err)
+	}
+	out = out[:len(out)+tailLen]
+	nonce := append(append(ad[len(ad):], u[:]...), tail...)
+	out = tk.events.Seal(out, nonce, pm.Value, ad)
+	return append(out, data[pm.End:]...), nil
+}
+
+// sealedMember is the msgpack fixstr "payload_sealed" (events.LocatePayload).
+const sealedMember = "\xaepayload_sealed"
+
+// binHeaderLen is the length of the msgpack bin header of n bytes.
+func binHeaderLen(n int) int {
+	switch {
+	case n < 1<<8:
+		return 2
+	case n < 1<<16:
+		return 3
+	}
+	return 5
+}
+
+// appendBinHeader appends the msgpack bin header of n bytes (as
+// events.ReplacePayload writes it).
+func appendBinHeader(b []byte, n int) []byte {
+	switch {
+	case n < 1<<8:
+		return append(b, 0xc4, byte(n))
+	case n < 1<<16:
+		return binary.BigEndian.AppendUint16(append(b, 0xc5), uint16(n))
+	}
+	return binary.BigEndian.AppendUint32(append(b, 0xc6), uint32(n))
+}
+
+// sealEventV1 seals the payload pm of data with tk in format 1.
+func sealEventV1(tk *threadKey, data []byte, pm events.PayloadMember) ([]byte, error) {
 	out := make([]byte, 1+idLen+nonceLen, 1+idLen+nonceLen+len(pm.Value)+16)
 	out[0] = formatV1
 	copy(out[1:], tk.id[:])
@@ -400,7 +500,7 @@ func sealEvent(tk *threadKey, data []byte, pm events.PayloadMember) ([]byte, err
 		return nil, fmt.Errorf("threadkey: random nonce: %w", err)
 	}
 	g := newAEAD(eventKey(tk, pm.Envelope.ID))
-	out = g.Seal(out, out[1+idLen:], pm.Value, eventAD(pm.Envelope))
+	out = g.Seal(out, out[1+idLen:], pm.Value, appendAD(nil, eventLabel, pm.Envelope))
 	return events.ReplacePayload(data, pm, out, true), nil
 }
 
@@ -423,9 +523,8 @@ func (k *Keys) OpenEvent(ctx context.Context, data []byte) ([]byte, error) {
 		return data, nil
 	}
 	env := pm.Envelope
-	v := pm.Value
-	if len(v) < 1+idLen+nonceLen+16 || v[0] != formatV1 {
-		return nil, fmt.Errorf("%w: event %s: sealed payload of %d bytes, format %d", ErrCorrupt, env.ID, len(v), firstByte(v))
+	if !wellFormed(pm) {
+		return nil, fmt.Errorf("%w: event %s: sealed payload of %d bytes, format %d", ErrCorrupt, env.ID, len(pm.Value), firstByte(pm.Value))
 	}
 	tk, err := k.get(ctx, env.Tenant, env.Thread, false, KeyTTL)
 	if err != nil {
@@ -434,29 +533,75 @@ func (k *Keys) OpenEvent(ctx context.Context, data []byte) ([]byte, error) {
 	return openEvent(tk, data, pm)
 }
 
-// openEvent opens the sealed payload pm of data with tk.
+// wellFormed reports whether the sealed payload pm is long enough for its
+// format, and for format 2 whether the event id is a canonical UUID.
+func wellFormed(pm events.PayloadMember) bool {
+	v := pm.Value
+	switch firstByte(v) {
+	case formatV1:
+		return len(v) >= 1+idLen+nonceLen+16
+	case formatV2:
+		_, ok := uuidBytes(pm.Envelope.ID)
+		return ok && len(v) >= 1+idLen+tailLen+16
+	}
+	return false
+}
+
+// openEvent opens the sealed payload pm of data, checked by wellFormed,
+// with tk.
 func openEvent(tk *threadKey, data []byte, pm events.PayloadMember) ([]byte, error) {
 	env, v := pm.Envelope, pm.Value
-	var ek []byte
-	if use := tk.byID(v[1 : 1+idLen]); use != nil {
-		ek = eventKey(use, env.ID)
-	} else if e, ok := tk.table[env.ID]; ok && e.replacement != nil {
+	use := tk.byID(v[1 : 1+idLen])
+	e, inTable := tk.table[env.ID]
+	switch {
+	case use == nil && inTable && e.replacement != nil:
 		// Redacted: its key is destroyed; it reads as its replacement.
 		return events.ReplacePayload(data, pm, e.replacement, false), nil
-	} else if ok {
-		ek = e.key
-	} else {
+	case use == nil && !inTable:
 		return nil, fmt.Errorf("%w: event %s of %s/%s", ErrOtherKey, env.ID, env.Tenant, env.Thread)
 	}
-	g := newAEAD(ek)
-	// Opened straight into the clear encoding: the envelope before the
-	// member, "payload", the plaintext, the envelope after it.
-	ct := v[1+idLen+nonceLen:]
-	out := make([]byte, 0, len(data))
+	label := eventLabel2
+	if v[0] == formatV1 {
+		label = eventLabel
+	}
+	// Opened straight into the clear encoding, which is shorter than
+	// data: the envelope before the member, "payload", the plaintext, the
+	// envelope after it. The associated data and the nonce are built past
+	// len(data) in the same buffer, so that opening allocates only its
+	// result.
+	out := make([]byte, 0, len(data)+adLen(label, env)+24)
+	ad := appendAD(out[len(data):len(data)], label, env)
+	nonce := ad[len(ad):]
+	var g cipher.AEAD
+	var ct []byte
+	switch {
+	case v[0] == formatV1:
+		ek := e.key
+		if use != nil {
+			ek = eventKey(use, env.ID)
+		}
+		g, nonce, ct = newAEAD(ek), v[1+idLen:1+idLen+nonceLen], v[1+idLen+nonceLen:]
+	case use != nil:
+		// XChaCha20-Poly1305 under the root key; its nonce is the event
+		// id and the random tail.
+		u, _ := uuidBytes(env.ID)
+		nonce = append(append(nonce, u[:]...), v[1+idLen:1+idLen+tailLen]...)
+		g, ct = use.events, v[1+idLen+tailLen:]
+	default:
+		// The event's own key from the table: ChaCha20-Poly1305 under it
+		// with the nonce 0^4 || tail, which is what XChaCha20-Poly1305
+		// does after deriving that key.
+		c, err := chacha20poly1305.New(e.key)
+		if err != nil {
+			return nil, fmt.Errorf("%w: event %s of %s/%s: table key of %d bytes", ErrCorrupt, env.ID, env.Tenant, env.Thread, len(e.key))
+		}
+		nonce = append(append(nonce, 0, 0, 0, 0), v[1+idLen:1+idLen+tailLen]...)
+		g, ct = c, v[1+idLen+tailLen:]
+	}
 	out = append(out, data[:pm.Start]...)
 	out = append(out, 0xa0|byte(len("payload")))
 	out = append(out, "payload"...)
-	out, err := g.Open(out, v[1+idLen:1+idLen+nonceLen], ct, eventAD(env))
+	out, err := g.Open(out, nonce, ct, ad)
 	if err != nil {
 		return nil, fmt.Errorf("%w: event %s of %s/%s", ErrCorrupt, env.ID, env.Tenant, env.Thread)
 	}
@@ -481,12 +626,12 @@ func (k *Keys) OpenStored(ctx context.Context, data []byte) ([]byte, error) {
 // mayBeSealed is a cheap filter: a sealed event holds the member name
 // "payload_sealed". Most clear events are rejected without parsing.
 func mayBeSealed(data []byte) bool {
-	return bytes.Contains(data, []byte("\xaepayload_sealed"))
+	return bytes.Contains(data, []byte(sealedMember))
 }
 
-// eventKey is HMAC-SHA256(tk.key, eventLabel || id). The HMAC keyed with
-// tk.key is pooled per key (hmac.Reset restores the keyed state without
-// hashing the key again).
+// eventKey is the format 1 event key, HMAC-SHA256(tk.key, eventLabel ||
+// id). The HMAC keyed with tk.key is pooled per key (hmac.Reset restores
+// the keyed state without hashing the key again).
 func eventKey(tk *threadKey, id string) []byte {
 	h, _ := tk.macs.Get().(hash.Hash)
 	if h == nil {
@@ -501,16 +646,84 @@ func eventKey(tk *threadKey, id string) []byte {
 	return k
 }
 
-func eventAD(env events.Event) []byte {
-	ad := make([]byte, 0, len(eventLabel)+len(env.Tenant)+len(env.Thread)+len(env.ID)+len(env.Type)+3)
-	ad = append(ad, eventLabel...)
-	ad = append(ad, env.Tenant...)
-	ad = append(ad, 0)
-	ad = append(ad, env.Thread...)
-	ad = append(ad, 0)
-	ad = append(ad, env.ID...)
-	ad = append(ad, 0)
-	return append(ad, env.Type...)
+// eventKey2 is the format 2 event key, HChaCha20(tk.root, the 16 bytes
+// of the event id), the key XChaCha20-Poly1305 derives from the nonce's
+// first 16 bytes. ok is false for an id that is not a canonical UUID.
+func eventKey2(tk *threadKey, id string) (key []byte, ok bool) {
+	u, ok := uuidBytes(id)
+	if !ok {
+		return nil, false
+	}
+	k, err := chacha20.HChaCha20(tk.root[:], u[:])
+	if err != nil {
+		panic(err) // fixed sizes: cannot fail
+	}
+	return k, true
+}
+
+// sealedKey returns the key that opens the sealed payload pm with tk,
+// of its format (eventKey or eventKey2), which a rotation keeps in its
+// table; nil for a payload that is not well formed.
+func sealedKey(tk *threadKey, pm events.PayloadMember) []byte {
+	if !wellFormed(pm) {
+		return nil
+	}
+	if pm.Value[0] == formatV1 {
+		return eventKey(tk, pm.Envelope.ID)
+	}
+	k, _ := eventKey2(tk, pm.Envelope.ID)
+	return k
+}
+
+// uuidBytes returns the 16 bytes of id, a UUID in canonical lower-case
+// form (8-4-4-4-12 hex digits, as events.Validate requires), or ok false.
+func uuidBytes(id string) (u [16]byte, ok bool) {
+	if len(id) != 36 || id[8] != '-' || id[13] != '-' || id[18] != '-' || id[23] != '-' {
+		return u, false
+	}
+	var bad byte
+	for j, i := range uuidDigits {
+		hi, lo := lowerHex[id[i]], lowerHex[id[i+1]]
+		bad |= hi | lo
+		u[j] = hi<<4 | lo&0x0f
+	}
+	return u, bad&0xf0 == 0
+}
+
+// uuidDigits are the offsets of the 16 hex digit pairs in a canonical UUID.
+var uuidDigits = [16]int{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
+
+// lowerHex is the value of each byte as a lower-case hex digit, 0xff for
+// any other byte.
+var lowerHex = func() (t [256]byte) {
+	for c := range t {
+		switch {
+		case '0' <= c && c <= '9':
+			t[c] = byte(c - '0')
+		case 'a' <= c && c <= 'f':
+			t[c] = byte(c - 'a' + 10)
+		default:
+			t[c] = 0xff
+		}
+	}
+	return t
+}()
+
+// appendAD appends to b the associated data of a sealed event: label ||
+// tenant || 0 || thread || 0 || id || 0 || type; adLen is its length.
+func appendAD(b []byte, label string, env events.Event) []byte {
+	b = append(b, label...)
+	b = append(b, env.Tenant...)
+	b = append(b, 0)
+	b = append(b, env.Thread...)
+	b = append(b, 0)
+	b = append(b, env.ID...)
+	b = append(b, 0)
+	return append(b, env.Type...)
+}
+
+func adLen(label string, env events.Event) int {
+	return len(label) + len(env.Tenant) + len(env.Thread) + len(env.ID) + len(env.Type) + 3
 }
 
 // Sealed reports whether a KV value or blob is sealed (starts with
@@ -541,8 +754,22 @@ func sealValue(tk *threadKey, place string, plain []byte) ([]byte, error) {
 
 // OpenValue returns the plain bytes of a value SealValue sealed for the
 // same tenant/thread and place, or value itself when it is not sealed.
-// Errors: [ErrNoKey] or [ErrOtherKey] (erased), [ErrCorrupt], NATS errors.
+// value is not changed. Errors: [ErrNoKey] or [ErrOtherKey] (erased),
+// [ErrCorrupt], NATS errors.
 func (k *Keys) OpenValue(ctx context.Context, tenant, thread, place string, value []byte) ([]byte, error) {
+	return k.openValue(ctx, tenant, thread, place, value, false)
+}
+
+// OpenValueInPlace is [Keys.OpenValue] for a caller that does not keep
+// the sealed form (a snapshot chunk read to be decoded): it decrypts into
+// value's own bytes, overwriting them also when it fails, and returns a
+// slice of value, so that opening allocates no copy of the plaintext.
+// Errors as OpenValue's.
+func (k *Keys) OpenValueInPlace(ctx context.Context, tenant, thread, place string, value []byte) ([]byte, error) {
+	return k.openValue(ctx, tenant, thread, place, value, true)
+}
+
+func (k *Keys) openValue(ctx context.Context, tenant, thread, place string, value []byte, inPlace bool) ([]byte, error) {
 	if !Sealed(value) {
 		return value, nil
 	}
@@ -563,16 +790,25 @@ func (k *Keys) OpenValue(ctx context.Context, tenant, thread, place string, valu
 			return nil, err
 		}
 	}
+	if inPlace {
+		return openValueInto(tk, place, value, value[2+idLen+nonceLen:2+idLen+nonceLen])
+	}
 	return openValue(tk, place, value)
 }
 
-// openValue opens value, sealed at place, with tk.
+// openValue opens value, sealed at place, with tk, into a new buffer.
 func openValue(tk *threadKey, place string, value []byte) ([]byte, error) {
+	return openValueInto(tk, place, value, nil)
+}
+
+// openValueInto opens value, sealed at place, with tk, appending the
+// plaintext to dst: nil, or the ciphertext's start in value (in place).
+func openValueInto(tk *threadKey, place string, value, dst []byte) ([]byte, error) {
 	use := tk.byValueID(value[2 : 2+idLen])
 	if use == nil {
 		return nil, fmt.Errorf("%w: value %s", ErrOtherKey, place)
 	}
-	plain, err := use.value.Open(nil, value[2+idLen:2+idLen+nonceLen], value[2+idLen+nonceLen:], valueAD(place))
+	plain, err := use.value.Open(dst, value[2+idLen:2+idLen+nonceLen], value[2+idLen+nonceLen:], valueAD(place))
 	if err != nil {
 		return nil, fmt.Errorf("%w: value %s", ErrCorrupt, place)
 	}

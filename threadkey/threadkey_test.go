@@ -108,6 +108,37 @@ func TestAlteredOrMovedCiphertextsDoNotOpen(t *testing.T) {
 	require.ErrorIs(t, err, threadkey.ErrOtherKey)
 }
 
+// OpenValueInPlace opens what OpenValue opens, into the value's own
+// bytes, and refuses what it refuses.
+func TestAValueOpensInPlaceLikeACopy(t *testing.T) {
+	k, _ := newKeys(t)
+	ctx := context.Background()
+	v, err := k.SealValue(ctx, "acme", "t1", "acme.t1.c.1.0.10", []byte("chunk bytes"))
+	require.NoError(t, err)
+	kept := bytes.Clone(v)
+	copied, err := k.OpenValue(ctx, "acme", "t1", "acme.t1.c.1.0.10", v)
+	require.NoError(t, err)
+	require.Equal(t, kept, v, "OpenValue leaves the value as it was")
+
+	moved := bytes.Clone(v)
+	_, err = k.OpenValueInPlace(ctx, "acme", "t1", "acme.t1", moved)
+	require.ErrorIs(t, err, threadkey.ErrCorrupt, "a value moved to another key does not open")
+	flipped := bytes.Clone(v)
+	flipped[len(flipped)-1] ^= 1
+	_, err = k.OpenValueInPlace(ctx, "acme", "t1", "acme.t1.c.1.0.10", flipped)
+	require.ErrorIs(t, err, threadkey.ErrCorrupt)
+
+	plain, err := k.OpenValueInPlace(ctx, "acme", "t1", "acme.t1.c.1.0.10", v)
+	require.NoError(t, err)
+	require.Equal(t, copied, plain)
+	require.Same(t, &v[len(v)-len(plain)-16], &plain[0], "the plaintext is in the value's bytes")
+
+	clear := []byte("written in the clear")
+	same, err := k.OpenValueInPlace(ctx, "acme", "t1", "acme.t1", clear)
+	require.NoError(t, err)
+	require.Equal(t, "written in the clear", string(same))
+}
+
 func TestDestroyMakesEverythingUnreadableAndIsFinal(t *testing.T) {
 	k, _ := newKeys(t)
 	ctx := context.Background()

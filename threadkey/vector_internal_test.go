@@ -15,7 +15,7 @@ import (
 	"github.com/convlog/convlog/internal/nodetest"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/vector.json")
+var update = flag.Bool("update", false, "rewrite the vectors in testdata")
 
 // vector is a sealed event and a sealed value with everything needed to
 // open them: the construction of the package doc and schemas/README.md,
@@ -47,7 +47,17 @@ func (c *counter) Read(b []byte) (int, error) {
 	return len(b), nil
 }
 
-func buildVector(t *testing.T) []byte {
+// vectors are the pinned vectors, one per event format: the file and the
+// sealer that writes its event.
+var vectors = []struct {
+	file, description string
+	seal              func(*threadKey, []byte, events.PayloadMember) ([]byte, error)
+}{
+	{"vector.json", "threadkey's construction: a thread key record, an event sealed with it and a KV value sealed with it (hex). Check with: node docs/check_sealed.mjs threadkey/testdata/vector.json", sealEventV1},
+	{"vector_v2.json", "threadkey's construction: a thread key record, an event sealed with it in format 2 (XChaCha20-Poly1305) and a KV value sealed with it (hex). Check with: node docs/check_sealed.mjs threadkey/testdata/vector_v2.json", sealEvent},
+}
+
+func buildVector(t *testing.T, description string, seal func(*threadKey, []byte, events.PayloadMember) ([]byte, error)) []byte {
 	t.Helper()
 	var c counter
 	saved := randRead
@@ -66,7 +76,7 @@ func buildVector(t *testing.T) []byte {
 	require.NoError(t, err)
 	pm, err := events.LocatePayload(clear)
 	require.NoError(t, err)
-	sealed, err := sealEvent(tk, clear, pm)
+	sealed, err := seal(tk, clear, pm)
 	require.NoError(t, err)
 	opened, err := events.LocatePayload(sealed)
 	require.NoError(t, err)
@@ -75,7 +85,7 @@ func buildVector(t *testing.T) []byte {
 	require.Equal(t, clear, back)
 
 	var v vector
-	v.Description = "threadkey's construction: a thread key record, an event sealed with it and a KV value sealed with it (hex). Check with: node docs/check_sealed.mjs threadkey/testdata/vector.json"
+	v.Description = description
 	v.KeyRecord = hex.EncodeToString(rec[:])
 	v.Event.Clear, v.Event.Sealed = hex.EncodeToString(clear), hex.EncodeToString(sealed)
 	v.Value.Tenant, v.Value.Thread, v.Value.Place = "acme", "support-4711", "acme.support-4711"
@@ -91,31 +101,36 @@ func buildVector(t *testing.T) []byte {
 	return append(b, '\n')
 }
 
-// The sealing construction is pinned by a vector, and a reader in another
-// language (Node's crypto, nothing else) opens it as schemas/README.md
-// describes; an altered ciphertext fails there too.
+// The sealing construction is pinned by a vector per event format, and a
+// reader in another language (Node's crypto, nothing else) opens both as
+// schemas/README.md describes; an altered ciphertext fails there too.
+// New events are sealed in format 2; format 1 stays readable.
 func TestTheSealingIsReproducibleOutsideGo(t *testing.T) {
-	got := buildVector(t)
-	path := filepath.Join("testdata", "vector.json")
-	if *update {
-		require.NoError(t, os.WriteFile(path, got, 0o644))
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run go test ./threadkey -run TestTheSealing -update")
-	require.JSONEq(t, string(want), string(got), "the construction changed (run with -update after a deliberate change, and bump the format and labels)")
-
 	node := nodetest.Node(t)
 	script := filepath.Join("..", "docs", "check_sealed.mjs")
-	out, err := nodetest.Run(t, node, script, path)
-	require.NoError(t, err, "%s", out)
-	require.Equal(t, "ok\n", out)
+	for _, vec := range vectors {
+		t.Run(vec.file, func(t *testing.T) {
+			got := buildVector(t, vec.description, vec.seal)
+			path := filepath.Join("testdata", vec.file)
+			if *update {
+				require.NoError(t, os.WriteFile(path, got, 0o644))
+			}
+			want, err := os.ReadFile(path)
+			require.NoError(t, err, "run go test ./threadkey -run TestTheSealing -update")
+			require.JSONEq(t, string(want), string(got), "the construction changed (run with -update after a deliberate change, and bump the format and labels)")
 
-	var v vector
-	require.NoError(t, json.Unmarshal(want, &v))
-	b, err := hex.DecodeString(v.Event.Sealed)
-	require.NoError(t, err)
-	b[len(b)-1] ^= 1
-	v.Event.Sealed = hex.EncodeToString(b)
-	out, err = nodetest.RunOn(t, node, script, v)
-	require.Error(t, err, "an altered ciphertext must fail the JavaScript check: %s", out)
+			out, err := nodetest.Run(t, node, script, path)
+			require.NoError(t, err, "%s", out)
+			require.Equal(t, "ok\n", out)
+
+			var v vector
+			require.NoError(t, json.Unmarshal(want, &v))
+			b, err := hex.DecodeString(v.Event.Sealed)
+			require.NoError(t, err)
+			b[len(b)-1] ^= 1
+			v.Event.Sealed = hex.EncodeToString(b)
+			out, err = nodetest.RunOn(t, node, script, v)
+			require.Error(t, err, "an altered ciphertext must fail the JavaScript check: %s", out)
+		})
+	}
 }
