@@ -24,7 +24,7 @@ const mod = "github.com/convlog/convlog/"
 //	fold (the fold)                events; no NATS: a pure function
 //	snapstore (the snapshot store) events, fold, internal/lru (its head cache); nats.go's KV
 //	                               and orbit.go's jetstreamext (sealing through its Sealer interface)
-//	threadkey (thread data keys)   events, internal/lru; nats.go's KV
+//	threadkey (thread data keys)   events, internal/lru; nats.go's KV, x/crypto's XChaCha20-Poly1305
 //	projector (the runner)         client (its durable consume) and below
 //	internal/tenancy               events, threadkey, the internal leaves: the permission
 //	                               set, the tenant service and its caller (no server);

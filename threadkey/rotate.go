@@ -285,7 +285,9 @@ func (k *Keys) BeginRotation(ctx context.Context, tenant, thread string) (*Rotat
 // with a retired key, its derived key, or its replacement when it is
 // redacted; then it secure-deletes every older revision of the record, so
 // that the retired keys (and with them the redacted events' keys) are in
-// no file. Call it [RotationWait] after BeginRotation. Errors: an event
+// no file. A sealed payload too short for its format, or of no known
+// format, is passed over: no key opens it, before or after. Call it
+// [RotationWait] after BeginRotation. Errors: an event
 // sealed with a key the rotation does not know (it cannot be kept), a
 // record over the server's max payload (about 20,000 events), NATS
 // errors; on an error the retired keys are still kept (nothing is lost;
@@ -305,8 +307,8 @@ func (r *Rotation) Finish(ctx context.Context, stored [][]byte, replacements map
 	}
 	for _, data := range stored {
 		pm, err := events.LocatePayload(data)
-		if err != nil || !pm.Sealed {
-			continue
+		if err != nil || !pm.Sealed || !wellFormed(pm) {
+			continue // nothing a key opens, before or after
 		}
 		id := pm.Envelope.ID
 		kid := pm.Value[1 : 1+idLen]

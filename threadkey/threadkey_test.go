@@ -279,3 +279,28 @@ func TestRotationRedactsOneEventAndDestroysTheOldKey(t *testing.T) {
 	require.NoError(t, rot.Finish(ctx, stored, nil))
 	require.Equal(t, want, texts(k), "a second rotation keeps the table")
 }
+
+// A stored event whose sealed payload is cut short (a foreign producer's
+// bytes) opens neither before nor after a rotation; the rotation keeps
+// the other events and does not fail on it.
+func TestARotationPassesOverAMalformedSealedPayload(t *testing.T) {
+	k, _ := newKeys(t)
+	ctx := context.Background()
+	good, err := k.SealEvent(ctx, event(t, "cut", "kept"))
+	require.NoError(t, err)
+	pm, err := events.LocatePayload(good)
+	require.NoError(t, err)
+	cut := events.ReplacePayload(good, pm, pm.Value[:3], true)
+	_, err = k.OpenEvent(ctx, cut)
+	require.ErrorIs(t, err, threadkey.ErrCorrupt)
+
+	rot, err := k.BeginRotation(ctx, "acme", "cut")
+	require.NoError(t, err)
+	require.NoError(t, rot.Finish(ctx, [][]byte{cut, good}, nil))
+	k.Forget("acme", "cut")
+	opened, err := k.OpenEvent(ctx, good)
+	require.NoError(t, err)
+	ev, err := events.Unmarshal(opened)
+	require.NoError(t, err)
+	require.Equal(t, "kept", ev.Payload.(events.UserMessage).Content.String())
+}
