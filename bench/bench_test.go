@@ -114,6 +114,7 @@ func TestRunTiny(t *testing.T) {
 		for _, w := range res.Replay.Order {
 			assert.Positive(t, res.Replay.Rates[w], w)
 		}
+		assert.Len(t, res.Replay.ConsumerRatio.Rounds, p.ReplayReps, "a replay / consumer ratio per run")
 		sc := res.Replay.Sealing
 		assert.True(t, sc.Seal > 0 && sc.Open > 0 && sc.Decode > 0, "sealing, opening and decoding timed: %+v", sc)
 	})

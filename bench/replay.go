@@ -31,6 +31,10 @@ type ReplayResults struct {
 	Order []string
 	// Sealing is what sealing and opening one event of the thread cost.
 	Sealing SealingCost
+	// ConsumerRatio is convlog's replay rate over the consumer read's
+	// (replayConsumer), taken in each run of the ways (the two run in the
+	// same round) and summarized over the runs.
+	ConsumerRatio Spread
 }
 
 // SealingCost is the time per event of sealing and opening the thread's
@@ -229,6 +233,13 @@ func RunReplay(ctx context.Context, e *Env, b *Baselines, lt *loadedThread, reps
 		res.Order = append(res.Order, w.name)
 		res.Rates[w.name] = median(rates[w.name])
 	}
+	perRound := make([]float64, reps)
+	for i := range perRound {
+		if c := rates[replayConsumer][i]; c > 0 {
+			perRound[i] = rates[replayConvlog][i] / c
+		}
+	}
+	res.ConsumerRatio = spreadOf(perRound)
 	if res.Sealing, err = measureSealing(ctx, e, lt, reps); err != nil {
 		return nil, fmt.Errorf("sealing: %w", err)
 	}
