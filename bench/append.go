@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -179,6 +180,28 @@ type AppendResults struct {
 	// (the key) round by round: convlog's sequential p50 over the
 	// system's, and convlog's concurrent appends/s over the system's.
 	SeqRatio, ConcRatio map[string]Spread
+	// CPU is the CPU time of this process (getrusage: user + system) per
+	// concurrent append, over every window of the system: the writers'
+	// work, and the embedded server's, which runs in this process.
+	// CPURatio is convlog's over the system's (the key), round by round.
+	CPU      map[string]time.Duration
+	CPURatio map[string]Spread
+}
+
+// appendRun is the state of one append section: each system's threads
+// and what its rounds measured.
+type appendRun struct {
+	p           AppendParams
+	as          []appender
+	seqThreads  map[string]*appendThread
+	concThreads map[string][]*appendThread
+	seqLat      map[string][]time.Duration
+	seqRounds   map[string][][]time.Duration
+	concLat     map[string][]time.Duration
+	rates       map[string][]float64
+	// cpu is each round's CPU time per concurrent append, by system.
+	cpu    map[string][]time.Duration
+	errors map[string]int
 }
 
 // RunAppend measures appends of one ~600-byte event with a durable ack:
@@ -188,100 +211,158 @@ type AppendResults struct {
 // round, in a rotating order: sequential appends one by one, concurrent
 // writers window by window (p.ConcSlice), so that the machine's background
 // load falls on all of them alike. Latencies are pooled over the rounds,
-// throughput is the median round's, and the ratios to convlog are taken
-// in each round and summarized over them.
+// throughput and CPU per append are the median round's, and the ratios
+// to convlog are taken in each round and summarized over them.
 func RunAppend(ctx context.Context, e *Env, b *Baselines, p AppendParams, log func(string, ...any)) (*AppendResults, error) {
 	as, err := appenders(e, b)
 	if err != nil {
 		return nil, err
 	}
-	res := &AppendResults{Seq: map[string]Dist{}, Conc: map[string]Dist{}, ConcRate: map[string]float64{}, Errors: map[string]int{},
-		SeqRatio: map[string]Spread{}, ConcRatio: map[string]Spread{}}
-	seqThreads := map[string]*appendThread{}
-	concThreads := map[string][]*appendThread{}
-	for _, a := range as {
-		res.Systems = append(res.Systems, a.name)
-		if seqThreads[a.name], err = a.newThread(ctx); err != nil {
-			return nil, fmt.Errorf("%s: %w", a.name, err)
-		}
-		ths := make([]*appendThread, p.Threads)
-		for i := range ths {
-			if ths[i], err = a.newThread(ctx); err != nil {
-				return nil, fmt.Errorf("%s: %w", a.name, err)
-			}
-		}
-		concThreads[a.name] = ths
-		for range p.Warmup {
-			if err := a.append(ctx, seqThreads[a.name]); err != nil {
-				return nil, fmt.Errorf("%s warm-up: %w", a.name, err)
-			}
-		}
-	}
-	seqLat := map[string][]time.Duration{}
-	seqRounds := map[string][][]time.Duration{}
-	concLat := map[string][]time.Duration{}
-	rates := map[string][]float64{}
-	windows := 1
-	if p.ConcSlice > 0 {
-		windows = max(1, int(p.ConcFor/p.ConcSlice))
+	r := &appendRun{p: p, as: as, seqThreads: map[string]*appendThread{}, concThreads: map[string][]*appendThread{},
+		seqLat: map[string][]time.Duration{}, seqRounds: map[string][][]time.Duration{}, concLat: map[string][]time.Duration{},
+		rates: map[string][]float64{}, cpu: map[string][]time.Duration{}, errors: map[string]int{}}
+	if err := r.prepare(ctx); err != nil {
+		return nil, err
 	}
 	for round := range p.Rounds {
 		log("append: round %d/%d: sequential, the systems alternating append by append", round+1, p.Rounds)
-		for name := range seqThreads {
-			seqRounds[name] = append(seqRounds[name], make([]time.Duration, 0, p.SeqOps))
+		if err := r.sequential(ctx, round); err != nil {
+			return nil, err
 		}
-		for i := range p.SeqOps {
-			for k := range as {
-				a := as[(k+i+round)%len(as)]
-				t0 := time.Now()
-				if err := a.append(ctx, seqThreads[a.name]); err != nil {
-					return nil, fmt.Errorf("%s sequential append: %w", a.name, err)
-				}
-				d := time.Since(t0)
-				seqLat[a.name] = append(seqLat[a.name], d)
-				seqRounds[a.name][round] = append(seqRounds[a.name][round], d)
-			}
-		}
-		log("append: round %d/%d: %d concurrent writers, the systems alternating every %s", round+1, p.Rounds, p.Writers, p.ConcFor/time.Duration(windows))
-		done := map[string]int{}
-		took := map[string]time.Duration{}
-		for w := range windows {
-			for k := range as {
-				a := as[(k+w+round)%len(as)]
-				// The window before left its garbage in this process,
-				// which all the clients and the server share: collected
-				// now, it is not collected during this window.
-				runtime.GC()
-				lat, elapsed, errs, err := concurrentAppends(ctx, a, concThreads[a.name], p.Writers, p.ConcFor/time.Duration(windows))
-				if err != nil {
-					return nil, err
-				}
-				concLat[a.name] = append(concLat[a.name], lat...)
-				done[a.name] += len(lat)
-				took[a.name] += elapsed
-				res.Errors[a.name] += errs
-			}
-		}
-		for _, a := range as {
-			rates[a.name] = append(rates[a.name], float64(done[a.name])/took[a.name].Seconds())
+		log("append: round %d/%d: %d concurrent writers, the systems alternating every %s", round+1, p.Rounds, p.Writers, p.ConcFor/time.Duration(r.windows()))
+		if err := r.concurrent(ctx, round); err != nil {
+			return nil, err
 		}
 	}
-	for _, a := range as {
-		res.Seq[a.name] = distOf(seqLat[a.name])
-		res.Conc[a.name] = distOf(concLat[a.name])
-		res.ConcRate[a.name] = median(rates[a.name])
+	return r.results(), nil
+}
+
+// prepare creates every system's threads and runs the warm-up appends.
+func (r *appendRun) prepare(ctx context.Context) error {
+	var err error
+	for _, a := range r.as {
+		if r.seqThreads[a.name], err = a.newThread(ctx); err != nil {
+			return fmt.Errorf("%s: %w", a.name, err)
+		}
+		ths := make([]*appendThread, r.p.Threads)
+		for i := range ths {
+			if ths[i], err = a.newThread(ctx); err != nil {
+				return fmt.Errorf("%s: %w", a.name, err)
+			}
+		}
+		r.concThreads[a.name] = ths
+		for range r.p.Warmup {
+			if err := a.append(ctx, r.seqThreads[a.name]); err != nil {
+				return fmt.Errorf("%s warm-up: %w", a.name, err)
+			}
+		}
 	}
-	for _, a := range as[1:] { // as[0] is convlog
-		res.SeqRatio[a.name] = p50Ratios(seqRounds[sysConvlog], seqRounds[a.name])
-		conc := make([]float64, len(rates[a.name]))
-		for i, r := range rates[a.name] {
-			if r > 0 {
-				conc[i] = rates[sysConvlog][i] / r
+	return nil
+}
+
+// windows is how many windows each concurrent round is split into.
+func (r *appendRun) windows() int {
+	if r.p.ConcSlice > 0 {
+		return max(1, int(r.p.ConcFor/r.p.ConcSlice))
+	}
+	return 1
+}
+
+// sequential runs round's sequential appends, the systems alternating
+// append by append.
+func (r *appendRun) sequential(ctx context.Context, round int) error {
+	for name := range r.seqThreads {
+		r.seqRounds[name] = append(r.seqRounds[name], make([]time.Duration, 0, r.p.SeqOps))
+	}
+	for i := range r.p.SeqOps {
+		for k := range r.as {
+			a := r.as[(k+i+round)%len(r.as)]
+			t0 := time.Now()
+			if err := a.append(ctx, r.seqThreads[a.name]); err != nil {
+				return fmt.Errorf("%s sequential append: %w", a.name, err)
+			}
+			d := time.Since(t0)
+			r.seqLat[a.name] = append(r.seqLat[a.name], d)
+			r.seqRounds[a.name][round] = append(r.seqRounds[a.name][round], d)
+		}
+	}
+	return nil
+}
+
+// concurrent runs round's concurrent writers, the systems alternating
+// window by window, and records each system's rate and CPU per append.
+func (r *appendRun) concurrent(ctx context.Context, round int) error {
+	windows := r.windows()
+	done := map[string]int{}
+	took := map[string]time.Duration{}
+	cpu := map[string]time.Duration{}
+	for w := range windows {
+		for k := range r.as {
+			a := r.as[(k+w+round)%len(r.as)]
+			// The window before left its garbage in this process,
+			// which all the clients and the server share: collected
+			// now, it is not collected during this window.
+			runtime.GC()
+			cpu0 := processCPU()
+			lat, elapsed, errs, err := concurrentAppends(ctx, a, r.concThreads[a.name], r.p.Writers, r.p.ConcFor/time.Duration(windows))
+			if err != nil {
+				return err
+			}
+			cpu[a.name] += processCPU() - cpu0
+			r.concLat[a.name] = append(r.concLat[a.name], lat...)
+			done[a.name] += len(lat)
+			took[a.name] += elapsed
+			r.errors[a.name] += errs
+		}
+	}
+	for _, a := range r.as {
+		r.rates[a.name] = append(r.rates[a.name], float64(done[a.name])/took[a.name].Seconds())
+		var per time.Duration
+		if done[a.name] > 0 {
+			per = cpu[a.name] / time.Duration(done[a.name])
+		}
+		r.cpu[a.name] = append(r.cpu[a.name], per)
+	}
+	return nil
+}
+
+// results summarizes the rounds.
+func (r *appendRun) results() *AppendResults {
+	res := &AppendResults{Seq: map[string]Dist{}, Conc: map[string]Dist{}, ConcRate: map[string]float64{}, Errors: r.errors,
+		SeqRatio: map[string]Spread{}, ConcRatio: map[string]Spread{}, CPU: map[string]time.Duration{}, CPURatio: map[string]Spread{}}
+	for _, a := range r.as {
+		res.Systems = append(res.Systems, a.name)
+		res.Seq[a.name] = distOf(r.seqLat[a.name])
+		res.Conc[a.name] = distOf(r.concLat[a.name])
+		res.ConcRate[a.name] = median(r.rates[a.name])
+		res.CPU[a.name] = medianDur(r.cpu[a.name])
+	}
+	for _, a := range r.as[1:] { // as[0] is convlog
+		res.SeqRatio[a.name] = p50Ratios(r.seqRounds[sysConvlog], r.seqRounds[a.name])
+		conc := make([]float64, len(r.rates[a.name]))
+		cpu := make([]float64, len(r.cpu[a.name]))
+		for i, x := range r.rates[a.name] {
+			if x > 0 {
+				conc[i] = r.rates[sysConvlog][i] / x
+			}
+			if y := r.cpu[a.name][i]; y > 0 {
+				cpu[i] = float64(r.cpu[sysConvlog][i]) / float64(y)
 			}
 		}
 		res.ConcRatio[a.name] = spreadOf(conc)
+		res.CPURatio[a.name] = spreadOf(cpu)
 	}
-	return res, nil
+	return res
+}
+
+// processCPU is the CPU time (user + system) this process has used so far
+// (getrusage RUSAGE_SELF).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // concurrentAppends runs writers goroutines for d, writer w owning threads

@@ -51,6 +51,10 @@ func TestRunTiny(t *testing.T) {
 		for _, s := range a.Systems[1:] {
 			assert.Len(t, a.SeqRatio[s].Rounds, p.Append.Rounds, s)
 			assert.Len(t, a.ConcRatio[s].Rounds, p.Append.Rounds, s)
+			assert.Len(t, a.CPURatio[s].Rounds, p.Append.Rounds, s)
+		}
+		for _, s := range a.Systems {
+			assert.Positive(t, a.CPU[s], "CPU per concurrent append of %s", s)
 		}
 	})
 
@@ -85,6 +89,8 @@ func TestRunTiny(t *testing.T) {
 		for _, r := range res.Lag.Rows {
 			assert.Positive(t, r.Published)
 			assert.Equal(t, r.Published, r.Measured, "every published event of the window was projected and seen")
+			assert.Equal(t, r.Published, r.Consumer.N, "the plain consumer received every event of the window")
+			assert.Positive(t, r.Allocs)
 			assert.Zero(t, r.Errors)
 			// Every event was a step: at least one head and one index
 			// entry written per event, each larger than nothing.
@@ -108,6 +114,9 @@ func TestRunTiny(t *testing.T) {
 		for _, w := range res.Replay.Order {
 			assert.Positive(t, res.Replay.Rates[w], w)
 		}
+		assert.Len(t, res.Replay.ConsumerRatio.Rounds, p.ReplayReps, "a replay / consumer ratio per run")
+		sc := res.Replay.Sealing
+		assert.True(t, sc.Seal > 0 && sc.Open > 0 && sc.Decode > 0, "sealing, opening and decoding timed: %+v", sc)
 	})
 
 	t.Run("turns were seen over SSE and Watch", func(t *testing.T) {
@@ -171,7 +180,7 @@ func TestRunTiny(t *testing.T) {
 		assert.Greater(t, img.Bounds().Dx(), 500)
 
 		md := Markdown(res, filepath.Join(dir, "BENCHMARKS.md"), "")
-		for _, want := range []string{"## Machine", "## Targets", "## 1. Append", "## 2. Get", "## 3. Projection lag",
+		for _, want := range []string{"## Machine", "## Targets", "## Targets as ratios to a limit measured in the same run", "## 1. Append", "## 2. Get", "## 3. Projection lag",
 			"## 4. Replay", "## 5. Agent turn", "## 6. Memory", "6a. Memory at a million threads", "6b. Soak", "client (10 Gets)", "](get.png)", "PostgreSQL not run",
 			"From 1,000 messages on, every Get of every system starts after a forced garbage collection"} {
 			assert.Contains(t, md, want)

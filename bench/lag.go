@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/projector"
 	"github.com/convlog/convlog/snapstore"
 )
@@ -51,6 +52,17 @@ type LagRow struct {
 	Published, Measured int
 	// D is OnApply's Lag over the measured window's events.
 	D Dist
+	// Consumer is the limit D is judged against: the delivery lag (stream
+	// timestamp to receipt) of the same window's events to a plain
+	// consumer of the row's subjects (an ordered consumer on a connection
+	// of its own, nothing decoded), running beside the projector.
+	Consumer Dist
+	// Allocs is the heap objects this process allocated per event of the
+	// row (warm-up and window, until everything was projected): the
+	// publisher's, the plain consumer's and the projector's, and the
+	// server's unless Split
+	// (runtime/metrics /gc/heap/allocs:objects).
+	Allocs float64
 	// MaxBehind is the most stream messages the projector's consumer had
 	// not delivered yet (OnApply's Behind) in the window.
 	MaxBehind uint64
@@ -314,6 +326,11 @@ func lagAt(ctx context.Context, e *Env, p LagParams, rate int, occ bool, log fun
 		mu.Unlock()
 	})
 	defer e.SetOnApply(nil)
+	cons, err := startLagConsumer(ctx, e, "conv."+tn+".*", &window)
+	if err != nil {
+		return nil, err
+	}
+	defer cons.stop()
 	var steps, logSteps atomic.Int64
 	e.SetOnStep(func(st projector.Step) {
 		if st.Tenant != tn {
@@ -338,6 +355,7 @@ func lagAt(ctx context.Context, e *Env, p LagParams, rate int, occ bool, log fun
 	// published by now (so a late tick catches up instead of lowering the
 	// rate).
 	gc0, gcCPU0 := gcSample()
+	allocs0 := heapObjects()
 	start := time.Now()
 	measureFrom, end := start.Add(p.Warmup), start.Add(p.Warmup+p.For)
 	sent, inWindow := 0, 0
@@ -378,6 +396,12 @@ func lagAt(ctx context.Context, e *Env, p LagParams, rate int, occ bool, log fun
 	}
 	row := &LagRow{Rate: rate, OCC: occ, Published: inWindow, Drain: time.Since(published), Errors: int(errs.Load()),
 		EventBytes: eventBytes, KV: e.ProjectorWritten().Sub(kv0), GCCycles: gc1 - gc0, GCCPU: gcCPU1 - gcCPU0}
+	if sent > 0 {
+		row.Allocs = float64(heapObjects()-allocs0) / float64(sent)
+	}
+	if row.Consumer, err = cons.wait(ctx, inWindow); err != nil {
+		return nil, err
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	row.MaxBehind = behind
@@ -397,4 +421,94 @@ func waitAsync(ctx context.Context, js jetstream.JetStream) error {
 	case <-time.After(2 * time.Minute):
 		return fmt.Errorf("async publishes not acknowledged after 2 minutes (%d pending)", js.PublishAsyncPending())
 	}
+}
+
+// heapObjects is the count of heap objects this process allocated so far.
+func heapObjects() uint64 {
+	ms := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
+	metrics.Read(ms)
+	if ms[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return ms[0].Value.Uint64()
+}
+
+// lagConsumer is a plain consumer of a lag row's events: the delivery lag
+// the projection lag is judged against.
+type lagConsumer struct {
+	nc   *nats.Conn
+	cc   jetstream.ConsumeContext
+	mu   sync.Mutex
+	lags []time.Duration
+}
+
+// startLagConsumer starts an ordered consumer of the new messages of
+// filter on a connection of its own; it records the delivery lag (stream
+// timestamp to receipt) of every message whose Nats-Msg-Id is in window.
+func startLagConsumer(ctx context.Context, e *Env, filter string, window *sync.Map) (*lagConsumer, error) {
+	nc, err := nats.Connect(e.url, nats.Name("convlog-bench-lag-consumer"), e.auth)
+	if err != nil {
+		return nil, err
+	}
+	c := &lagConsumer{nc: nc}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	cons, err := js.OrderedConsumer(ctx, provision.DefaultConfig().Stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverNewPolicy})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	c.cc, err = cons.Consume(func(m jetstream.Msg) {
+		now := time.Now()
+		if _, ok := window.Load(m.Headers().Get(jetstream.MsgIDHeader)); !ok {
+			return
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return
+		}
+		c.mu.Lock()
+		c.lags = append(c.lags, now.Sub(md.Timestamp))
+		c.mu.Unlock()
+	})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// wait polls until the consumer has received n of the window's events (or
+// a minute passed) and returns their delivery lags.
+func (c *lagConsumer) wait(ctx context.Context, n int) (Dist, error) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		c.mu.Lock()
+		got := len(c.lags)
+		c.mu.Unlock()
+		if got >= n {
+			break
+		}
+		if time.Now().After(deadline) {
+			return Dist{}, fmt.Errorf("lag consumer: %d of %d events received after a minute", got, n)
+		}
+		select {
+		case <-ctx.Done():
+			return Dist{}, ctx.Err()
+		case <-time.After(5 * time.Millisecond): // polling interval
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return distOf(c.lags), nil
+}
+
+// stop stops the consumer and closes its connection.
+func (c *lagConsumer) stop() {
+	c.cc.Stop()
+	c.nc.Close()
 }

@@ -61,7 +61,7 @@ func quickParams() Params {
 				return max(5, 50_000/n)
 			}},
 		Lag:        LagParams{Rates: []int{1_000, 5_000}, For: 2 * time.Second, Warmup: 500 * time.Millisecond, Threads: 1_000, Content: 512, Backlog: 5_000, SplitRates: []int{5_000}},
-		ReplayReps: 3,
+		ReplayReps: 9, // the replay of 10,000 events takes about 0.1 s: one burst of load moves a run
 		Turn:       TurnParams{Samples: 20, PerThread: 10},
 		Mem:        MemParams{Threads: 10_000, Messages: 20, Content: 256, WorkerTurns: 500},
 		Scale:      MemParams{Threads: 100_000, Messages: 20, Content: 64, WorkerTurns: 500, Reads: 10_000},

@@ -29,6 +29,57 @@ type ReplayResults struct {
 	// of the same bytes followed by the same fold.
 	Rates map[string]float64
 	Order []string
+	// Sealing is what sealing and opening one event of the thread cost.
+	Sealing SealingCost
+	// ConsumerRatio is convlog's replay rate over the consumer read's
+	// (replayConsumer), taken in each run of the ways (the two run in the
+	// same round) and summarized over the runs.
+	ConsumerRatio Spread
+}
+
+// SealingCost is the time per event of sealing and opening the thread's
+// events (threadkey's SealEvent and OpenEvent, the thread's key cached)
+// and of decoding the clear bytes, median of the runs over up to
+// sealSample events.
+type SealingCost struct {
+	Seal, Open, Decode time.Duration
+}
+
+// sealSample is how many of the thread's events the sealing figures use.
+const sealSample = 2000
+
+// measureSealing times sealing, opening and decoding the first events of
+// lt, reps times each, alternated.
+func measureSealing(ctx context.Context, e *Env, lt *loadedThread, reps int) (SealingCost, error) {
+	msgs := lt.msgs[:min(len(lt.msgs), sealSample)]
+	sealed := make([][]byte, len(msgs))
+	var seal, open, decode []time.Duration
+	per := func(t0 time.Time) time.Duration { return time.Since(t0) / time.Duration(len(msgs)) }
+	for range max(reps, 3) {
+		t0 := time.Now()
+		for i, m := range msgs {
+			var err error
+			if sealed[i], err = e.Client.Keys().SealEvent(ctx, m.Data); err != nil {
+				return SealingCost{}, err
+			}
+		}
+		seal = append(seal, per(t0))
+		t0 = time.Now()
+		for _, b := range sealed {
+			if _, err := e.Client.Keys().OpenEvent(ctx, b); err != nil {
+				return SealingCost{}, err
+			}
+		}
+		open = append(open, per(t0))
+		t0 = time.Now()
+		for _, m := range msgs {
+			if _, err := events.UnmarshalNoCopy(m.Data); err != nil {
+				return SealingCost{}, err
+			}
+		}
+		decode = append(decode, per(t0))
+	}
+	return SealingCost{Seal: medianDur(seal), Open: medianDur(open), Decode: medianDur(decode)}, nil
 }
 
 // Replay rows.
@@ -181,6 +232,16 @@ func RunReplay(ctx context.Context, e *Env, b *Baselines, lt *loadedThread, reps
 	for _, w := range ways {
 		res.Order = append(res.Order, w.name)
 		res.Rates[w.name] = median(rates[w.name])
+	}
+	perRound := make([]float64, reps)
+	for i := range perRound {
+		if c := rates[replayConsumer][i]; c > 0 {
+			perRound[i] = rates[replayConvlog][i] / c
+		}
+	}
+	res.ConsumerRatio = spreadOf(perRound)
+	if res.Sealing, err = measureSealing(ctx, e, lt, reps); err != nil {
+		return nil, fmt.Errorf("sealing: %w", err)
 	}
 	return res, nil
 }

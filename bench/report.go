@@ -310,9 +310,89 @@ func targets(m *md, res *Results) {
 	if len(ts) == 0 {
 		return
 	}
+	ratioTargets(m, res)
 	m.p("## Targets (issues 3, 4, 5, 9 and 22)")
 	m.p("")
 	m.textHeader("target", "measured (this run)", "verdict")
+	for _, t := range ts {
+		m.row(t.name, t.measured, t.verdict)
+	}
+	m.p("")
+}
+
+// ratioTargets writes the targets judged as ratios to a limit measured in
+// the same run: each line gives the ratio, the limit's figure and the
+// verdict.
+func ratioTargets(m *md, res *Results) {
+	var ts []target
+	if a := res.Append; a != nil && a.Seq[sysRawEnc].Measured() {
+		c, r := a.Seq[sysConvlog], a.Seq[sysRawEnc]
+		cr, rr := a.ConcRate[sysConvlog], a.ConcRate[sysRawEnc]
+		cc := roundRatio(a.ConcRatio[sysRawEnc], cr, rr)
+		ts = append(ts, target{fmt.Sprintf("append, %d writers: appends/s >= 0.85x raw JetStream encoding each event", res.appendWriters()),
+			fmt.Sprintf("%s (limit: raw %s, convlog %s; median rounds)", fmtSpread(cc), fmtRate(rr), fmtRate(cr)), verdict(cc.Median >= 0.85)})
+		sr := roundRatio(a.SeqRatio[sysRawEnc], float64(c.P50), float64(r.P50))
+		ts = append(ts, target{"append, sequential: p50 <= 1.15x raw JetStream encoding each event",
+			fmt.Sprintf("%s (limit: raw p50 %s, convlog %s; pooled)", fmtSpread(sr), fmtDur(r.P50), fmtDur(c.P50)), verdict(sr.Median <= 1.15)})
+		if a.CPU[sysRawEnc] > 0 {
+			cpu := roundRatio(a.CPURatio[sysRawEnc], float64(a.CPU[sysConvlog]), float64(a.CPU[sysRawEnc]))
+			ts = append(ts, target{"append: CPU per append (getrusage of the bench process, the embedded server included) <= 1.5x the raw writer encoding each event",
+				fmt.Sprintf("%s (limit: raw %s, convlog %s per append; median rounds)", fmtSpread(cpu), fmtDur(a.CPU[sysRawEnc]), fmtDur(a.CPU[sysConvlog])), verdict(cpu.Median <= 1.5)})
+		}
+	}
+	if c := res.Cluster; c != nil && c.Append != nil && c.Append.CPU[sysRawEnc] > 0 {
+		a := c.Append
+		cpu := roundRatio(a.CPURatio[sysRawEnc], float64(a.CPU[sysConvlog]), float64(a.CPU[sysRawEnc]))
+		ts = append(ts, target{"append: CPU per append of the writers' process, the servers in processes of their own (section 7: 3 nodes, replicas 3) <= 1.5x the raw writer encoding each event",
+			fmt.Sprintf("%s (limit: raw %s, convlog %s per append; median rounds)", fmtSpread(cpu), fmtDur(a.CPU[sysRawEnc]), fmtDur(a.CPU[sysConvlog])), verdict(cpu.Median <= 1.5)})
+	}
+	if r := res.Replay; r != nil && r.Sealing.Open > 0 {
+		ts = append(ts, target{"opening one sealed event <= 0.5 µs",
+			fmt.Sprintf("%s (decoding the clear event: %s; %.2fx)", fmtDur(r.Sealing.Open), fmtDur(r.Sealing.Decode), float64(r.Sealing.Open)/float64(max(1, r.Sealing.Decode))),
+			verdict(r.Sealing.Open <= 500*time.Nanosecond)})
+		ts = append(ts, target{"sealing one event <= 0.5 µs", fmtDur(r.Sealing.Seal), verdict(r.Sealing.Seal <= 500*time.Nanosecond)})
+	}
+	if g := res.Get; g != nil {
+		if r := g.row(1000); r != nil && r.D[sysRawKV].Measured() {
+			kr := r.ratio(sysConvlog, sysRawKV)
+			ts = append(ts, target{"cold Get of 1,000 messages (chunk cache off) <= 1.25x one raw KV get of the same bytes",
+				fmt.Sprintf("%s (limit: raw KV get p50 %s, convlog %s; pooled)", fmtSpread(kr), fmtDur(r.D[sysRawKV].P50), fmtDur(r.D[sysConvlog].P50)),
+				verdict(kr.Median <= 1.25)})
+		}
+	}
+	if r := res.Replay; r != nil {
+		if c := r.Rates[replayConsumer]; c > 0 {
+			v := r.Rates[replayConvlog]
+			cr := roundRatio(r.ConsumerRatio, v, c)
+			ts = append(ts, target{"replay (read + open + fold) >= 0.9x reading the same events through a consumer without decoding",
+				fmt.Sprintf("%s (limit: consumer read %s, replay %s; medians; %s events)", fmtSpread(cr), fmtRate(c), fmtRate(v), fmtInt(r.Events)), verdict(cr.Median >= 0.9)})
+		}
+	}
+	if l := res.Lag; l != nil {
+		for _, r := range l.Rows {
+			if r.Rate != 5000 || !r.Consumer.Measured() {
+				continue
+			}
+			how := "conditional"
+			if !r.OCC {
+				how = "plain"
+			}
+			q := r.D.P99.Seconds() / r.Consumer.P99.Seconds()
+			name := fmt.Sprintf("projection lag p99 at 5,000 events/s, %s publishes, server in process: <= 3x a plain consumer's delivery lag p99 and <= 10 ms", how)
+			ok := q <= 3 && r.D.P99 <= 10*time.Millisecond
+			if r.Split {
+				name = fmt.Sprintf("projection lag p99 at 5,000 events/s, %s publishes, server in its own process: <= 3x a plain consumer's delivery lag p99", how)
+				ok = q <= 3
+			}
+			ts = append(ts, target{name, fmt.Sprintf("%.2fx (limit: consumer p99 %s, projection %s)", q, fmtDur(r.Consumer.P99), fmtDur(r.D.P99)), verdict(ok)})
+		}
+	}
+	if len(ts) == 0 {
+		return
+	}
+	m.p("## Targets as ratios to a limit measured in the same run (issue 41)")
+	m.p("")
+	m.textHeader("target", "ratio (limit in the same run)", "verdict")
 	for _, t := range ts {
 		m.row(t.name, t.measured, t.verdict)
 	}
@@ -427,6 +507,10 @@ func appendSection(m *md, res *Results) {
 	cells = append(cells, ratio(c, a.ConcRate[sysRaw]), ratio(c, a.ConcRate[sysRawEnc]), ratio(c, a.ConcRate[sysPG]), ratio(c, a.ConcRate[sysRedis]))
 	m.row(cells...)
 	spreads(fmt.Sprintf("%d writers: appends/s, ratio per round: median (min-max)", res.appendWriters()), a.ConcRatio, func(s string) float64 { return a.ConcRate[s] })
+	if a.CPU[sysConvlog] > 0 {
+		lat(fmt.Sprintf("%d writers: CPU of the bench process per append (getrusage; the embedded server included)", res.appendWriters()), func(s string) time.Duration { return a.CPU[s] })
+		spreads(fmt.Sprintf("%d writers: CPU per append, ratio per round: median (min-max)", res.appendWriters()), a.CPURatio, func(s string) float64 { return float64(a.CPU[s]) })
+	}
 	m.p("")
 	m.p("Latency ratios below 1 mean convlog is faster. Samples: %s sequential and %s concurrent appends per",
 		fmtInt(a.Seq[sysConvlog].N), fmtInt(a.Conc[sysConvlog].N))
@@ -603,8 +687,9 @@ func lagSection(m *md, res *Results) {
 	m.p("knows each event's predecessor from the order of its consumer's deliveries (consecutive consumer sequences),")
 	m.p("and folds it the same way; instances that share the consumer see gaps and check the log with one get per event.")
 	m.p("")
-	m.header("publishes", "nats-server", "target rate", "achieved", "events measured", "lag p50", "lag p99", "lag max", "max consumer backlog", "drained after the last publish",
-		"KV bytes written per event byte (heads / deltas / chunks / index)", "GC cycles of the bench process (GC CPU)")
+	m.header("publishes", "nats-server", "target rate", "achieved", "events measured", "lag p50", "lag p99", "lag max",
+		"plain consumer's delivery lag p50 / p99", "lag p99 / consumer's p99", "max consumer backlog", "drained after the last publish",
+		"KV bytes written per event byte (heads / deltas / chunks / index)", "GC cycles of the bench process (GC CPU)", "heap objects allocated per event in the bench process")
 	for _, r := range l.Rows {
 		how := "conditional"
 		if !r.OCC {
@@ -619,9 +704,16 @@ func lagSection(m *md, res *Results) {
 			per := func(n uint64) string { return fmt.Sprintf("%.1f", float64(n)/float64(r.EventBytes)) }
 			amp = fmt.Sprintf("**%.1f** (%s / %s / %s / %s)", r.Amplification(), per(r.KV.HeadBytes), per(r.KV.DeltaBytes), per(r.KV.ChunkBytes), per(r.KV.IndexBytes))
 		}
+		cons, consRatio, allocs := "–", "–", "–"
+		if r.Consumer.Measured() {
+			cons, consRatio = fmtDur(r.Consumer.P50)+" / "+fmtDur(r.Consumer.P99), durRatio(r.D.P99, r.Consumer.P99)
+		}
+		if r.Allocs > 0 {
+			allocs = fmt.Sprintf("%.0f", r.Allocs)
+		}
 		m.row(how, where, fmtRate(float64(r.Rate)), fmtRate(r.Achieved), fmtInt(r.Measured)+" of "+fmtInt(r.Published),
-			fmtDur(r.D.P50), fmtDur(r.D.P99), fmtDur(r.D.Max), fmtInt(r.MaxBehind), fmtDur(r.Drain), amp,
-			fmt.Sprintf("%d (%s)", r.GCCycles, r.GCCPU.Round(time.Millisecond)))
+			fmtDur(r.D.P50), fmtDur(r.D.P99), fmtDur(r.D.Max), cons, consRatio, fmtInt(r.MaxBehind), fmtDur(r.Drain), amp,
+			fmt.Sprintf("%d (%s)", r.GCCycles, r.GCCPU.Round(time.Millisecond)), allocs)
 	}
 	m.p("")
 	m.p("**nats-server**: \"in process\" rows run the embedded server, the publisher and the projector in the bench")
@@ -631,6 +723,13 @@ func lagSection(m *md, res *Results) {
 	m.p("heap (its message block cache: every block written or read stays cached 10 s) is most of what each garbage")
 	m.p("collection marks, and the lag's tail follows the collections: the GC column counts those that ran during the")
 	m.p("row's warm-up and window.")
+	m.p("")
+	m.p("**The limit**: beside the projector, a plain consumer (nats.go's ordered consumer on a connection of its")
+	m.p("own, nothing decoded) receives the same row's events; its delivery lag is the stream timestamp to receipt.")
+	m.p("The projection lag cannot be below it: the projector receives each event the same way, then folds it and")
+	m.p("writes the head. Heap objects per event count every allocation of the bench process during the row")
+	m.p("(runtime/metrics), divided by the events published: the publisher's, the plain consumer's, the projector's")
+	m.p("and, in process, the server's.")
 	m.p("")
 	m.p("**Write amplification** (issue 22, target 1): the bytes the projector wrote to KV during the row (heads,")
 	m.p("deltas, chunks and index entries as stored, sealed; from `projector.Projector.KVWritten`) divided by the bytes of")
@@ -663,7 +762,15 @@ func replaySection(m *md, res *Results) {
 	}
 	m.p("")
 	m.p("A ratio above 1 means convlog's replay is faster than that way.")
+	if r.ConsumerRatio.Measured() {
+		m.p("Against the consumer read, run by run (each run times every way once, in a rotating order): %s.", fmtSpread(r.ConsumerRatio))
+	}
 	m.p("")
+	if sc := r.Sealing; sc.Open > 0 {
+		m.p("**Sealing**, per event, over the thread's first %s events (threadkey's `SealEvent` and `OpenEvent`, the", fmtInt(min(r.Events, sealSample)))
+		m.p("thread's key cached; median of the runs): sealing %s, opening %s, decoding the clear event %s.", fmtDur(sc.Seal), fmtDur(sc.Open), fmtDur(sc.Decode))
+		m.p("")
+	}
 }
 
 func turnSection(m *md, res *Results) {

@@ -52,11 +52,22 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
+// medianDur is the median of ds (0 when empty).
+func medianDur(ds []time.Duration) time.Duration {
+	xs := make([]float64, len(ds))
+	for i, d := range ds {
+		xs[i] = float64(d)
+	}
+	return time.Duration(median(xs))
+}
+
 // fmtDur formats a latency with a unit that keeps three significant digits.
 func fmtDur(d time.Duration) string {
 	switch {
 	case d <= 0:
 		return "–"
+	case d < 10*time.Microsecond:
+		return fmt.Sprintf("%.2f µs", float64(d)/float64(time.Microsecond))
 	case d < time.Millisecond:
 		return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
 	case d < 10*time.Millisecond:

@@ -68,7 +68,7 @@ type Config struct {
 	// ConsumerReadThreshold: a read of a thread's log (a replay with
 	// AtSeq/AsOf/WithEvents, a Get the projector has not caught up with,
 	// Events, Export) that has more than this many events left after its
-	// first page of 1,000 reads them through an ephemeral consumer instead
+	// first page of 32 reads them through an ephemeral consumer instead
 	// of more batched direct gets: about a third of the server CPU per
 	// event, for the cost of creating and deleting the consumer (two
 	// JetStream API calls). Default 2,000; negative: never. The NATS user

@@ -109,32 +109,9 @@ func (p *Projector) step(ctx context.Context, ts *threadState, behind uint64, tr
 		if err != nil {
 			return 0, false, err
 		}
-		// Triggers at or below the head's version are folded already.
-		fresh := triggers
-		for len(fresh) > 0 && fresh[0].seq <= cur.Version() {
-			fresh = fresh[1:]
-		}
-		evs := chainFrom(cur.Version(), fresh, p.cfg.MaxBatch)
-		if len(evs) == 0 && len(fresh) > 0 {
-			// The first trigger does not say which event came before it
-			// (no OCC header, and not proven by the delivery window, e.g.
-			// with several instances): ask for the subject's next event
-			// after the head with a single get, which skips the pending
-			// count a batched read makes the server compute; if it is the
-			// trigger itself, the chain starts there. (The server finds it
-			// by walking the messages stored after the head's version.)
-			reads++
-			next, err := directget.Next(ctx, p.js, p.cfg.Stream, ts.subject, cur.Version()+1)
-			if err == nil && next != nil && next.Sequence == fresh[0].seq {
-				evs = append([]rawEvent{fresh[0]}, chainFrom(fresh[0].seq, fresh[1:], p.cfg.MaxBatch-1)...)
-			}
-		}
-		fromTriggers := len(evs) > 0
-		if !fromTriggers && (len(triggers) == 0 || len(fresh) > 0) {
-			evs, err = p.read(ctx, ts.subject, cur.Version()+1, p.cfg.MaxBatch, &reads)
-			if err != nil {
-				return cur.Version(), false, err
-			}
+		evs, fresh, fromTriggers, err := p.stepEvents(ctx, ts, cur, triggers, &reads)
+		if err != nil {
+			return cur.Version(), false, err
 		}
 		if len(evs) == 0 {
 			// Nothing new: finish what a crashed or cancelled step may have
@@ -148,27 +125,14 @@ func (p *Projector) step(ctx context.Context, ts *threadState, behind uint64, tr
 			p.cache.Put(key, c2, int64(c2.Cost()))
 			return c2.Version(), false, nil
 		}
-
 		w := p.store.Edit(ctx, cur)
 		from := cur.Version()
-		applied := make([]Applied, 0, len(evs))
-		rejected := 0
-		for _, ev := range evs {
-			a, err := p.fold(ctx, w, ev)
-			if err != nil {
-				if errors.Is(err, snapstore.ErrConflict) {
-					p.cache.Remove(key)
-					break
-				}
-				return from, false, err
-			}
-			if a.Code != "" {
-				rejected++
-			}
-			a.Behind = behind
-			applied = append(applied, a)
+		applied, err := p.foldEvents(ctx, w, evs, behind)
+		if err != nil {
+			return from, false, err
 		}
-		if len(applied) < len(evs) {
+		if applied == nil {
+			p.cache.Remove(key)
 			continue // a chunk we needed is gone: our head is stale
 		}
 		c, err := p.store.Commit(ctx, cur, w)
@@ -183,27 +147,8 @@ func (p *Projector) step(ctx context.Context, ts *threadState, behind uint64, tr
 		next := p.store.Tidy(ctx, c.Head)
 		idxErr := p.store.SyncIndex(ctx, next)
 		p.cache.Put(key, next, int64(next.Cost()))
-
-		if p.cfg.OnApply != nil {
-			for i, a := range applied {
-				a.Lag = written.Sub(evs[i].time)
-				p.cfg.OnApply(a)
-			}
-		}
-		took := time.Since(start)
-		if p.cfg.OnStep != nil {
-			p.cfg.OnStep(Step{Tenant: ts.tenant, Thread: ts.thread, From: from, To: next.Version(), Events: len(evs),
-				Rejected: rejected, ChunksWritten: c.ChunksWritten, HeadBytes: c.HeadBytes, Conflicts: conflicts, LogReads: reads, Took: took})
-		}
-		if p.log.Enabled(ctx, slog.LevelDebug) {
-			p.log.Debug("projected", "tenant", ts.tenant, "thread", ts.thread, "seq", next.Version(), "events", len(evs),
-				"rejected", rejected, "chunks", c.ChunksWritten, "took", took)
-		}
-		for _, a := range applied {
-			if a.Code != "" {
-				p.log.Info("event rejected", "tenant", ts.tenant, "thread", ts.thread, "seq", a.Seq, "event_type", a.Type, "code", a.Code)
-			}
-		}
+		p.reportStep(ctx, ts, evs, applied, Step{Tenant: ts.tenant, Thread: ts.thread, From: from, To: next.Version(), Events: len(evs),
+			ChunksWritten: c.ChunksWritten, HeadBytes: c.HeadBytes, Conflicts: conflicts, LogReads: reads}, start, written)
 		if fromTriggers {
 			// Events after the chain may exist (delivered to another
 			// instance, or not delivered yet): only a read can tell, and
@@ -211,6 +156,91 @@ func (p *Projector) step(ctx context.Context, ts *threadState, behind uint64, tr
 			return next.Version(), len(evs) < len(fresh), idxErr
 		}
 		return next.Version(), len(evs) >= p.cfg.MaxBatch, idxErr
+	}
+}
+
+// stepEvents returns the events a step folds onto cur: the chain of
+// triggers that continues cur's version, or else, when there is no
+// trigger or a trigger past cur's version, up to MaxBatch events read
+// from the log after it. fresh are the triggers past cur's version, and
+// fromTriggers tells where evs came from. Each read of the log counts in
+// reads.
+func (p *Projector) stepEvents(ctx context.Context, ts *threadState, cur *snapstore.Head, triggers []rawEvent, reads *int) (evs, fresh []rawEvent, fromTriggers bool, err error) {
+	// Triggers at or below the head's version are folded already.
+	fresh = triggers
+	for len(fresh) > 0 && fresh[0].seq <= cur.Version() {
+		fresh = fresh[1:]
+	}
+	evs = chainFrom(cur.Version(), fresh, p.cfg.MaxBatch)
+	if len(evs) == 0 && len(fresh) > 0 {
+		// The first trigger does not say which event came before it
+		// (no OCC header, and not proven by the delivery window, e.g.
+		// with several instances): ask for the subject's next event
+		// after the head with a single get, which skips the pending
+		// count a batched read makes the server compute; if it is the
+		// trigger itself, the chain starts there. (The server finds it
+		// by walking the messages stored after the head's version.)
+		*reads++
+		next, err := directget.Next(ctx, p.js, p.cfg.Stream, ts.subject, cur.Version()+1)
+		if err == nil && next != nil && next.Sequence == fresh[0].seq {
+			evs = append([]rawEvent{fresh[0]}, chainFrom(fresh[0].seq, fresh[1:], p.cfg.MaxBatch-1)...)
+		}
+	}
+	if len(evs) > 0 {
+		return evs, fresh, true, nil
+	}
+	if len(triggers) == 0 || len(fresh) > 0 {
+		evs, err = p.read(ctx, ts.subject, cur.Version()+1, p.cfg.MaxBatch, reads)
+	}
+	return evs, fresh, false, err
+}
+
+// foldEvents folds evs into w and returns what each one did, or nil when
+// a chunk the edit needed is gone (snapstore.ErrConflict: the head is
+// stale).
+func (p *Projector) foldEvents(ctx context.Context, w *snapstore.Edit, evs []rawEvent, behind uint64) ([]Applied, error) {
+	applied := make([]Applied, 0, len(evs))
+	for _, ev := range evs {
+		a, err := p.fold(ctx, w, ev)
+		if errors.Is(err, snapstore.ErrConflict) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		a.Behind = behind
+		applied = append(applied, a)
+	}
+	return applied, nil
+}
+
+// reportStep calls OnApply for each applied event (its lag: written minus
+// its stream time) and OnStep with st completed, and logs the step and
+// its rejections.
+func (p *Projector) reportStep(ctx context.Context, ts *threadState, evs []rawEvent, applied []Applied, st Step, start, written time.Time) {
+	for _, a := range applied {
+		if a.Code != "" {
+			st.Rejected++
+		}
+	}
+	if p.cfg.OnApply != nil {
+		for i, a := range applied {
+			a.Lag = written.Sub(evs[i].time)
+			p.cfg.OnApply(a)
+		}
+	}
+	st.Took = time.Since(start)
+	if p.cfg.OnStep != nil {
+		p.cfg.OnStep(st)
+	}
+	if p.log.Enabled(ctx, slog.LevelDebug) {
+		p.log.Debug("projected", "tenant", ts.tenant, "thread", ts.thread, "seq", st.To, "events", st.Events,
+			"rejected", st.Rejected, "chunks", st.ChunksWritten, "took", st.Took)
+	}
+	for _, a := range applied {
+		if a.Code != "" {
+			p.log.Info("event rejected", "tenant", ts.tenant, "thread", ts.thread, "seq", a.Seq, "event_type", a.Type, "code", a.Code)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package snapstore
 
 import (
+	"bytes"
 	"fmt"
 	"time"
 
@@ -51,8 +52,100 @@ func SummaryOf(s *fold.State) Summary {
 		ForkedFrom: s.ForkedFrom, ExternalID: s.ExternalID}
 }
 
-// MarshalSummary encodes s as stored in the index bucket.
-func MarshalSummary(s Summary) ([]byte, error) { return msgpack.Marshal(&s) }
+// MarshalSummary encodes s as stored in the index bucket: the bytes
+// msgpack.Marshal(&s) gives (a map of the fields in declaration order,
+// omitempty fields left out when empty), written field by field. The
+// reflection encoder boxes every omitempty field to test it for
+// emptiness, an allocation each, and the projector writes a summary on
+// every step.
+func MarshalSummary(s Summary) ([]byte, error) {
+	omit := [...]bool{s.Owner == "", s.Agent == "", s.Title == "", len(s.Metadata) == 0, s.Pending == 0,
+		s.Rejected == 0, !s.Deleted, s.ForkedFrom == nil, s.ExternalID == ""}
+	n := 15
+	for _, o := range omit {
+		if o {
+			n--
+		}
+	}
+	var buf bytes.Buffer
+	buf.Grow(summaryBaseSize + len(s.Tenant) + len(s.Thread) + len(s.Owner) + len(s.Agent) + len(s.Title) + len(s.ExternalID))
+	enc := msgpack.GetEncoder()
+	defer msgpack.PutEncoder(enc)
+	enc.Reset(&buf)
+	w := summaryWriter{enc: enc}
+	w.mapLen(n)
+	w.str("tenant", s.Tenant, false)
+	w.str("thread", s.Thread, false)
+	w.str("owner", s.Owner, omit[0])
+	w.str("agent", s.Agent, omit[1])
+	w.str("title", s.Title, omit[2])
+	w.value("metadata", s.Metadata, omit[3])
+	w.time("created_at", s.CreatedAt)
+	w.time("updated_at", s.UpdatedAt)
+	w.key("version")
+	w.do(enc.EncodeUint64(s.Version)) // a uint64 field: 9 bytes, as reflection writes it
+	w.key("messages")
+	w.do(enc.EncodeInt(int64(s.Messages)))
+	if !omit[4] {
+		w.key("pending")
+		w.do(enc.EncodeInt(int64(s.Pending)))
+	}
+	if !omit[5] {
+		w.key("rejected")
+		w.do(enc.EncodeUint64(s.Rejected))
+	}
+	if !omit[6] {
+		w.key("deleted")
+		w.do(enc.EncodeBool(s.Deleted))
+	}
+	w.value("forked_from", s.ForkedFrom, omit[7])
+	w.str("external_id", s.ExternalID, omit[8])
+	if w.err != nil {
+		return nil, w.err
+	}
+	return buf.Bytes(), nil
+}
+
+// summaryBaseSize is about the encoded size of a summary besides its
+// strings: field names, times and numbers.
+const summaryBaseSize = 192
+
+// summaryWriter writes a summary's map entries, keeping the first error.
+type summaryWriter struct {
+	enc *msgpack.Encoder
+	err error
+}
+
+func (w *summaryWriter) do(err error) {
+	if w.err == nil {
+		w.err = err
+	}
+}
+
+func (w *summaryWriter) mapLen(n int) { w.do(w.enc.EncodeMapLen(n)) }
+
+func (w *summaryWriter) key(k string) { w.do(w.enc.EncodeString(k)) }
+
+func (w *summaryWriter) str(k, v string, omit bool) {
+	if !omit {
+		w.key(k)
+		w.do(w.enc.EncodeString(v))
+	}
+}
+
+func (w *summaryWriter) time(k string, t time.Time) {
+	w.key(k)
+	w.do(w.enc.EncodeTime(t))
+}
+
+// value writes v (a map or a pointer: no allocation to box it) with the
+// reflection encoder.
+func (w *summaryWriter) value(k string, v any, omit bool) {
+	if !omit {
+		w.key(k)
+		w.do(w.enc.Encode(v))
+	}
+}
 
 // UnmarshalSummary decodes an index bucket value. It returns an error
 // wrapping [ErrCorrupt] when b is not a summary.

@@ -35,3 +35,19 @@ func (x sealing) open(ctx context.Context, tenant, thread, place string, value [
 	}
 	return x.s.OpenValue(ctx, tenant, thread, place, value)
 }
+
+// inPlaceOpener is a Sealer that can also open a value into the value's
+// own bytes (threadkey.Keys.OpenValueInPlace), overwriting them.
+type inPlaceOpener interface {
+	OpenValueInPlace(ctx context.Context, tenant, thread, place string, value []byte) ([]byte, error)
+}
+
+// openInPlace is open for a value nothing else holds (a chunk just read,
+// to be decoded): with a Sealer that can, it decrypts into value's bytes,
+// which it overwrites, instead of allocating a copy of the plaintext.
+func (x sealing) openInPlace(ctx context.Context, tenant, thread, place string, value []byte) ([]byte, error) {
+	if o, ok := x.s.(inPlaceOpener); ok {
+		return o.OpenValueInPlace(ctx, tenant, thread, place, value)
+	}
+	return x.open(ctx, tenant, thread, place, value)
+}

@@ -317,7 +317,9 @@ func (f *chunkFetcher) start(ctx context.Context, key string, count int, into []
 // msgs, or decErr.
 func (f *chunkFetcher) decode(ctx context.Context, r *fetch, key string, value []byte, count int, into []events.Message) {
 	var err error
-	if r.data, err = f.seal.open(ctx, f.tenant, f.thread, key, value); err != nil {
+	// value is the message's own buffer, which nothing else holds: opened
+	// in place, the plaintext needs no copy.
+	if r.data, err = f.seal.openInPlace(ctx, f.tenant, f.thread, key, value); err != nil {
 		r.decErr = fmt.Errorf("%w: chunk %s: %v", ErrCorrupt, key, err)
 		return
 	}
@@ -662,46 +664,11 @@ func (s *Store) fillChunks(ctx context.Context, f *chunkFetcher, tenant, thread 
 	}
 	hkey := HeadKey(tenant, thread)
 	keys := RefKeys(tenant, thread, h.Gen, h.Chunks)
-	for i, c := range h.Chunks {
-		if c.First < 0 || c.Count < 1 || c.First+c.Count > st.Base {
-			return 0, 0, nil, fmt.Errorf("%w: chunk %s lies outside the head's %d chunked messages", ErrCorrupt,
-				keys[i], st.Base)
-		}
-	}
-	if view {
-		// Segments stand for the first Base messages: the chunks must
-		// cover them in order, without a gap.
-		next := 0
-		for i, c := range h.Chunks {
-			if c.First != next {
-				return 0, 0, nil, fmt.Errorf("%w: chunk %s does not follow the one before (which ends at %d)", ErrCorrupt,
-					keys[i], next)
-			}
-			next += c.Count
-		}
-		if next != st.Base {
-			return 0, 0, nil, fmt.Errorf("%w: the chunks hold %d messages, the head counts %d", ErrCorrupt, next, st.Base)
-		}
+	if err := checkChunks(h, keys, view); err != nil {
+		return 0, 0, nil, err
 	}
 	size := st.Base + len(st.Messages)
-	var hits []*chunkEntry
-	if s.cache != nil {
-		hits = make([]*chunkEntry, len(h.Chunks))
-		s.cache.lookup(hkey, h.Gen, h.Chunks, hits, true)
-	}
-	need := map[string]bool{}
-	for i := range h.Chunks {
-		if hits == nil || hits[i] == nil {
-			need[keys[i]] = true
-		}
-	}
-	// Fetches the head does not need (chunks extended or replaced since the
-	// hint, or found cached meanwhile) are cancelled; one may still be
-	// decoding into f.pre, over a range this head puts other messages in,
-	// so wait until they are all done before anything is written.
-	for _, r := range f.keep(need) {
-		<-r.done
-	}
+	hits := s.cachedChunks(f, hkey, h, keys)
 	var all []events.Message
 	switch {
 	case view:
@@ -714,13 +681,8 @@ func (s *Store) fillChunks(ctx context.Context, f *chunkFetcher, tenant, thread 
 	if !view {
 		copy(all[st.Base:], st.Messages)
 	}
-	type miss struct {
-		i int
-		c ChunkRef
-		r *fetch
-	}
 	var (
-		misses []miss
+		misses []chunkMiss
 		deltas []ChunkRef
 		intos  [][]events.Message
 	)
@@ -734,40 +696,115 @@ func (s *Store) fillChunks(ctx context.Context, f *chunkFetcher, tenant, thread 
 			cached += int(hits[i].bytes)
 			continue
 		}
-		var into []events.Message
-		if s.cache == nil {
-			into = all[c.First : c.First+c.Count]
-		}
 		if c.Level == LevelDelta && s.batch != nil && h.DeltaRev > 0 {
-			deltas, intos = append(deltas, c), append(intos, into)
+			deltas, intos = append(deltas, c), append(intos, s.into(all, c))
 		}
-		misses = append(misses, miss{i: i, c: c})
+		misses = append(misses, chunkMiss{i: i, c: c})
 	}
 	// The deltas not on their way yet are read with one batched get; the
 	// rest each with a get of its own (start returns a fetch on its way).
 	s.startDeltas(ctx, f, h.Gen, deltaRun(h.Chunks), h.DeltaRev, countDeltas(h.Chunks), deltas, intos)
 	for k := range misses {
 		m := &misses[k]
-		var into []events.Message
-		if s.cache == nil {
-			into = all[m.c.First : m.c.First+m.c.Count]
-		}
-		m.r = f.start(ctx, keys[m.i], m.c.Count, into)
+		m.r = f.start(ctx, keys[m.i], m.c.Count, s.into(all, m.c))
 	}
+	if read, err = s.awaitMisses(ctx, hkey, h.Gen, misses, all, segs); err != nil {
+		return 0, 0, nil, err
+	}
+	if !view {
+		st.Messages, st.Base = all, 0
+	}
+	return read, cached, segs, nil
+}
+
+// cachedChunks returns the cache's entry for each chunk h names (nil
+// entries: not cached; nil: no cache), and cancels the fetches under way
+// in f that the head does not need (chunks extended or replaced since the
+// hint, or found cached meanwhile). One may still be decoding into f.pre,
+// over a range this head puts other messages in, so it waits until they
+// are all done before anything is written.
+func (s *Store) cachedChunks(f *chunkFetcher, hkey string, h *head, keys []string) []*chunkEntry {
+	var hits []*chunkEntry
+	if s.cache != nil {
+		hits = make([]*chunkEntry, len(h.Chunks))
+		s.cache.lookup(hkey, h.Gen, h.Chunks, hits, true)
+	}
+	need := map[string]bool{}
+	for i := range h.Chunks {
+		if hits == nil || hits[i] == nil {
+			need[keys[i]] = true
+		}
+	}
+	for _, r := range f.keep(need) {
+		<-r.done
+	}
+	return hits
+}
+
+// checkChunks checks that every chunk h names lies within its chunked
+// messages and, with view, that they cover them in order without a gap
+// (segments stand for the first Base messages). keys are the chunks' keys.
+func checkChunks(h *head, keys []string, view bool) error {
+	base := h.State.Base
+	for i, c := range h.Chunks {
+		if c.First < 0 || c.Count < 1 || c.First+c.Count > base {
+			return fmt.Errorf("%w: chunk %s lies outside the head's %d chunked messages", ErrCorrupt, keys[i], base)
+		}
+	}
+	if !view {
+		return nil
+	}
+	next := 0
+	for i, c := range h.Chunks {
+		if c.First != next {
+			return fmt.Errorf("%w: chunk %s does not follow the one before (which ends at %d)", ErrCorrupt, keys[i], next)
+		}
+		next += c.Count
+	}
+	if next != base {
+		return fmt.Errorf("%w: the chunks hold %d messages, the head counts %d", ErrCorrupt, next, base)
+	}
+	return nil
+}
+
+// chunkMiss is a chunk fillChunks fetches: its index in the head, its
+// reference and its fetch.
+type chunkMiss struct {
+	i int
+	c ChunkRef
+	r *fetch
+}
+
+// into is where a fetch of chunk c decodes: its place in all when the
+// store has no chunk cache, else nil (a slice of the fetch's own, which
+// the cache keeps).
+func (s *Store) into(all []events.Message, c ChunkRef) []events.Message {
+	if s.cache != nil || all == nil {
+		return nil
+	}
+	return all[c.First : c.First+c.Count]
+}
+
+// awaitMisses waits for the fetches of misses, puts each chunk's messages
+// in its place in all (or its segment in segs, when all is nil: a view),
+// caches them, and returns the bytes read. The first fetch error is
+// returned.
+func (s *Store) awaitMisses(ctx context.Context, hkey string, gen uint64, misses []chunkMiss, all []events.Message, segs [][]events.Message) (int, error) {
+	read := 0
 	for _, m := range misses {
 		select {
 		case <-m.r.done:
 		case <-ctx.Done():
-			return 0, 0, nil, ctx.Err()
+			return 0, ctx.Err()
 		}
 		if m.r.err != nil {
-			return 0, 0, nil, m.r.err
+			return 0, m.r.err
 		}
 		if m.r.decErr != nil {
-			return 0, 0, nil, m.r.decErr
+			return 0, m.r.decErr
 		}
 		read += len(m.r.data)
-		if view {
+		if all == nil {
 			segs[m.i] = m.r.msgs
 		} else if dst := all[m.c.First : m.c.First+m.c.Count]; &m.r.msgs[0] != &dst[0] {
 			copy(dst, m.r.msgs)
@@ -776,13 +813,10 @@ func (s *Store) fillChunks(ctx context.Context, f *chunkFetcher, tenant, thread 
 			// Decoded into a slice of the fetch's own, which the cache
 			// keeps; r.data is never modified, so the strings that share
 			// it stay valid.
-			s.cache.put(chunkID{thread: hkey, gen: h.Gen, first: m.c.First, count: m.c.Count}, m.r.msgs, len(m.r.data))
+			s.cache.put(chunkID{thread: hkey, gen: gen, first: m.c.First, count: m.c.Count}, m.r.msgs, len(m.r.data))
 		}
 	}
-	if !view {
-		st.Messages, st.Base = all, 0
-	}
-	return read, cached, segs, nil
+	return read, nil
 }
 
 // kvOperationHeader marks KV delete and purge markers (nats.go's KV).
@@ -814,6 +848,13 @@ func forEach(ctx context.Context, n, conc int, fn func(ctx context.Context, i in
 		}
 		return nil
 	}
+	return forEachConc(ctx, n, conc, fn)
+}
+
+// forEachConc is forEach's concurrent case, a function of its own so that
+// the single-call case (a step's one delta) moves nothing to the heap for
+// the goroutines.
+func forEachConc(ctx context.Context, n, conc int, fn func(ctx context.Context, i int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
