@@ -165,40 +165,28 @@ func (c *Checkpointer) Run(ctx context.Context) error {
 	}
 }
 
+// run loads the state, then consumes the stream and publishes a checkpoint
+// when the window reaches MaxBytes or Interval after its first event, until
+// ctx ends or a step fails. It returns ctx's error or the error of load,
+// consume, Next, add or publish.
 func (c *Checkpointer) run(ctx context.Context) error {
 	if err := c.load(ctx); err != nil {
 		return err
 	}
-	// No filter subject: the checkpoints themselves come too and are
-	// skipped below; an unfiltered consumer is nats-server's cheapest
-	// next-message path (a filter "<prefix>.*.*" over the stream's two
-	// subjects is matched against every subject of the message block, per
-	// delivery: see client.DurableConfig.AllSubjects).
-	cpSubject := CheckpointSubject(c.cfg.SubjectPrefix)
-	cons, err := c.js.OrderedConsumer(ctx, c.cfg.Stream, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: c.covered + 1})
+	it, err := c.consume(ctx)
 	if err != nil {
-		return fmt.Errorf("audit: consumer: %w", err)
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		return fmt.Errorf("audit: consume: %w", err)
+		return err
 	}
 	defer it.Stop()
 	if !c.readyOnce {
 		c.readyOnce = true
 		close(c.ready)
 	}
+	cpSubject := CheckpointSubject(c.cfg.SubjectPrefix)
 	p := newPending()
 	var deadline time.Time
 	for {
-		wait := time.Hour
-		if !deadline.IsZero() {
-			wait = max(time.Until(deadline), time.Millisecond)
-		}
-		wctx, cancel := context.WithTimeout(ctx, wait)
-		m, err := it.Next(jetstream.NextContext(wctx))
-		cancel()
+		m, err := nextBefore(ctx, it, deadline)
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
@@ -210,26 +198,8 @@ func (c *Checkpointer) run(ctx context.Context) error {
 			// thread's event, and no reason to write another.
 			continue
 		default:
-			md, err := m.Metadata()
-			if err != nil {
-				return fmt.Errorf("audit: metadata: %w", err)
-			}
-			r := Record{Subject: m.Subject(), Seq: md.Sequence.Stream, Time: md.Timestamp, Header: m.Headers(), Data: m.Data()}
-			prev, ok := p.heads[r.Subject]
-			if !ok {
-				ref, err := c.head(ctx, r.Subject)
-				if err != nil {
-					return err
-				}
-				p.prev[r.Subject], prev = ref, ref.head
-			}
-			leaf := Leaf(r)
-			p.heads[r.Subject] = Next(prev, leaf)
-			p.leaves[r.Subject] = append(p.leaves[r.Subject], LeafEntry{Seq: r.Seq, Leaf: leaf})
-			p.last = r.Seq
-			p.bytes += 80
-			if len(p.leaves[r.Subject]) == 1 {
-				p.bytes += 2*len(r.Subject) + 160
+			if err := c.add(ctx, &p, m); err != nil {
+				return err
 			}
 			if deadline.IsZero() {
 				deadline = time.Now().Add(c.cfg.Interval)
@@ -247,6 +217,70 @@ func (c *Checkpointer) run(ctx context.Context) error {
 		p = newPending()
 		deadline = time.Time{}
 	}
+}
+
+// consume starts an ordered consumer of the whole stream from the sequence
+// after the last checkpointed one, and returns its message iterator. It
+// returns the errors of creating the consumer and of starting to consume.
+func (c *Checkpointer) consume(ctx context.Context) (jetstream.MessagesContext, error) {
+	// No filter subject: the checkpoints themselves come too and are
+	// skipped by run; an unfiltered consumer is nats-server's cheapest
+	// next-message path (a filter "<prefix>.*.*" over the stream's two
+	// subjects is matched against every subject of the message block, per
+	// delivery: see client.DurableConfig.AllSubjects).
+	cons, err := c.js.OrderedConsumer(ctx, c.cfg.Stream, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: c.covered + 1})
+	if err != nil {
+		return nil, fmt.Errorf("audit: consumer: %w", err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return nil, fmt.Errorf("audit: consume: %w", err)
+	}
+	return it, nil
+}
+
+// nextBefore waits for it's next message until deadline (at least a
+// millisecond; an hour when deadline is zero) or ctx's end. It returns
+// Next's error: nats.ErrTimeout or context.DeadlineExceeded when the wait
+// ran out.
+func nextBefore(ctx context.Context, it jetstream.MessagesContext, deadline time.Time) (jetstream.Msg, error) {
+	wait := time.Hour
+	if !deadline.IsZero() {
+		wait = max(time.Until(deadline), time.Millisecond)
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	return it.Next(jetstream.NextContext(wctx))
+}
+
+// add puts m, an event of a thread subject, into p: its leaf, its
+// subject's new head (after the subject's last checkpointed head, read by
+// c.head on the subject's first event in p) and p's size estimate. It
+// returns the errors of m's metadata and of c.head.
+func (c *Checkpointer) add(ctx context.Context, p *pending, m jetstream.Msg) error {
+	md, err := m.Metadata()
+	if err != nil {
+		return fmt.Errorf("audit: metadata: %w", err)
+	}
+	r := Record{Subject: m.Subject(), Seq: md.Sequence.Stream, Time: md.Timestamp, Header: m.Headers(), Data: m.Data()}
+	prev, ok := p.heads[r.Subject]
+	if !ok {
+		ref, err := c.head(ctx, r.Subject)
+		if err != nil {
+			return err
+		}
+		p.prev[r.Subject], prev = ref, ref.head
+	}
+	leaf := Leaf(r)
+	p.heads[r.Subject] = Next(prev, leaf)
+	p.leaves[r.Subject] = append(p.leaves[r.Subject], LeafEntry{Seq: r.Seq, Leaf: leaf})
+	p.last = r.Seq
+	p.bytes += 80
+	if len(p.leaves[r.Subject]) == 1 {
+		p.bytes += 2*len(r.Subject) + 160
+	}
+	return nil
 }
 
 // pending is what was delivered since the last checkpoint.
