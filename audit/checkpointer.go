@@ -451,71 +451,116 @@ func (c *Checkpointer) position() position {
 func (c *Checkpointer) load(ctx context.Context) error {
 	c.heads = lru.New[string, headRef](c.cfg.CacheThreads, 0)
 	c.covered, c.lastMsg, c.lastBody = 0, 0, Hash{}
-	st, err := c.js.Stream(ctx, c.cfg.Stream)
-	if err != nil {
-		return fmt.Errorf("audit: stream %s: %w", c.cfg.Stream, err)
-	}
-	c.created = st.CachedInfo().Created
-	if c.kv == nil {
-		replicas := max(st.CachedInfo().Config.Replicas, 1)
-		kv, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: c.cfg.HeadsBucket,
-			Description: "convlog audit: each thread's last checkpointed chain head, and the checkpointer's position",
-			History:     1, Storage: jetstream.FileStorage, Replicas: replicas})
-		if err != nil {
-			return fmt.Errorf("audit: heads bucket %s: %w", c.cfg.HeadsBucket, err)
-		}
-		c.kv = kv
+	if err := c.openBucket(ctx); err != nil {
+		return err
 	}
 	last, err := directget.Last(ctx, c.js, c.cfg.Stream, CheckpointSubject(c.cfg.SubjectPrefix))
 	if err != nil {
 		return fmt.Errorf("audit: last checkpoint: %w", err)
 	}
-	from := uint64(1)
-	e, err := c.kv.Get(ctx, "position")
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-	case err != nil:
-		return fmt.Errorf("audit: position: %w", err)
-	default:
-		var pos position
-		if err := json.Unmarshal(e.Value(), &pos); err != nil {
-			return fmt.Errorf("audit: position in %s: %w", c.cfg.HeadsBucket, err)
-		}
-		body, err := ParseHash(pos.LastBody)
-		if err != nil {
-			return fmt.Errorf("audit: position in %s: %w", c.cfg.HeadsBucket, err)
-		}
-		switch {
-		case last != nil && last.Sequence >= pos.LastMsg:
-			c.covered, c.lastMsg, c.lastBody = pos.Covered, pos.LastMsg, body
-			from = pos.LastMsg + 1
-		case !pos.StreamCreated.IsZero() && pos.StreamCreated.Equal(c.created):
-			// The same stream, without the checkpoint the position names.
-			c.cfg.Logger.Error("audit checkpoints are gone from the stream: going on from the last one applied, whose events are not signed again (audit verify reports the removal)",
-				"stream", c.cfg.Stream, "covered", pos.Covered, "last_msg", pos.LastMsg)
-			c.covered, c.lastBody = pos.Covered, body
-			if last != nil {
-				c.lastMsg = last.Sequence
-			}
-			return nil
-		default:
-			// The bucket is ahead of the stream's checkpoints and names
-			// another stream (one deleted and created again) or none:
-			// start over.
-			c.cfg.Logger.Warn("audit heads bucket is ahead of the stream's checkpoints; rebuilding it", "bucket", c.cfg.HeadsBucket)
-			st, err := c.js.Stream(ctx, "KV_"+c.cfg.HeadsBucket)
-			if err == nil {
-				err = st.Purge(ctx)
-			}
-			if err != nil {
-				return fmt.Errorf("audit: reset %s: %w", c.cfg.HeadsBucket, err)
-			}
-		}
+	from, err := c.resume(ctx, last)
+	if err != nil {
+		return err
 	}
 	if last == nil || last.Sequence < from {
 		return nil
 	}
-	return readCheckpoints(ctx, c.js, c.cfg.Stream, c.cfg.SubjectPrefix, from, 0, func(msgSeq uint64, body []byte, _ nats.Header) error {
+	return readCheckpoints(ctx, c.js, c.cfg.Stream, c.cfg.SubjectPrefix, from, 0, c.applyCheckpoint(ctx))
+}
+
+// openBucket records the stream's creation time and, the first time,
+// creates or opens the heads bucket with the stream's replicas. It returns
+// the errors of reading the stream's info and of creating the bucket.
+func (c *Checkpointer) openBucket(ctx context.Context) error {
+	st, err := c.js.Stream(ctx, c.cfg.Stream)
+	if err != nil {
+		return fmt.Errorf("audit: stream %s: %w", c.cfg.Stream, err)
+	}
+	c.created = st.CachedInfo().Created
+	if c.kv != nil {
+		return nil
+	}
+	replicas := max(st.CachedInfo().Config.Replicas, 1)
+	kv, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: c.cfg.HeadsBucket,
+		Description: "convlog audit: each thread's last checkpointed chain head, and the checkpointer's position",
+		History:     1, Storage: jetstream.FileStorage, Replicas: replicas})
+	if err != nil {
+		return fmt.Errorf("audit: heads bucket %s: %w", c.cfg.HeadsBucket, err)
+	}
+	c.kv = kv
+	return nil
+}
+
+// resume sets the state from the heads bucket's position, given last, the
+// stream's last checkpoint message (nil: none), and returns the stream
+// sequence of the first checkpoint still to apply: 1 without a position;
+// the one after the position's checkpoint when the stream holds it; the
+// one after the position's checkpoint too, above last, when the same
+// stream lost it (nothing is applied, see load); 1 after purging a bucket
+// ahead of the stream's checkpoints. It returns the errors of reading and
+// decoding the position and of purging the bucket.
+func (c *Checkpointer) resume(ctx context.Context, last *jetstream.RawStreamMsg) (from uint64, err error) {
+	pos, body, ok, err := c.readPosition(ctx)
+	if err != nil || !ok {
+		return 1, err
+	}
+	switch {
+	case last != nil && last.Sequence >= pos.LastMsg:
+		c.covered, c.lastMsg, c.lastBody = pos.Covered, pos.LastMsg, body
+	case !pos.StreamCreated.IsZero() && pos.StreamCreated.Equal(c.created):
+		// The same stream, without the checkpoint the position names.
+		c.cfg.Logger.Error("audit checkpoints are gone from the stream: going on from the last one applied, whose events are not signed again (audit verify reports the removal)",
+			"stream", c.cfg.Stream, "covered", pos.Covered, "last_msg", pos.LastMsg)
+		c.covered, c.lastBody = pos.Covered, body
+		if last != nil {
+			c.lastMsg = last.Sequence
+		}
+	default:
+		// The bucket is ahead of the stream's checkpoints and names
+		// another stream (one deleted and created again) or none:
+		// start over.
+		c.cfg.Logger.Warn("audit heads bucket is ahead of the stream's checkpoints; rebuilding it", "bucket", c.cfg.HeadsBucket)
+		st, err := c.js.Stream(ctx, "KV_"+c.cfg.HeadsBucket)
+		if err == nil {
+			err = st.Purge(ctx)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("audit: reset %s: %w", c.cfg.HeadsBucket, err)
+		}
+		return 1, nil
+	}
+	// After the position's checkpoint: when the stream lost it, above
+	// every stored checkpoint, so load applies none.
+	return pos.LastMsg + 1, nil
+}
+
+// readPosition reads the heads bucket's position and its last body hash
+// (ok false: the bucket has none). It returns the errors of reading the
+// key and of decoding its value.
+func (c *Checkpointer) readPosition(ctx context.Context) (pos position, body Hash, ok bool, err error) {
+	e, err := c.kv.Get(ctx, "position")
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return pos, body, false, nil
+	case err != nil:
+		return pos, body, false, fmt.Errorf("audit: position: %w", err)
+	}
+	if err := json.Unmarshal(e.Value(), &pos); err != nil {
+		return pos, body, false, fmt.Errorf("audit: position in %s: %w", c.cfg.HeadsBucket, err)
+	}
+	body, err = ParseHash(pos.LastBody)
+	if err != nil {
+		return pos, body, false, fmt.Errorf("audit: position in %s: %w", c.cfg.HeadsBucket, err)
+	}
+	return pos, body, true, nil
+}
+
+// applyCheckpoint returns readCheckpoints' callback for load: it decodes
+// a checkpoint (without verifying it), makes it the last one applied and
+// stores its heads. The callback returns the errors of decoding the
+// checkpoint and its heads and of storeHeads.
+func (c *Checkpointer) applyCheckpoint(ctx context.Context) func(msgSeq uint64, body []byte, _ nats.Header) error {
+	return func(msgSeq uint64, body []byte, _ nats.Header) error {
 		cp, err := decodeLazy(body)
 		if err != nil {
 			return fmt.Errorf("audit: checkpoint at stream sequence %d: %w", msgSeq, err)
@@ -530,7 +575,7 @@ func (c *Checkpointer) load(ctx context.Context) error {
 		}
 		c.covered, c.lastMsg, c.lastBody = cp.Seq, msgSeq, BodyHash(body)
 		return c.storeHeads(ctx, heads, c.position())
-	})
+	}
 }
 
 // readCheckpoints calls fn for every stored checkpoint message from stream
