@@ -374,7 +374,7 @@ func (v *verifier) readScope(ctx context.Context, js jetstream.JetStream, scope 
 
 // verifyAll reads every checkpoint and the scope's messages.
 func verifyAll(ctx context.Context, js jetstream.JetStream, scope Scope, opts VerifyOptions) (*Report, error) {
-	prefix, stream, maxP := opts.SubjectPrefix, opts.Stream, opts.MaxProblems
+	prefix, stream := opts.SubjectPrefix, opts.Stream
 	// The server's time is taken before the last checkpoint is fixed: a
 	// message stored longer than the cadence allows before now was
 	// covered by a checkpoint stored before now, so before the last one.
@@ -384,7 +384,6 @@ func verifyAll(ctx context.Context, js jetstream.JetStream, scope Scope, opts Ve
 	}
 	v := newVerifier(scope, opts, now)
 	v.gaps = true
-	rep := v.rep
 	// The last checkpoint is fixed first and the stored messages are read
 	// after: every message a considered checkpoint covers was stored
 	// before it, so the reader sees it.
@@ -395,53 +394,77 @@ func verifyAll(ctx context.Context, js jetstream.JetStream, scope Scope, opts Ve
 	wait := v.readScope(ctx, js, scope, opts)
 	defer func() { _ = wait() }()
 
-	var lastBody Hash
-	var have bool
-	var covered uint64
-	anchorSeen := false
-	read := func(fn func(uint64, []byte, nats.Header) error) error {
-		if lastCp == nil {
-			return nil
+	ch := &chainCheck{v: v, scope: scope, opts: opts}
+	if lastCp != nil {
+		if err := readCheckpoints(ctx, js, stream, prefix, 1, lastCp.Sequence, ch.checkpoint); err != nil {
+			return nil, err
 		}
-		return readCheckpoints(ctx, js, stream, prefix, 1, lastCp.Sequence, fn)
 	}
-	err = read(func(msgSeq uint64, body []byte, h nats.Header) error {
-		rep.Checkpoints++
-		bh := BodyHash(body)
-		if a := opts.Anchor; a != nil && a.MsgSeq == msgSeq {
-			anchorSeen = a.Hash == bh.String()
-		}
-		cp, err := openLazy(body, h.Get(HeaderSignature), opts.Trusted)
-		if err != nil {
-			kind := KindCheckpointFormat
-			if errors.Is(err, ErrBadSignature) {
-				kind = KindSignature
-			}
-			rep.add(maxP, Problem{Seq: msgSeq, Kind: kind, Detail: err.Error()})
-			lastBody, have = bh, true
-			return nil
-		}
-		broken := false
-		if want := lastBody.String(); (have && cp.Prev != want) || (!have && cp.Prev != "") {
-			broken = true
-			rep.add(maxP, Problem{Seq: msgSeq, Kind: KindCheckpointChain, Detail: fmt.Sprintf("prev is %q, the previous checkpoint's body hash is %q: a checkpoint is missing or altered", cp.Prev, want)})
-		}
-		if cp.From != covered+1 {
-			broken = true
-			rep.add(maxP, Problem{Seq: msgSeq, Kind: KindCheckpointChain, Detail: fmt.Sprintf("covers from sequence %d, the previous checkpoint ended at %d", cp.From, covered)})
-		}
-		lastBody, have, covered = bh, true, cp.Seq
-		rep.LastCheckpoint = &CheckpointRef{Anchor: Anchor{MsgSeq: msgSeq, Hash: bh.String()}, Seq: cp.Seq, Time: cp.Time}
-		v.setCadence(cp.IntervalMS)
-		v.checkpoint(prefix, scope, msgSeq, cp, broken)
-		return nil
-	})
+	return v.finishAll(ctx, js, opts, lastCp, ch, wait)
+}
+
+// chainCheck is verifyAll's walk over every checkpoint of the stream, in
+// stream order: the previous checkpoint's body hash (have false before
+// the first), the last sequence covered, and whether opts.Anchor was seen
+// with its hash.
+type chainCheck struct {
+	v          *verifier
+	scope      Scope
+	opts       VerifyOptions
+	lastBody   Hash
+	have       bool
+	covered    uint64
+	anchorSeen bool
+}
+
+// checkpoint checks the checkpoint message at stream sequence msgSeq: its
+// signature and format, its link to the previous checkpoint (Prev and
+// From), then the stored messages it covers (verifier.checkpoint). It
+// reports differences in the verifier's Report and returns nil (the
+// signature of readCheckpoints' callback).
+func (ch *chainCheck) checkpoint(msgSeq uint64, body []byte, h nats.Header) error {
+	rep, maxP := ch.v.rep, ch.opts.MaxProblems
+	rep.Checkpoints++
+	bh := BodyHash(body)
+	if a := ch.opts.Anchor; a != nil && a.MsgSeq == msgSeq {
+		ch.anchorSeen = a.Hash == bh.String()
+	}
+	cp, err := openLazy(body, h.Get(HeaderSignature), ch.opts.Trusted)
 	if err != nil {
-		return nil, err
+		kind := KindCheckpointFormat
+		if errors.Is(err, ErrBadSignature) {
+			kind = KindSignature
+		}
+		rep.add(maxP, Problem{Seq: msgSeq, Kind: kind, Detail: err.Error()})
+		ch.lastBody, ch.have = bh, true
+		return nil
 	}
+	broken := false
+	if want := ch.lastBody.String(); (ch.have && cp.Prev != want) || (!ch.have && cp.Prev != "") {
+		broken = true
+		rep.add(maxP, Problem{Seq: msgSeq, Kind: KindCheckpointChain, Detail: fmt.Sprintf("prev is %q, the previous checkpoint's body hash is %q: a checkpoint is missing or altered", cp.Prev, want)})
+	}
+	if cp.From != ch.covered+1 {
+		broken = true
+		rep.add(maxP, Problem{Seq: msgSeq, Kind: KindCheckpointChain, Detail: fmt.Sprintf("covers from sequence %d, the previous checkpoint ended at %d", cp.From, ch.covered)})
+	}
+	ch.lastBody, ch.have, ch.covered = bh, true, cp.Seq
+	rep.LastCheckpoint = &CheckpointRef{Anchor: Anchor{MsgSeq: msgSeq, Hash: bh.String()}, Seq: cp.Seq, Time: cp.Time}
+	ch.v.setCadence(cp.IntervalMS)
+	ch.v.checkpoint(ch.opts.SubjectPrefix, ch.scope, msgSeq, cp, broken)
+	return nil
+}
+
+// finishAll ends verifyAll after the checkpoints: the stored messages
+// left are inserted ones (at or below the last covered sequence) or
+// unsigned ones, lateness is judged against lastCp, a trusted anchor not
+// seen is reported, and missing messages are resolved. It returns the
+// finished report, or the error of the scope's reader (wait) or of
+// resolveMissing.
+func (v *verifier) finishAll(ctx context.Context, js jetstream.JetStream, opts VerifyOptions, lastCp *jetstream.RawStreamMsg, ch *chainCheck, wait func() error) (*Report, error) {
 	// The rest of the stored messages are after the last checkpoint.
 	for r, ok := v.take(); ok; r, ok = v.take() {
-		if r.Seq <= covered {
+		if r.Seq <= ch.covered {
 			v.inserted(r)
 			continue
 		}
@@ -451,15 +474,15 @@ func verifyAll(ctx context.Context, js jetstream.JetStream, scope Scope, opts Ve
 		return nil, err
 	}
 	v.reportLate(lastCp)
-	if opts.Anchor != nil && !anchorSeen {
-		rep.add(maxP, Problem{Seq: opts.Anchor.MsgSeq, Kind: KindAnchorNotFound,
+	if opts.Anchor != nil && !ch.anchorSeen {
+		v.rep.add(opts.MaxProblems, Problem{Seq: opts.Anchor.MsgSeq, Kind: KindAnchorNotFound,
 			Detail: fmt.Sprintf("the trusted checkpoint (message %d, hash %s) is not in the stream as it was: the log was rewritten", opts.Anchor.MsgSeq, opts.Anchor.Hash)})
 	}
-	if err := v.resolveMissing(ctx, js, stream); err != nil {
+	if err := v.resolveMissing(ctx, js, opts.Stream); err != nil {
 		return nil, err
 	}
-	rep.finish(opts.MaxProblems, len(v.threads))
-	return rep, nil
+	v.rep.finish(opts.MaxProblems, len(v.threads))
+	return v.rep, nil
 }
 
 // verifyByWalk verifies one thread from the checkpoints that name it
