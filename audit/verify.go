@@ -498,34 +498,17 @@ func (v *verifier) finishAll(ctx context.Context, js jetstream.JetStream, opts V
 func verifyByWalk(ctx context.Context, js jetstream.JetStream, scope Scope, opts VerifyOptions) (*Report, bool, error) {
 	prefix, stream := opts.SubjectPrefix, opts.Stream
 	subject := scope.filter(prefix)
-	kv, err := js.KeyValue(ctx, opts.HeadsBucket)
-	if err != nil {
-		return nil, false, nil
-	}
-	ref, err := readHeadRef(ctx, kv, subject)
-	if err != nil || ref.cp == 0 {
+	ref, ok := walkStart(ctx, js, opts.HeadsBucket, subject)
+	if !ok {
 		return nil, false, nil
 	}
 	now, err := serverNow(ctx, js, stream)
 	if err != nil {
 		return nil, false, err
 	}
-	lastCp, err := directget.Last(ctx, js, stream, CheckpointSubject(prefix))
-	if err != nil {
-		return nil, false, fmt.Errorf("audit: last checkpoint: %w", err)
-	}
-	if lastCp == nil {
-		return nil, false, nil
-	}
-	// The newest checkpoint of the stream must verify too (a forged or
-	// altered one is reported by the full read); older checkpoints that
-	// do not name the thread are the stream's and tenant's verifications'.
-	if checkSignature(lastCp.Data, lastCp.Header.Get(HeaderSignature), opts.Trusted) != nil {
-		return nil, false, nil
-	}
-	lastSeq, lastInterval, err := checkpointMeta(lastCp.Data)
-	if err != nil {
-		return nil, false, nil
+	lastCp, lastSeq, lastInterval, ok, err := newestCheckpoint(ctx, js, opts)
+	if err != nil || !ok {
+		return nil, false, err
 	}
 	st, err := js.Stream(ctx, stream)
 	if err != nil {
@@ -534,39 +517,103 @@ func verifyByWalk(ctx context.Context, js jetstream.JetStream, scope Scope, opts
 	// The thread's messages are read while the checkpoints are walked.
 	v := newVerifier(scope, opts, now)
 	v.setCadence(lastInterval)
-	rep := v.rep
 	wait := v.readScope(ctx, js, scope, opts)
 	defer func() { _ = wait() }()
-	type walked struct {
-		msgSeq uint64
-		body   []byte
-		cp     lazyCheckpoint
+	chain, ok := walkChain(ctx, st, subject, opts, ref.cp)
+	if !ok {
+		return nil, false, nil
 	}
-	var chain []walked
-	for seq := ref.cp; seq != 0; {
+	for _, w := range chain {
+		v.rep.Checkpoints++
+		v.checkpoint(prefix, scope, w.msgSeq, w.cp, false)
+	}
+	ok, err = v.finishWalk(ctx, js, opts, chain[len(chain)-1], lastCp, lastSeq, wait)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	return v.rep, true, nil
+}
+
+// walkStart is where verifyByWalk starts: subject's entry in the heads
+// bucket. ok is false when the bucket, the entry or its checkpoint is
+// missing or the entry cannot be read (the walk cannot decide).
+func walkStart(ctx context.Context, js jetstream.JetStream, bucket, subject string) (ref headRef, ok bool) {
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		return ref, false
+	}
+	ref, err = readHeadRef(ctx, kv, subject)
+	if err != nil || ref.cp == 0 {
+		return ref, false
+	}
+	return ref, true
+}
+
+// newestCheckpoint reads the stream's newest checkpoint message, the last
+// sequence it covers and its cadence (Checkpoint.IntervalMS). ok is false
+// when there is none, or it does not verify with opts.Trusted or cannot
+// be decoded (a forged or altered one is reported by the full read; older
+// checkpoints that do not name the thread are the stream's and tenant's
+// verifications'). It returns the error of reading it.
+func newestCheckpoint(ctx context.Context, js jetstream.JetStream, opts VerifyOptions) (lastCp *jetstream.RawStreamMsg, lastSeq uint64, intervalMS int64, ok bool, err error) {
+	lastCp, err = directget.Last(ctx, js, opts.Stream, CheckpointSubject(opts.SubjectPrefix))
+	if err != nil {
+		return nil, 0, 0, false, fmt.Errorf("audit: last checkpoint: %w", err)
+	}
+	if lastCp == nil || checkSignature(lastCp.Data, lastCp.Header.Get(HeaderSignature), opts.Trusted) != nil {
+		return nil, 0, 0, false, nil
+	}
+	lastSeq, intervalMS, err = checkpointMeta(lastCp.Data)
+	if err != nil {
+		return nil, 0, 0, false, nil
+	}
+	return lastCp, lastSeq, intervalMS, true, nil
+}
+
+// walked is a checkpoint that verifyByWalk reached: its stream sequence,
+// body, and decoded content with only the walked thread's heads.
+type walked struct {
+	msgSeq uint64
+	body   []byte
+	cp     lazyCheckpoint
+}
+
+// walkChain follows subject's checkpoints back from the one at stream
+// sequence from through ThreadHeads.PrevCheckpoint, and returns them
+// oldest first. ok is false when a link does not lead to a checkpoint
+// that verifies with opts.Trusted, names subject and links further back.
+func walkChain(ctx context.Context, st jetstream.Stream, subject string, opts VerifyOptions, from uint64) (chain []walked, ok bool) {
+	for seq := from; seq != 0; {
 		m, err := st.GetMsg(ctx, seq)
-		if err != nil || m.Subject != CheckpointSubject(prefix) {
-			return nil, false, nil
+		if err != nil || m.Subject != CheckpointSubject(opts.SubjectPrefix) {
+			return nil, false
 		}
 		cp, err := openLazy(m.Data, m.Header.Get(HeaderSignature), opts.Trusted)
 		if err != nil {
-			return nil, false, nil
+			return nil, false
 		}
 		i, found := slices.BinarySearchFunc(cp.Threads, subject, func(t lazyThread, s string) int { return strings.Compare(t.Subject, s) })
 		if !found || cp.Threads[i].PrevCheckpoint >= seq {
-			return nil, false, nil
+			return nil, false
 		}
 		cp.Threads = cp.Threads[i : i+1]
 		chain = append(chain, walked{seq, m.Data, cp})
 		seq = cp.Threads[0].PrevCheckpoint
 	}
 	slices.Reverse(chain)
-	for _, w := range chain {
-		rep.Checkpoints++
-		v.checkpoint(prefix, scope, w.msgSeq, w.cp, false)
-	}
-	newest := chain[len(chain)-1]
-	rep.LastCheckpoint = &CheckpointRef{Anchor: Anchor{MsgSeq: newest.msgSeq, Hash: BodyHash(newest.body).String()}, Seq: newest.cp.Seq, Time: newest.cp.Time}
+	return chain, true
+}
+
+// finishWalk ends verifyByWalk after the walk: newest is the thread's
+// newest checkpoint, lastCp and lastSeq the stream's newest checkpoint
+// message and the last sequence it covers. The stored messages left are
+// inserted ones (at or below newest's last sequence) or unsigned ones
+// (after lastSeq); lateness is judged against lastCp and missing messages
+// are resolved. ok is false when a message left is covered by a later
+// checkpoint the walk did not reach (the full read decides). It returns
+// the error of the scope's reader (wait) or of resolveMissing.
+func (v *verifier) finishWalk(ctx context.Context, js jetstream.JetStream, opts VerifyOptions, newest walked, lastCp *jetstream.RawStreamMsg, lastSeq uint64, wait func() error) (ok bool, err error) {
+	v.rep.LastCheckpoint = &CheckpointRef{Anchor: Anchor{MsgSeq: newest.msgSeq, Hash: BodyHash(newest.body).String()}, Seq: newest.cp.Seq, Time: newest.cp.Time}
 	for r, ok := v.take(); ok; r, ok = v.take() {
 		switch {
 		case r.Seq <= newest.cp.Seq:
@@ -574,20 +621,20 @@ func verifyByWalk(ctx context.Context, js jetstream.JetStream, scope Scope, opts
 		case r.Seq <= lastSeq:
 			// A later checkpoint covers it, but the walk did not reach one
 			// naming the thread: let the full read decide.
-			return nil, false, nil
+			return false, nil
 		default:
 			v.unsigned(r)
 		}
 	}
 	if err := wait(); err != nil {
-		return nil, false, err
+		return false, err
 	}
 	v.reportLate(lastCp)
-	if err := v.resolveMissing(ctx, js, stream); err != nil {
-		return nil, false, err
+	if err := v.resolveMissing(ctx, js, opts.Stream); err != nil {
+		return false, err
 	}
-	rep.finish(opts.MaxProblems, len(v.threads))
-	return rep, true, nil
+	v.rep.finish(opts.MaxProblems, len(v.threads))
+	return true, nil
 }
 
 type verifier struct {
