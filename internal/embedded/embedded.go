@@ -5,6 +5,7 @@
 package embedded
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -198,6 +199,52 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.StoreDir == "" {
 		return nil, errors.New("embedded: StoreDir is required")
 	}
+	opts, err := serverOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	auth, admin, global, err := applyAuth(opts, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := applyTLS(opts, cfg); err != nil {
+		return nil, err
+	}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: %w", err)
+	}
+	st := &storage{reserve: cfg.StorageReserve, dir: cfg.StoreDir, onChange: cfg.OnStorage, done: make(chan struct{})}
+	if st.reserve == 0 {
+		st.reserve = DefaultStorageReserve
+	}
+	// The adapter also watches for a full disk, so it is set with or
+	// without a Logger (nil discards).
+	s.SetLoggerV2(&slogAdapter{l: cfg.Logger, st: st}, false, false, false)
+	go s.Start()
+	timeout := cfg.ReadyTimeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	if !s.ReadyForConnections(timeout) {
+		s.Shutdown()
+		return nil, fmt.Errorf("embedded: server in %s not ready after %s", cfg.StoreDir, timeout)
+	}
+	if jc := s.JetStreamConfig(); jc != nil {
+		st.start(s, *jc)
+	} else {
+		close(st.done)
+	}
+	srv := &Server{s: s, auth: auth, st: st, opts: opts, admin: admin, accounts: cfg.Accounts, global: global}
+	return srv, nil
+}
+
+// serverOptions returns the nats-server options of cfg without
+// authentication or TLS: JetStream in StoreDir, the listener, MaxPayload
+// (with a client's pending limit of twice it, at least 64 MiB) and the
+// cluster, with their defaults. It returns an error when MaxPayload
+// exceeds the NATS hard limit of 64 MiB.
+func serverOptions(cfg Config) (*server.Options, error) {
 	opts := &server.Options{
 		ServerName: cfg.ServerName,
 		Host:       cfg.Host,
@@ -230,66 +277,57 @@ func Start(cfg Config) (*Server, error) {
 		}
 		opts.Routes = server.RoutesFromStr(strings.Join(c.Routes, ","))
 	}
-	var auth []nats.Option
-	var admin string
-	if cfg.NKeySeed != "" {
-		o, err := nats.NkeyOptionFromSeed(cfg.NKeySeed)
-		if err != nil {
-			return nil, fmt.Errorf("embedded: NKeySeed: %w", err)
+	return opts, nil
+}
+
+// applyAuth sets opts' NKey users and accounts from cfg.NKeySeed and
+// cfg.Accounts (withAccounts), and returns the client options that
+// authenticate as the NKeySeed user, that user's public key (admin) and
+// the global account's name (cfg.GlobalAccount, DefaultGlobalAccount when
+// empty and NKeySeed is set). Without NKeySeed it changes nothing and
+// returns no options. It returns an error when the seed file cannot be
+// read, cfg.Accounts is invalid, or Accounts are set without NKeySeed.
+func applyAuth(opts *server.Options, cfg Config) (auth []nats.Option, admin, global string, err error) {
+	if cfg.NKeySeed == "" {
+		if cfg.Accounts != "" {
+			return nil, "", "", errors.New("embedded: Accounts need NKeySeed (the server would have no authentication)")
 		}
-		var co nats.Options
-		if err := o(&co); err != nil {
-			return nil, fmt.Errorf("embedded: NKeySeed: %w", err)
-		}
-		if cfg.GlobalAccount == "" {
-			cfg.GlobalAccount = DefaultGlobalAccount
-		}
-		admin = co.Nkey
-		if err := withAccounts(opts, admin, cfg.Accounts, cfg.GlobalAccount); err != nil {
-			return nil, err
-		}
-		auth = []nats.Option{o}
-	} else if cfg.Accounts != "" {
-		return nil, errors.New("embedded: Accounts need NKeySeed (the server would have no authentication)")
+		return nil, "", cfg.GlobalAccount, nil
 	}
-	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
-		return nil, errors.New("embedded: TLSCert and TLSKey go together")
-	}
-	if cfg.TLSCert != "" {
-		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: cfg.TLSCert, KeyFile: cfg.TLSKey})
-		if err != nil {
-			return nil, fmt.Errorf("embedded: TLS: %w", err)
-		}
-		opts.TLSConfig, opts.TLS, opts.TLSVerify = tc, true, false
-		opts.TLSTimeout = 2
-	}
-	s, err := server.NewServer(opts)
+	o, err := nats.NkeyOptionFromSeed(cfg.NKeySeed)
 	if err != nil {
-		return nil, fmt.Errorf("embedded: %w", err)
+		return nil, "", "", fmt.Errorf("embedded: NKeySeed: %w", err)
 	}
-	st := &storage{reserve: cfg.StorageReserve, dir: cfg.StoreDir, onChange: cfg.OnStorage, done: make(chan struct{})}
-	if st.reserve == 0 {
-		st.reserve = DefaultStorageReserve
+	var co nats.Options
+	if err := o(&co); err != nil {
+		return nil, "", "", fmt.Errorf("embedded: NKeySeed: %w", err)
 	}
-	// The adapter also watches for a full disk, so it is set with or
-	// without a Logger (nil discards).
-	s.SetLoggerV2(&slogAdapter{l: cfg.Logger, st: st}, false, false, false)
-	go s.Start()
-	timeout := cfg.ReadyTimeout
-	if timeout == 0 {
-		timeout = 10 * time.Second
+	global = cmp.Or(cfg.GlobalAccount, DefaultGlobalAccount)
+	admin = co.Nkey
+	if err := withAccounts(opts, admin, cfg.Accounts, global); err != nil {
+		return nil, "", "", err
 	}
-	if !s.ReadyForConnections(timeout) {
-		s.Shutdown()
-		return nil, fmt.Errorf("embedded: server in %s not ready after %s", cfg.StoreDir, timeout)
+	return []nats.Option{o}, admin, global, nil
+}
+
+// applyTLS sets opts' client TLS from cfg.TLSCert and cfg.TLSKey (TCP
+// clients must use TLS; client certificates are not verified). Without
+// them it changes nothing. It returns an error when only one is set or
+// they cannot be loaded.
+func applyTLS(opts *server.Options, cfg Config) error {
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return errors.New("embedded: TLSCert and TLSKey go together")
 	}
-	if jc := s.JetStreamConfig(); jc != nil {
-		st.start(s, *jc)
-	} else {
-		close(st.done)
+	if cfg.TLSCert == "" {
+		return nil
 	}
-	srv := &Server{s: s, auth: auth, st: st, opts: opts, admin: admin, accounts: cfg.Accounts, global: cfg.GlobalAccount}
-	return srv, nil
+	tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: cfg.TLSCert, KeyFile: cfg.TLSKey})
+	if err != nil {
+		return fmt.Errorf("embedded: TLS: %w", err)
+	}
+	opts.TLSConfig, opts.TLS, opts.TLSVerify = tc, true, false
+	opts.TLSTimeout = 2
+	return nil
 }
 
 // ClientURL is the URL clients connect to ("" with DontListen).
