@@ -240,7 +240,7 @@ func (c *Checkpointer) consume(ctx context.Context) (jetstream.MessagesContext, 
 	return it, nil
 }
 
-// nextBefore waits for it's next message until deadline (at least a
+// nextBefore waits for the next message of it until deadline (at least a
 // millisecond; an hour when deadline is zero) or ctx's end. It returns
 // Next's error: nats.ErrTimeout or context.DeadlineExceeded when the wait
 // ran out.
