@@ -67,16 +67,7 @@ func AppendMessage(b []byte, m *Message) []byte {
 	}
 	if len(m.ToolCalls) > 0 {
 		b = appendString(b, "tool_calls")
-		b = AppendArrayHeader(b, len(m.ToolCalls))
-		for _, c := range m.ToolCalls {
-			b = appendMapLen(b, 3)
-			b = appendString(b, "id")
-			b = appendString(b, c.ID)
-			b = appendString(b, "name")
-			b = appendString(b, c.Name)
-			b = appendString(b, "arguments")
-			b = appendString(b, c.Arguments)
-		}
+		b = appendToolCalls(b, m.ToolCalls)
 	}
 	if m.ToolCallID != "" {
 		b = appendString(b, "tool_call_id")
@@ -94,27 +85,9 @@ func AppendMessage(b []byte, m *Message) []byte {
 		b = appendString(b, "model")
 		b = appendString(b, m.Model)
 	}
-	if u := m.Usage; u != nil {
+	if m.Usage != nil {
 		b = appendString(b, "usage")
-		k := 0
-		for _, v := range [...]int64{u.InputTokens, u.OutputTokens, u.TotalTokens} {
-			if v != 0 {
-				k++
-			}
-		}
-		b = appendMapLen(b, k)
-		if u.InputTokens != 0 {
-			b = appendString(b, "input_tokens")
-			b = appendInt(b, u.InputTokens)
-		}
-		if u.OutputTokens != 0 {
-			b = appendString(b, "output_tokens")
-			b = appendInt(b, u.OutputTokens)
-		}
-		if u.TotalTokens != 0 {
-			b = appendString(b, "total_tokens")
-			b = appendInt(b, u.TotalTokens)
-		}
+		b = appendUsage(b, m.Usage)
 	}
 	if len(m.Metadata) > 0 {
 		b = appendString(b, "metadata")
@@ -135,6 +108,49 @@ func AppendMessage(b []byte, m *Message) []byte {
 	if m.Synthetic {
 		b = appendString(b, "synthetic")
 		b = appendBool(b, true)
+	}
+	return b
+}
+
+// appendToolCalls appends calls as a msgpack array of maps with the keys id,
+// name and arguments, each always present, as ToolCall's msgpack tags have
+// them. It never fails.
+func appendToolCalls(b []byte, calls []ToolCall) []byte {
+	b = AppendArrayHeader(b, len(calls))
+	for _, c := range calls {
+		b = appendMapLen(b, 3)
+		b = appendString(b, "id")
+		b = appendString(b, c.ID)
+		b = appendString(b, "name")
+		b = appendString(b, c.Name)
+		b = appendString(b, "arguments")
+		b = appendString(b, c.Arguments)
+	}
+	return b
+}
+
+// appendUsage appends u as a msgpack map holding only its non-zero token
+// counts (input_tokens, output_tokens, total_tokens), the omitempty rule of
+// Usage's msgpack tags. It never fails.
+func appendUsage(b []byte, u *Usage) []byte {
+	k := 0
+	for _, v := range [...]int64{u.InputTokens, u.OutputTokens, u.TotalTokens} {
+		if v != 0 {
+			k++
+		}
+	}
+	b = appendMapLen(b, k)
+	if u.InputTokens != 0 {
+		b = appendString(b, "input_tokens")
+		b = appendInt(b, u.InputTokens)
+	}
+	if u.OutputTokens != 0 {
+		b = appendString(b, "output_tokens")
+		b = appendInt(b, u.OutputTokens)
+	}
+	if u.TotalTokens != 0 {
+		b = appendString(b, "total_tokens")
+		b = appendInt(b, u.TotalTokens)
 	}
 	return b
 }
