@@ -67,7 +67,16 @@ func AppendMessage(b []byte, m *Message) []byte {
 	}
 	if len(m.ToolCalls) > 0 {
 		b = appendString(b, "tool_calls")
-		b = appendToolCalls(b, m.ToolCalls)
+		b = AppendArrayHeader(b, len(m.ToolCalls))
+		for _, c := range m.ToolCalls {
+			b = appendMapLen(b, 3)
+			b = appendString(b, "id")
+			b = appendString(b, c.ID)
+			b = appendString(b, "name")
+			b = appendString(b, c.Name)
+			b = appendString(b, "arguments")
+			b = appendString(b, c.Arguments)
+		}
 	}
 	if m.ToolCallID != "" {
 		b = appendString(b, "tool_call_id")
@@ -108,23 +117,6 @@ func AppendMessage(b []byte, m *Message) []byte {
 	if m.Synthetic {
 		b = appendString(b, "synthetic")
 		b = appendBool(b, true)
-	}
-	return b
-}
-
-// appendToolCalls appends calls as a msgpack array of maps with the keys id,
-// name and arguments, each always present, as ToolCall's msgpack tags have
-// them. It never fails.
-func appendToolCalls(b []byte, calls []ToolCall) []byte {
-	b = AppendArrayHeader(b, len(calls))
-	for _, c := range calls {
-		b = appendMapLen(b, 3)
-		b = appendString(b, "id")
-		b = appendString(b, c.ID)
-		b = appendString(b, "name")
-		b = appendString(b, c.Name)
-		b = appendString(b, "arguments")
-		b = appendString(b, c.Arguments)
 	}
 	return b
 }
