@@ -90,6 +90,32 @@ func (c *Client) readByConsumer(ctx context.Context, subject string, from, upTo 
 	if upTo != 0 {
 		end = min(end, upTo)
 	}
+	cons, ok := c.startReadConsumer(ctx, subject, from)
+	if !ok {
+		return from, false
+	}
+	name := cons.CachedInfo().Name
+	defer c.deleteConsumer(ctx, name)
+	if cons.CachedInfo().NumPending == 0 {
+		return from, true
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(c.pageSize), jetstream.PullExpiry(consumerPullExpiry),
+		jetstream.PullHeartbeat(consumerPullExpiry/4))
+	if err != nil {
+		return from, false
+	}
+	// Stop ends the iterator's pulls; its goroutines (nats.go's) end on
+	// their own. (Its Closed channel, not in the interface, did not close
+	// after Stop in nats.go v1.55.0: nothing waits for it.)
+	defer it.Stop()
+	return c.drainConsumer(ctx, it, subject, from, end, yield)
+}
+
+// startReadConsumer creates the ephemeral consumer of one read of subject
+// from sequence from (in memory, one replica, no acks). It reports false
+// when the consumer cannot be created; then, unless ctx has ended, it logs
+// a warning and turns consumers off for consumerRetryAfter.
+func (c *Client) startReadConsumer(ctx context.Context, subject string, from uint64) (jetstream.Consumer, bool) {
 	cctx, cancel := context.WithTimeout(ctx, consumerCreateTimeout)
 	cons, err := c.createConsumer(cctx, c.stream, jetstream.ConsumerConfig{
 		Description:       "convlog client: one read of " + subject,
@@ -108,22 +134,17 @@ func (c *Client) readByConsumer(ctx context.Context, subject string, from, upTo 
 			c.cfg.Logger.Warn("cannot create a consumer for a long read; reading with direct gets",
 				"subject", subject, "retry_in", consumerRetryAfter, "err", err)
 		}
-		return from, false
+		return nil, false
 	}
-	name := cons.CachedInfo().Name
-	defer c.deleteConsumer(ctx, name)
-	if cons.CachedInfo().NumPending == 0 {
-		return from, true
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(c.pageSize), jetstream.PullExpiry(consumerPullExpiry),
-		jetstream.PullHeartbeat(consumerPullExpiry/4))
-	if err != nil {
-		return from, false
-	}
-	// Stop ends the iterator's pulls; its goroutines (nats.go's) end on
-	// their own. (Its Closed channel, not in the interface, did not close
-	// after Stop in nats.go v1.55.0: nothing waits for it.)
-	defer it.Stop()
+	return cons, true
+}
+
+// drainConsumer yields the messages it pulls from a read's consumer, from
+// sequence from up to end, opened as [Client.openRaw] does. It returns the
+// sequence to go on from and whether the read is over, as
+// [Client.readByConsumer] does: a failed pull or a skipped delivery is not
+// over; ctx's end and an open error are yielded (wrapped for ctx) and over.
+func (c *Client) drainConsumer(ctx context.Context, it jetstream.MessagesContext, subject string, from, end uint64, yield func(*RawEvent, error) bool) (uint64, bool) {
 	var delivered uint64
 	for {
 		m, err := it.Next(jetstream.NextContext(ctx))

@@ -125,79 +125,109 @@ func (c *Client) Get(ctx context.Context, tenant, thread string, opts ...GetOpti
 		ctx = ctx2
 	}
 	var (
-		t     Thread
-		state *fold.State
+		state        *fold.State
+		evs          []events.Stored
+		fromSnapshot bool
 	)
 	switch {
 	case o.atSeq != 0 || !o.asOf.IsZero() || o.withEvents:
-		s := fold.NewState(tenant, thread)
-		for m, err := range c.readRawInto(ctx, subject, 1, o.atSeq, s) {
-			if err != nil {
-				return nil, err
-			}
-			if !o.asOf.IsZero() && m.Time.After(o.asOf) {
-				break
-			}
-			if err := c.applyRaw(ctx, s, m); err != nil && !errors.Is(err, fold.ErrRejected) {
-				return nil, err
-			}
-			if o.withEvents {
-				st, err := decodeRaw(m)
-				if err == nil {
-					t.Events = append(t.Events, st)
-				}
-			}
-		}
-		state = s
+		state, evs, err = c.replayState(ctx, subject, tenant, thread, &o)
 	case !o.consistent && o.atLeast == 0:
-		s, err := c.snapshotState(ctx, tenant, thread)
-		if err != nil {
-			return nil, err
-		}
-		if s != nil {
-			state, t.FromSnapshot = s, true
-			break
-		}
-		// Not projected yet: the log has the answer.
-		if state, err = c.foldFrom(ctx, tenant, thread, 0); err != nil {
-			return nil, err
-		}
+		state, fromSnapshot, err = c.latestState(ctx, tenant, thread)
 	default:
-		atLeast := o.atLeast
-		if o.consistent && c.replicated() {
-			// Direct gets may be served by a lagging replica (docs/design.md,
-			// "Facts about NATS that shape the design"):
-			// ask the stream leader how far the thread goes.
-			last, err := c.log.leaderLastSeq(ctx, subject)
-			if err != nil {
-				return nil, err
-			}
-			atLeast = max(atLeast, last)
-		}
-		s, err := c.loadState(ctx, tenant, thread, 0)
-		if err != nil {
-			return nil, err
-		}
-		for s.Version < atLeast {
-			// Not visible yet on the replica that answered: poll the tail.
-			select {
-			case <-ctx.Done():
-				return nil, fmt.Errorf("client: thread %s/%s at version %d, waiting for %d: %w", tenant, thread, s.Version, atLeast, ctx.Err())
-			case <-time.After(10 * time.Millisecond):
-			}
-			if err := c.foldTail(ctx, s, 0); err != nil {
-				return nil, err
-			}
-		}
-		state = s
+		state, err = c.awaitState(ctx, subject, tenant, thread, &o)
 	}
-	evs, fromSnapshot := t.Events, t.FromSnapshot
-	t = *ThreadOf(state)
+	if err != nil {
+		return nil, err
+	}
+	t := *ThreadOf(state)
 	t.Events, t.FromSnapshot = evs, fromSnapshot
 	if err := threadReadable(&t, tenant, thread, o.withDeleted); err != nil {
 		return nil, err
 	}
 	return &t, nil
+}
+
+// replayState folds tenant/thread from the log (subject) up to o.atSeq
+// (0 = the end) and up to o.asOf (zero = no limit), and returns the state
+// with the decoded stored events when o.withEvents (events that do not
+// decode are left out). Events the fold rejects are skipped. It returns
+// read errors and errors applying an event other than [fold.ErrRejected].
+func (c *Client) replayState(ctx context.Context, subject, tenant, thread string, o *getOptions) (*fold.State, []events.Stored, error) {
+	s := fold.NewState(tenant, thread)
+	var evs []events.Stored
+	for m, err := range c.readRawInto(ctx, subject, 1, o.atSeq, s) {
+		if err != nil {
+			return nil, nil, err
+		}
+		if !o.asOf.IsZero() && m.Time.After(o.asOf) {
+			break
+		}
+		if err := c.applyRaw(ctx, s, m); err != nil && !errors.Is(err, fold.ErrRejected) {
+			return nil, nil, err
+		}
+		if o.withEvents {
+			st, err := decodeRaw(m)
+			if err == nil {
+				evs = append(evs, st)
+			}
+		}
+	}
+	return s, evs, nil
+}
+
+// latestState returns the projector's snapshot of tenant/thread (and true),
+// or, when there is none yet, a fold of the log (and false). It returns
+// the errors of [Client.snapshotState] and of folding the log.
+func (c *Client) latestState(ctx context.Context, tenant, thread string) (*fold.State, bool, error) {
+	s, err := c.snapshotState(ctx, tenant, thread)
+	if err != nil {
+		return nil, false, err
+	}
+	if s != nil {
+		return s, true, nil
+	}
+	// Not projected yet: the log has the answer.
+	s, err = c.foldFrom(ctx, tenant, thread, 0)
+	if err != nil {
+		return nil, false, err
+	}
+	return s, false, nil
+}
+
+// awaitState returns the complete state of tenant/thread once it is at
+// version o.atLeast or later and, when o.consistent, includes every event
+// the stream leader has on subject. It polls the log's tail every 10ms
+// until then. It returns read errors, and ctx's error (wrapped, with the
+// versions) when ctx ends first.
+func (c *Client) awaitState(ctx context.Context, subject, tenant, thread string, o *getOptions) (*fold.State, error) {
+	atLeast := o.atLeast
+	if o.consistent && c.replicated() {
+		// Direct gets may be served by a lagging replica (docs/design.md,
+		// "Facts about NATS that shape the design"):
+		// ask the stream leader how far the thread goes.
+		last, err := c.log.leaderLastSeq(ctx, subject)
+		if err != nil {
+			return nil, err
+		}
+		atLeast = max(atLeast, last)
+	}
+	s, err := c.loadState(ctx, tenant, thread, 0)
+	if err != nil {
+		return nil, err
+	}
+	for s.Version < atLeast {
+		// Not visible yet on the replica that answered: poll the tail.
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("client: thread %s/%s at version %d, waiting for %d: %w", tenant, thread, s.Version, atLeast, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if err := c.foldTail(ctx, s, 0); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
 // threadReadable returns the *NotFoundError of a thread Get does not

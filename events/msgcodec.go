@@ -94,27 +94,9 @@ func AppendMessage(b []byte, m *Message) []byte {
 		b = appendString(b, "model")
 		b = appendString(b, m.Model)
 	}
-	if u := m.Usage; u != nil {
+	if m.Usage != nil {
 		b = appendString(b, "usage")
-		k := 0
-		for _, v := range [...]int64{u.InputTokens, u.OutputTokens, u.TotalTokens} {
-			if v != 0 {
-				k++
-			}
-		}
-		b = appendMapLen(b, k)
-		if u.InputTokens != 0 {
-			b = appendString(b, "input_tokens")
-			b = appendInt(b, u.InputTokens)
-		}
-		if u.OutputTokens != 0 {
-			b = appendString(b, "output_tokens")
-			b = appendInt(b, u.OutputTokens)
-		}
-		if u.TotalTokens != 0 {
-			b = appendString(b, "total_tokens")
-			b = appendInt(b, u.TotalTokens)
-		}
+		b = appendUsage(b, m.Usage)
 	}
 	if len(m.Metadata) > 0 {
 		b = appendString(b, "metadata")
@@ -135,6 +117,32 @@ func AppendMessage(b []byte, m *Message) []byte {
 	if m.Synthetic {
 		b = appendString(b, "synthetic")
 		b = appendBool(b, true)
+	}
+	return b
+}
+
+// appendUsage appends u as a msgpack map holding only its non-zero token
+// counts (input_tokens, output_tokens, total_tokens), the omitempty rule of
+// Usage's msgpack tags. It never fails.
+func appendUsage(b []byte, u *Usage) []byte {
+	k := 0
+	for _, v := range [...]int64{u.InputTokens, u.OutputTokens, u.TotalTokens} {
+		if v != 0 {
+			k++
+		}
+	}
+	b = appendMapLen(b, k)
+	if u.InputTokens != 0 {
+		b = appendString(b, "input_tokens")
+		b = appendInt(b, u.InputTokens)
+	}
+	if u.OutputTokens != 0 {
+		b = appendString(b, "output_tokens")
+		b = appendInt(b, u.OutputTokens)
+	}
+	if u.TotalTokens != 0 {
+		b = appendString(b, "total_tokens")
+		b = appendInt(b, u.TotalTokens)
 	}
 	return b
 }
@@ -593,7 +601,9 @@ func (r *listReader) time1() (time.Time, error) {
 	return time.Time{}, r.fail("timestamp of %d bytes", n)
 }
 
-// skip skips one value of any type.
+// skip skips one value of any type, nested at most 64 deep. It returns a
+// codec error for a value that is cut short, nests too deep, or starts with
+// an invalid code.
 func (r *listReader) skip(depth int) error {
 	if depth > 64 {
 		return r.fail("nesting too deep")
@@ -612,84 +622,85 @@ func (r *listReader) skip(depth int) error {
 	case c&0xf0 == 0x80:
 		return r.skipN(2*int(c&0x0f), depth)
 	}
+	if n, ok := fixedBodySize(c); ok {
+		return r.advance(n)
+	}
 	switch c {
-	case 0xcc, 0xd0:
-		return r.advance(1)
-	case 0xcd, 0xd1:
-		return r.advance(2)
-	case 0xce, 0xd2, 0xca:
-		return r.advance(4)
-	case 0xcf, 0xd3, 0xcb:
-		return r.advance(8)
-	case 0xd9, 0xc4:
-		n, err := r.uintN(1)
-		if err != nil {
-			return err
-		}
-		return r.advance(int(n))
-	case 0xda, 0xc5:
-		n, err := r.uintN(2)
-		if err != nil {
-			return err
-		}
-		return r.advance(int(n))
-	case 0xdb, 0xc6:
-		n, err := r.uintN(4)
-		if err != nil {
-			return err
-		}
-		return r.advance(int(n))
-	case 0xdc, 0xde:
-		n, err := r.uintN(2)
-		if err != nil {
-			return err
-		}
-		if c == 0xde {
-			n *= 2
-		}
-		return r.skipN(int(n), depth)
-	case 0xdd, 0xdf:
-		n, err := r.uintN(4)
-		if err != nil {
-			return err
-		}
-		if c == 0xdf {
-			n *= 2
-		}
-		if n > uint64(len(r.b)) {
-			return r.fail("container of %d elements exceeds the data", n)
-		}
-		return r.skipN(int(n), depth)
-	case 0xd4:
-		return r.advance(2)
-	case 0xd5:
-		return r.advance(3)
-	case 0xd6:
-		return r.advance(5)
-	case 0xd7:
-		return r.advance(9)
-	case 0xd8:
-		return r.advance(17)
-	case 0xc7:
-		n, err := r.uintN(1)
-		if err != nil {
-			return err
-		}
-		return r.advance(int(n) + 1)
-	case 0xc8:
-		n, err := r.uintN(2)
-		if err != nil {
-			return err
-		}
-		return r.advance(int(n) + 1)
-	case 0xc9:
-		n, err := r.uintN(4)
-		if err != nil {
-			return err
-		}
-		return r.advance(int(n) + 1)
+	case 0xd9, 0xc4, 0xc7, 0xda, 0xc5, 0xc8, 0xdb, 0xc6, 0xc9:
+		return r.skipSized(c)
+	case 0xdc, 0xde, 0xdd, 0xdf:
+		return r.skipContainer(c, depth)
 	}
 	return r.fail("invalid code 0x%02x", c)
+}
+
+// fixedBodySize reports the number of bytes that follow code c for the
+// msgpack formats whose body has a fixed size (sized numbers and fixext),
+// and false for every other code.
+func fixedBodySize(c byte) (int, bool) {
+	switch c {
+	case 0xcc, 0xd0:
+		return 1, true
+	case 0xcd, 0xd1, 0xd4:
+		return 2, true
+	case 0xd5:
+		return 3, true
+	case 0xce, 0xd2, 0xca:
+		return 4, true
+	case 0xd6:
+		return 5, true
+	case 0xcf, 0xd3, 0xcb:
+		return 8, true
+	case 0xd7:
+		return 9, true
+	case 0xd8:
+		return 17, true
+	}
+	return 0, false
+}
+
+// skipSized skips the body of a str 8/16/32, bin 8/16/32 or ext 8/16/32
+// value whose code c has been read: a length of 1, 2 or 4 bytes, then that
+// many bytes (plus the type byte for ext). It returns a codec error if the
+// data is cut short.
+func (r *listReader) skipSized(c byte) error {
+	width, extra := 4, 0
+	switch c {
+	case 0xd9, 0xc4, 0xc7:
+		width = 1
+	case 0xda, 0xc5, 0xc8:
+		width = 2
+	}
+	if c == 0xc7 || c == 0xc8 || c == 0xc9 {
+		extra = 1
+	}
+	n, err := r.uintN(width)
+	if err != nil {
+		return err
+	}
+	return r.advance(int(n) + extra)
+}
+
+// skipContainer skips the elements of an array 16/32 or map 16/32 value
+// whose code c has been read, each nested at depth+1. It returns a codec
+// error if the data is cut short, a 32-bit count exceeds the data, or an
+// element fails to skip.
+func (r *listReader) skipContainer(c byte, depth int) error {
+	width := 2
+	if c == 0xdd || c == 0xdf {
+		width = 4
+	}
+	n, err := r.uintN(width)
+	if err != nil {
+		return err
+	}
+	if c == 0xde || c == 0xdf {
+		n *= 2
+	}
+	if width == 4 && n > uint64(len(r.b)) {
+		return r.fail("container of %d elements exceeds the data", n)
+	}
+	return r.skipN(int(n), depth)
 }
 
 func (r *listReader) advance(n int) error {

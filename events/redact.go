@@ -33,21 +33,12 @@ var RedactableFields = []string{"content", "reasoning", "tool_calls.arguments", 
 // fold decides on it exactly as on p. Errors name a field p's type does
 // not have or a type with no redactable content.
 func RedactPayload(p Payload, fields []string) (Payload, []string, error) {
-	has := typeFields(p)
-	if len(has) == 0 {
-		return nil, nil, fmt.Errorf("events: a %s event has no redactable content", p.EventType())
-	}
-	if len(fields) == 0 {
-		fields = has
-	}
-	for _, f := range fields {
-		if !slices.Contains(has, f) {
-			return nil, nil, fmt.Errorf("events: a %s event has no redactable field %q (it has %s)", p.EventType(), f, strings.Join(has, ", "))
-		}
+	fields, err := redactFields(p, fields)
+	if err != nil {
+		return nil, nil, err
 	}
 	on := func(f string) bool { return slices.Contains(fields, f) }
 	text := Text(RedactedText)
-	redacted := RedactedText
 	switch v := p.(type) {
 	case UserMessage:
 		if on("content") {
@@ -71,27 +62,9 @@ func RedactPayload(p Payload, fields []string) (Payload, []string, error) {
 		}
 		p = v
 	case ThreadCreated:
-		if on("title") && v.Title != "" {
-			v.Title = RedactedText
-		}
-		if on("system_prompt") && v.SystemPrompt != nil {
-			v.SystemPrompt = &redacted
-		}
-		if on("metadata") {
-			v.Metadata = nil
-		}
-		p = v
+		p = redactCreated(v, on)
 	case ThreadUpdated:
-		if on("title") && v.Title != nil {
-			v.Title = &redacted
-		}
-		if on("system_prompt") && v.SystemPrompt != nil {
-			v.SystemPrompt = &redacted
-		}
-		if on("metadata") {
-			v.Metadata = nil
-		}
-		p = v
+		p = redactUpdated(v, on)
 	case Restore:
 		v.Messages = redactMessages(v.Messages, on)
 		p = v
@@ -101,31 +74,80 @@ func RedactPayload(p Payload, fields []string) (Payload, []string, error) {
 		}
 		p = v
 	case Forked:
-		v.Messages = redactMessages(v.Messages, on)
-		if on("value") && len(v.State) > 0 {
-			st := make(map[string]json.RawMessage, len(v.State))
-			for k := range v.State {
-				st[k] = json.RawMessage(`"` + RedactedText + `"`)
-			}
-			v.State = st
-		}
-		c, _, _ := RedactPayload(v.Created, nil)
-		if on("title") || on("system_prompt") || on("metadata") {
-			cr := c.(ThreadCreated)
-			if !on("title") {
-				cr.Title = v.Created.Title
-			}
-			if !on("system_prompt") {
-				cr.SystemPrompt = v.Created.SystemPrompt
-			}
-			if !on("metadata") {
-				cr.Metadata = v.Created.Metadata
-			}
-			v.Created = cr
-		}
-		p = v
+		p = redactForked(v, on)
 	}
 	return p, fields, nil
+}
+
+// redactFields returns the fields to redact in p: fields, or all of p's
+// redactable fields when fields is empty. It returns an error if p's type
+// has no redactable content or fields names one p's type does not have.
+func redactFields(p Payload, fields []string) ([]string, error) {
+	has := typeFields(p)
+	if len(has) == 0 {
+		return nil, fmt.Errorf("events: a %s event has no redactable content", p.EventType())
+	}
+	if len(fields) == 0 {
+		return has, nil
+	}
+	for _, f := range fields {
+		if !slices.Contains(has, f) {
+			return nil, fmt.Errorf("events: a %s event has no redactable field %q (it has %s)", p.EventType(), f, strings.Join(has, ", "))
+		}
+	}
+	return fields, nil
+}
+
+// redactCreated returns v with the fields on() names redacted: a title
+// that is set, a system prompt that is set, the metadata. It never fails.
+func redactCreated(v ThreadCreated, on func(string) bool) ThreadCreated {
+	redacted := RedactedText
+	if on("title") && v.Title != "" {
+		v.Title = RedactedText
+	}
+	if on("system_prompt") && v.SystemPrompt != nil {
+		v.SystemPrompt = &redacted
+	}
+	if on("metadata") {
+		v.Metadata = nil
+	}
+	return v
+}
+
+// redactUpdated returns v with the fields on() names redacted: a title
+// that is changed, a system prompt that is changed, the metadata. It never
+// fails.
+func redactUpdated(v ThreadUpdated, on func(string) bool) ThreadUpdated {
+	redacted := RedactedText
+	if on("title") && v.Title != nil {
+		v.Title = &redacted
+	}
+	if on("system_prompt") && v.SystemPrompt != nil {
+		v.SystemPrompt = &redacted
+	}
+	if on("metadata") {
+		v.Metadata = nil
+	}
+	return v
+}
+
+// redactForked returns v with the fields on() names redacted in its copied
+// history (as for the message events), every value of its copied state
+// ("value"), and its created attributes (as for thread.created). The maps
+// and slices of v are copied, never changed. It never fails.
+func redactForked(v Forked, on func(string) bool) Forked {
+	v.Messages = redactMessages(v.Messages, on)
+	if on("value") && len(v.State) > 0 {
+		st := make(map[string]json.RawMessage, len(v.State))
+		for k := range v.State {
+			st[k] = json.RawMessage(`"` + RedactedText + `"`)
+		}
+		v.State = st
+	}
+	if on("title") || on("system_prompt") || on("metadata") {
+		v.Created = redactCreated(v.Created, on)
+	}
+	return v
 }
 
 // redactMessages returns a copy of ms with the fields on() names
