@@ -589,15 +589,50 @@ func readCheckpoints(ctx context.Context, js jetstream.JetStream, stream, prefix
 
 // readOrdered calls fn for each message of filter from sequence from, in
 // stream order, until the last one stored when it started (or later), or
-// until the one at sequence until when until > 0.
+// until the one at sequence until when until > 0. A consumer that stops
+// delivering while the server still counts messages for it (a pull lost
+// with a restarted node, a consumer placed on a node that restarted) is
+// replaced by a new one that starts after the last message read, so fn
+// never sees a message twice; ctx bounds the whole read.
 func readOrdered(ctx context.Context, js jetstream.JetStream, stream, filter string, from, until uint64, fn func(jetstream.Msg, *jetstream.MsgMetadata) error) error {
+	next := max(from, 1)
+	for {
+		last, stalled, err := readOrderedOnce(ctx, js, stream, filter, next, until, fn)
+		if err != nil || !stalled {
+			return err
+		}
+		if last > 0 {
+			next = last + 1
+		}
+	}
+}
+
+// readStall is how long readOrderedOnce waits for a message the server
+// still counts before it gives up on its consumer; readCallTimeout bounds
+// each request about the consumer (create, info).
+const (
+	readStall       = 5 * time.Second
+	readCallTimeout = 10 * time.Second
+)
+
+// readOrderedOnce is readOrdered with one ephemeral consumer from sequence
+// from. It returns the stream sequence of the last message it passed to
+// fn (0 for none) and stalled when its consumer stopped delivering (or a
+// request about it timed out) before the read was done: the caller reads
+// on with a new consumer.
+func readOrderedOnce(ctx context.Context, js jetstream.JetStream, stream, filter string, from, until uint64, fn func(jetstream.Msg, *jetstream.MsgMetadata) error) (last uint64, stalled bool, err error) {
 	// An ephemeral consumer (not an ordered one) so that its info, with
 	// the number of messages to read, comes back on creation.
-	cons, err := js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{FilterSubjects: []string{filter},
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: max(from, 1),
+	cctx, cancel := context.WithTimeout(ctx, readCallTimeout)
+	cons, err := js.CreateConsumer(cctx, stream, jetstream.ConsumerConfig{FilterSubjects: []string{filter},
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from,
 		AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute, MemoryStorage: true})
+	cancel()
 	if err != nil {
-		return fmt.Errorf("audit: read %s: %w", filter, err)
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return 0, true, nil
+		}
+		return 0, false, fmt.Errorf("audit: read %s: %w", filter, err)
 	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -605,18 +640,17 @@ func readOrdered(ctx context.Context, js jetstream.JetStream, stream, filter str
 		_ = js.DeleteConsumer(dctx, stream, cons.CachedInfo().Name)
 	}()
 	if cons.CachedInfo().NumPending == 0 {
-		return nil
+		return 0, false, nil
 	}
 	// A short pull expiry: a pull request lost with a restarted node
 	// (its route gone) is made again within seconds, not after the
-	// default 30 s (the cluster test's verification once timed out
-	// reading a partition's checkpoints after node restarts: suspected
-	// cause, not proven).
+	// default 30 s.
 	it, err := cons.Messages(jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(2*time.Second))
 	if err != nil {
-		return fmt.Errorf("audit: read %s: %w", filter, err)
+		return 0, false, fmt.Errorf("audit: read %s: %w", filter, err)
 	}
 	defer it.Stop()
+	quiet := time.Now()
 	for {
 		// A message the server counted but cannot deliver (a block it
 		// found corrupt) never comes: after a second with nothing, the
@@ -625,27 +659,34 @@ func readOrdered(ctx context.Context, js jetstream.JetStream, stream, filter str
 		m, err := it.Next(jetstream.NextContext(wctx))
 		cancel()
 		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			info, ierr := cons.Info(ctx)
-			if ierr != nil {
-				return fmt.Errorf("audit: read %s: %w", filter, ierr)
-			}
-			if info.NumPending == 0 {
-				return nil
+			ictx, cancel := context.WithTimeout(ctx, readCallTimeout)
+			info, ierr := cons.Info(ictx)
+			cancel()
+			switch {
+			case ierr != nil && ctx.Err() == nil && errors.Is(ierr, context.DeadlineExceeded):
+				return last, true, nil
+			case ierr != nil:
+				return last, false, fmt.Errorf("audit: read %s: %w", filter, ierr)
+			case info.NumPending == 0:
+				return last, false, nil
+			case time.Since(quiet) >= readStall:
+				return last, true, nil
 			}
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("audit: read %s: %w", filter, err)
+			return last, false, fmt.Errorf("audit: read %s: %w", filter, err)
 		}
 		md, err := m.Metadata()
 		if err != nil {
-			return fmt.Errorf("audit: read %s: %w", filter, err)
+			return last, false, fmt.Errorf("audit: read %s: %w", filter, err)
 		}
 		if err := fn(m, md); err != nil {
-			return err
+			return last, false, err
 		}
+		last, quiet = md.Sequence.Stream, time.Now()
 		if md.NumPending == 0 || (until > 0 && md.Sequence.Stream >= until) {
-			return nil
+			return last, false, nil
 		}
 	}
 }
