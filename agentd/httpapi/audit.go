@@ -61,10 +61,8 @@ func (s *Server) verify(w http.ResponseWriter, r *http.Request, scope audit.Scop
 			"the server runs as many verifications as it allows at once (agentd --http-max-audits); retry after a second").header("Retry-After", "1")
 	}
 	q := r.URL.Query()
-	for name := range q {
-		if name != "anchor_seq" && name != "anchor_hash" {
-			return badRequest("bad-query", "unknown query parameter "+name+" (use anchor_seq and anchor_hash)").field(name)
-		}
+	if p := onlyParams(q, "anchor_seq", "anchor_hash"); p != nil {
+		return p
 	}
 	opts := audit.VerifyOptions{Trusted: []ed25519.PublicKey{s.cfg.AuditKey}}
 	seq, p := querySeq(q, "anchor_seq")

@@ -40,9 +40,6 @@ func (q checkpointQuery) match(ns, id string) bool {
 	return (q.anyNS || ns == q.ns) && (q.id == "" || id == q.id) && (q.before == "" || id < q.before)
 }
 
-// checkpointParams are the query parameters of the checkpoints route.
-var checkpointParams = map[string]bool{"ns": true, "checkpoint_id": true, "before": true, "limit": true}
-
 // scanPage is how many sequences one step of the log scan reads, for
 // checkpoints older than the fold's index.
 const scanPage = 256
@@ -59,10 +56,8 @@ func (s *Server) getCheckpoints(w http.ResponseWriter, r *http.Request) error {
 		return p
 	}
 	q := r.URL.Query()
-	for name := range q {
-		if !checkpointParams[name] {
-			return badRequest("bad-query", fmt.Sprintf("unknown query parameter %q (use ns, checkpoint_id, before, limit)", name)).field(name)
-		}
+	if p := onlyParams(q, "ns", "checkpoint_id", "before", "limit"); p != nil {
+		return p
 	}
 	cq := checkpointQuery{ns: q.Get("ns"), anyNS: !q.Has("ns"), id: q.Get("checkpoint_id"), before: q.Get("before")}
 	if cq.limit, p = queryInt(q, "limit", 1, 100); p != nil {

@@ -8,9 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
+	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -472,4 +475,16 @@ func jsonTypeName(t reflect.Type) string {
 		return "a number"
 	}
 	return "of type " + t.String()
+}
+
+// onlyParams is a 400 bad-query naming the first (in sorted order) query
+// parameter of q that is not one of allowed, with the parameters the route
+// takes; nil when every one is allowed.
+func onlyParams(q url.Values, allowed ...string) *Problem {
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		if !slices.Contains(allowed, name) {
+			return badRequest("bad-query", fmt.Sprintf("unknown query parameter %q (use %s)", name, strings.Join(allowed, ", "))).field(name)
+		}
+	}
+	return nil
 }

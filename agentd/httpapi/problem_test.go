@@ -95,6 +95,8 @@ func TestProblemBadRequestsChangeNothing(t *testing.T) {
 		{"a bad boolean is a bad query", "GET", "/v1/threads/" + th + "?consistent=maybe", keyAcme, nil, nil, 400, "bad-query", "consistent"},
 		{"a bad list limit is a bad query", "GET", "/v1/threads?limit=0", keyAcme, nil, nil, 400, "bad-query", "limit"},
 		{"an unknown list filter is a bad query", "GET", "/v1/threads?ownr=me", keyAcme, nil, nil, 400, "bad-query", "ownr"},
+		{"an unknown state parameter is a bad query", "GET", "/v1/threads/" + th + "/state?prefx=a", keyAcme, nil, nil, 400, "bad-query", "prefx"},
+		{"an unknown checkpoints parameter is a bad query", "GET", "/v1/threads/" + th + "/checkpoints?nss=a&ns=b", keyAcme, nil, nil, 400, "bad-query", "nss"},
 		{"a bad Last-Event-ID is a bad request", "GET", events, keyAcme, nil, []string{"Accept", "text/event-stream", "Last-Event-ID", "x"}, 400, "bad-header", "Last-Event-ID"},
 		{"a fork past the thread's version is invalid", "POST", "/v1/threads/" + th + "/fork", keyAcme, map[string]any{"at_seq": version + 100}, nil, 422, "invalid-request", "at_seq"},
 		{"a negative fork at_seq is invalid", "POST", "/v1/threads/" + th + "/fork", keyAcme, `{"at_seq": -1}`, nil, 422, "invalid-request", "at_seq"},

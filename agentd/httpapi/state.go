@@ -48,10 +48,8 @@ func (s *Server) getState(w http.ResponseWriter, r *http.Request) error {
 		return p
 	}
 	q := r.URL.Query()
-	for name := range q {
-		if name != "prefix" {
-			return badRequest("bad-query", fmt.Sprintf("unknown query parameter %q (use prefix)", name)).field(name)
-		}
+	if p := onlyParams(q, "prefix"); p != nil {
+		return p
 	}
 	st, err := s.c.State(r.Context(), tenantOf(r.Context()), id, q.Get("prefix"))
 	if err != nil {
