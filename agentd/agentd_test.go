@@ -44,7 +44,8 @@ type proc struct {
 	dataDir string
 	out     *strings.Builder
 	mu      *sync.Mutex
-	done    chan error
+	done    chan error    // the exit of cmd.Wait, sent once
+	exited  chan struct{} // closed once cmd.Wait returned
 }
 
 // postOK posts the JSON body to p's HTTP API at path and requires a 2xx
@@ -66,13 +67,17 @@ func startServe(t *testing.T, dataDir string, extra ...string) *proc {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
-	p := &proc{cmd: cmd, dataDir: dataDir, out: &strings.Builder{}, mu: &sync.Mutex{}, done: make(chan error, 1)}
+	p := &proc{cmd: cmd, dataDir: dataDir, out: &strings.Builder{}, mu: &sync.Mutex{}, done: make(chan error, 1), exited: make(chan struct{})}
 	cmd.Stderr = writerFunc(func(b []byte) (int, error) { p.mu.Lock(); defer p.mu.Unlock(); return p.out.Write(b) })
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
+		// cmd.ProcessState is written by the Wait goroutine: read the exit
+		// through p.exited, never that field.
+		select {
+		case <-p.exited:
+		default:
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
+			<-p.exited
 		}
 	})
 	urlc := make(chan string, 1)
@@ -91,7 +96,11 @@ func startServe(t *testing.T, dataDir string, extra ...string) *proc {
 		}
 		_, _ = io.Copy(io.Discard, stdout)
 	}()
-	go func() { p.done <- cmd.Wait() }()
+	go func() {
+		err := cmd.Wait()
+		close(p.exited)
+		p.done <- err
+	}()
 	select {
 	case p.natsURL = <-urlc:
 	case err := <-p.done:
