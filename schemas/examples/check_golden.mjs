@@ -26,43 +26,75 @@ function timestamp(s) {
   return new ExtData(-1, encodeTimeSpecToTimestamp({ sec, nsec }));
 }
 
-// A raw JSON field: bin (Uint8Array) holding compact JSON text.
-const raw = (v) => utf8.encode(JSON.stringify(v));
+// Every schema, by its $id, so that a $ref resolves as JSON Schema says:
+// against the $id of the schema it stands in.
+const schemas = new Map();
+function load(file) {
+  const s = JSON.parse(readFileSync(join(root, file), "utf8"));
+  schemas.set(s.$id, s);
+  return s;
+}
+const envelope = load("envelope.json");
+for (const f of ["defs.json", ...readdirSync(join(root, "payloads")).map((f) => "payloads/" + f)]) load(f);
 
-// A free-form map, keys sorted by their UTF-8 bytes. @msgpack/msgpack writes
-// a JS Map as an empty map, so this must be a plain object; JS puts
-// integer-like keys ("9", "10") first in numeric order, so a map with such
-// keys does not match byte for byte (convlog still reads it).
-const byBytes = (a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b));
-const sortedMap = (o, f = (v) => v) =>
-  Object.fromEntries(Object.keys(o).sort(byBytes).map((k) => [k, f(o[k])]));
-
-const message = (m) =>
-  Object.fromEntries(Object.entries(m).map(([k, v]) => [k, k === "time" ? timestamp(v) : k === "metadata" ? raw(v) : v]));
-
-function payload(type, p) {
-  const out = {}; // keys in the order the payload schema lists them
-  for (const [k, v] of Object.entries(p)) {
-    if (k === "value" || (k === "metadata" && type.startsWith("message."))) out[k] = raw(v);
-    else if (k === "metadata") out[k] = sortedMap(v); // thread.created / thread.updated: string map
-    else if (k === "state") out[k] = sortedMap(v, raw);
-    else if (k === "messages" && v !== null) out[k] = v.map(message);
-    else if (k === "created") out[k] = Object.fromEntries(Object.entries(v).map(([ck, cv]) => [ck, ck === "metadata" ? sortedMap(cv) : cv]));
-    else out[k] = v;
-  }
-  return out;
+// resolve returns the schema a $ref names, and the $id its own refs resolve against.
+function resolve(ref, base) {
+  const url = new URL(ref, base);
+  const doc = schemas.get(url.href.split("#")[0]);
+  let node = doc;
+  for (const p of url.hash.slice(1).split("/").filter(Boolean)) node = node[decodeURIComponent(p).replace(/~1/g, "/").replace(/~0/g, "~")];
+  return [node, doc.$id];
 }
 
-// The msgpack body of an event given in its JSON form (keys in schema order).
-export const encodeEvent = (ev) =>
-  encode(Object.fromEntries(Object.entries(ev).map(([k, v]) => [k, k === "time" ? timestamp(v) : k === "payload" ? payload(ev.type, v) : v])));
+// shape gathers the keywords that decide the msgpack form of a value from a
+// schema and the chain of $refs it follows (the nearest one wins): each as
+// [keyword value, the $id it resolves against].
+function shape(node, base) {
+  const out = {};
+  for (;;) {
+    for (const k of ["x-msgpack", "format", "properties", "items", "additionalProperties"]) {
+      if (!(k in out) && k in node) out[k] = [node[k], base];
+    }
+    if (!node.$ref) return out;
+    [node, base] = resolve(node.$ref, base);
+  }
+}
+
+// The rules of schemas/README.md, read from the schemas: "x-msgpack":
+// "json-bin" is a bin holding the value's compact JSON text; a date-time is a
+// timestamp; an object with properties keeps their order; a free-form map
+// (additionalProperties only) has its keys sorted by their UTF-8 bytes.
+// @msgpack/msgpack writes a JS Map as an empty map, so maps are plain objects:
+// JS puts integer-like keys ("9", "10") first in numeric order, so a map with
+// such keys does not match byte for byte (convlog still reads it).
+const byBytes = (a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b));
+function encodeValue(v, node, base) {
+  const s = shape(node, base);
+  if (s["x-msgpack"]?.[0] === "json-bin") return utf8.encode(JSON.stringify(v));
+  if (typeof v === "string" && s.format?.[0] === "date-time") return timestamp(v);
+  if (v === null || typeof v !== "object") return v;
+  if (Array.isArray(v)) return s.items ? v.map((x) => encodeValue(x, ...s.items)) : v;
+  if (s.properties) {
+    const [props, pbase] = s.properties;
+    const keys = [...Object.keys(props).filter((k) => k in v), ...Object.keys(v).filter((k) => !(k in props))];
+    return Object.fromEntries(keys.map((k) => [k, k in props ? encodeValue(v[k], props[k], pbase) : v[k]]));
+  }
+  const [rest, rbase] = s.additionalProperties ?? [true, base];
+  return Object.fromEntries(Object.keys(v).sort(byBytes).map((k) => [k, typeof rest === "object" ? encodeValue(v[k], rest, rbase) : v[k]]));
+}
+
+// The msgpack body of an event given in its JSON form: the envelope in its
+// schema's order, the payload by payloads/<type>.json.
+export function encodeEvent(ev) {
+  const body = encodeValue({ ...ev, payload: undefined }, envelope, envelope.$id);
+  body.payload = encodeValue(ev.payload, { $ref: `payloads/${ev.type}.json` }, envelope.$id);
+  return encode(body);
+}
 
 const ajv = new Ajv2020({ strict: false, allErrors: true });
 addFormats(ajv);
-for (const f of ["defs.json", ...readdirSync(join(root, "payloads")).map((f) => "payloads/" + f)]) {
-  ajv.addSchema(JSON.parse(readFileSync(join(root, f), "utf8")));
-}
-const validate = ajv.compile(JSON.parse(readFileSync(join(root, "envelope.json"), "utf8")));
+for (const s of schemas.values()) if (s !== envelope) ajv.addSchema(s);
+const validate = ajv.compile(envelope);
 
 let failed = 0;
 for (const f of readdirSync(join(root, "testdata", "golden")).sort()) {
