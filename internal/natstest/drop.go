@@ -27,6 +27,20 @@ type Dropper struct {
 	// Seen counts the publishes to the prefix, dropped or not; Dropped
 	// those dropped.
 	Seen, Dropped atomic.Int32
+	// stall, when set, makes the Dropper swallow every publish to the
+	// first subject under prefix it sees, and only those (Left unused).
+	stall  bool
+	target atomic.Pointer[string]
+}
+
+// drops reports whether a publish to subject (under the prefix) is
+// swallowed.
+func (d *Dropper) drops(subject string) bool {
+	if !d.stall {
+		return d.Left.Add(-1) >= 0
+	}
+	d.target.CompareAndSwap(nil, &subject)
+	return *d.target.Load() == subject
 }
 
 // Dial dials address and wraps the connection (nats.CustomDialer).
@@ -73,7 +87,7 @@ func (c *dropConn) Write(p []byte) (int, error) {
 			subject, size, ok := parsePub(line)
 			if ok && strings.HasPrefix(subject, c.d.prefix) {
 				c.d.Seen.Add(1)
-				if c.d.Left.Add(-1) >= 0 {
+				if c.d.drops(subject) {
 					c.d.Dropped.Add(1)
 					c.skip = size + 2
 					continue
@@ -111,6 +125,21 @@ func ConnectDropping(t testing.TB, url, prefix string, n int) (*nats.Conn, *Drop
 	t.Helper()
 	d := &Dropper{prefix: prefix}
 	d.Left.Store(int32(n))
+	nc, err := nats.Connect(url, nats.SetCustomDialer(d))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	return nc, d
+}
+
+// ConnectStalling connects to url through a [Dropper] that swallows every
+// publish to the first subject starting with prefix that the connection
+// publishes to, and no other: with prefix "$JS.API.CONSUMER.MSG.NEXT.S."
+// the first consumer of stream S that the connection pulls from never
+// gets a pull request, as a consumer whose node restarted, while a later
+// consumer is served. The connection is closed by t.Cleanup.
+func ConnectStalling(t testing.TB, url, prefix string) (*nats.Conn, *Dropper) {
+	t.Helper()
+	d := &Dropper{prefix: prefix, stall: true}
 	nc, err := nats.Connect(url, nats.SetCustomDialer(d))
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
