@@ -92,6 +92,9 @@ func replyAttacks(t *testing.T, k int) {
 	_, stash := tenancytest.Subject(res, "acme", "stash")
 	_, err = aConn.nc.Request(stash, record, 5*time.Second)
 	require.NoError(t, err)
+	_, empty := tenancytest.Subject(res, "acme", "empty")
+	_, err = aConn.nc.Request(empty, nil, 5*time.Second)
+	require.NoError(t, err)
 
 	// The projector has written every snapshot and index entry of what
 	// is stored, so what changes below is the attacks' doing.
@@ -107,7 +110,7 @@ func replyAttacks(t *testing.T, k int) {
 	require.GreaterOrEqual(t, len(replies), 40)
 
 	// Every request A may make.
-	requests := tenancytest.Requests(res, "acme", "t1", "stash")
+	requests := tenancytest.Requests(res, "acme", "t1", "stash", "empty")
 	nc := aConn.nc
 	for _, reply := range replies {
 		for _, r := range requests {
