@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -12,15 +13,20 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/internal/tenancy"
 )
 
 // Quotas with agentd itself: with --quota-file, a tenant over
 // its storage quota gets 429 quota-exceeded over HTTP (naming the limit),
 // its tenant-scoped NATS users lose the right to append (a raw publish is
 // denied by the server), the metrics say so, and another tenant writes on.
+// The accounts block 'agentd tenant accounts' prints for servers of your
+// own holds the same: the tenant's account imports no append subject and
+// its users may not publish there; another tenant's may.
 func TestStorageQuotaOverHTTPAndNATS(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	qf := filepath.Join(t.TempDir(), "quota.json")
@@ -111,4 +117,26 @@ func TestStorageQuotaOverHTTPAndNATS(t *testing.T) {
 	require.Contains(t, string(mb), `convlog_tenant_quota_exceeded{kind="storage",tenant="acme"} 1`)
 	require.Contains(t, string(mb), `convlog_tenant_quota_exceeded{kind="storage",tenant="globex"} 0`)
 	require.Contains(t, string(mb), `convlog_tenant_storage_bytes{tenant="acme"}`)
+
+	_, stderr, err = runCLIFull(t, "tenant", "create", "globex", "--out", filepath.Join(t.TempDir(), "globex.nk"), "--data-dir", dir)
+	require.NoError(t, err, stderr)
+	admin, err := nkeys.CreateUser()
+	require.NoError(t, err)
+	adminKey, _ := admin.PublicKey()
+	conf, stderr, err := runCLIFull(t, "tenant", "accounts", "--convlog-nkey", adminKey, "--data-dir", dir)
+	require.NoError(t, err, stderr)
+	account := func(tenant string) string {
+		_, block, ok := strings.Cut(conf, "  "+tenancy.AccountName(tenant)+": {\n")
+		require.True(t, ok, "the accounts block has %s's account:\n%s", tenant, conf)
+		block, _, _ = strings.Cut(block, "\n  }\n")
+		return block
+	}
+	appendImport := func(tenant string) string {
+		return fmt.Sprintf(`{ service: { account: %s, subject: "conv.%s.*" } }`, tenancy.ConvlogAccount, tenant)
+	}
+	require.Contains(t, account("globex"), appendImport("globex"), "globex may append")
+	require.Contains(t, account("globex"), `"conv.globex.*"`)
+	require.NotContains(t, account("acme"), appendImport("acme"), "acme over its quota imports the append subject")
+	require.NotContains(t, account("acme"), `"conv.acme.*"`, "acme over its quota may publish appends")
+	require.Contains(t, account("acme"), `"conv.acme.*.delta"`, "acme still reads and sends deltas")
 }

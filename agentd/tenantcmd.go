@@ -31,6 +31,17 @@ it changes: a created user can connect at once, a revoked user's connections are
 A service connects with the seed file 'create' writes (nats.NkeyOptionFromSeed) and
 nats.CustomInboxPrefix("_INBOX_<tenant>"), and uses client.Config{Tenant: "<tenant>"}.
 
+Moving from tenant users inside one account: an embedded server needs nothing (the registry's
+users become their tenants' accounts at start, and their seeds keep working); a nats-server of
+your own keeps convlog's streams in its global account, which a configuration cannot export
+from, so they move into CONVLOG first (docs/tenants.md gives the steps, for one server and for
+a cluster in operator mode, 'agentd operator').
+
+Keep secret: agentd's own seed or creds (a user of CONVLOG reads and changes every tenant's
+data) and each tenant's seed, which 'create' writes once and never stores (a lost seed is
+revoked and replaced, never recovered). The public keys, the registry and the accounts block
+are not secret.
+
   agentd tenant create acme --out acme.nk
   agentd tenant accounts --convlog-nkey UAGENTD... > accounts.conf`}
 	f.register(cmd)

@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 	"github.com/spf13/cobra"
 
 	"github.com/convlog/convlog/internal/provision"
+	"github.com/convlog/convlog/internal/quota"
 	"github.com/convlog/convlog/internal/tenancy"
 )
 
@@ -64,8 +67,11 @@ and your services with every permission connect as, and the exports of every ten
 subject) and one account per tenant of the registry's users, importing exactly its tenant's
 subjects. Put it in each server's configuration in place of any authorization block, reload
 the servers (nats-server --signal reload), and print it again after each create or revoke.
-With --no-registry it prints the block without tenants (to start a new server before agentd
-has made the registry). For K partitions give --partitions K.
+A tenant over its storage quota (the usage agentd serve meters with --quota-file) gets
+read-only users and no import of the append subjects, as on the embedded server: print the
+block again and reload when a tenant goes over its quota or back under it. With
+--no-registry it prints the block without tenants (to start a new server before agentd has
+made the registry). For K partitions give --partitions K.
 
   agentd tenant accounts --nats-url nats://n1:4222 --nkey agentd.nk --convlog-nkey UAGENTD... > accounts.conf`,
 		Args: exactArgs(0),
@@ -77,7 +83,7 @@ has made the registry). For K partitions give --partitions K.
 				if err := f.conn.Validate(); err != nil {
 					return usageError{err}
 				}
-				return printAccounts(cmd.OutOrStdout(), nil, f.conn.Resources(), convlogKeys)
+				return printAccounts(cmd.OutOrStdout(), nil, f.conn.Resources(), convlogKeys, nil)
 			}
 			return f.run(cmd, lf, func(ctx context.Context, e *cliEnv) error {
 				return printRegistryAccounts(ctx, e, cmd.OutOrStdout(), convlogKeys)
@@ -103,7 +109,8 @@ func checkConvlogKeys(keys []string) error {
 }
 
 // printRegistryAccounts writes to w the accounts block of the deployment
-// e.c is connected to, with an account per tenant of the registry's users.
+// e.c is connected to, with an account per tenant of the registry's users,
+// read-only for the tenants over their storage quota.
 func printRegistryAccounts(ctx context.Context, e *cliEnv, w io.Writer, convlogKeys []string) error {
 	reg, err := e.registry(ctx)
 	if err != nil {
@@ -115,13 +122,53 @@ func printRegistryAccounts(ctx context.Context, e *cliEnv, w io.Writer, convlogK
 	}
 	res := e.c.Config().Resources
 	res.Partitions = len(e.c.Partitions())
-	return printAccounts(w, users, res, convlogKeys)
+	readOnly, err := overStorageQuota(ctx, e.c.JetStream(), res.WithDefaults().UsageBucket, users)
+	if err != nil {
+		return err
+	}
+	return printAccounts(w, users, res, convlogKeys, readOnly)
+}
+
+// overStorageQuota returns the tenants of users whose record in the usage
+// bucket (metered by agentd serve with --quota-file) is over its storage
+// limit (quota.Usage.OverStorage), as agentd serve gives its embedded
+// server. A tenant without a readable record is not held, as the append
+// path's quota check fails open, and none is without the bucket. An
+// error names a bucket or record that cannot be read.
+func overStorageQuota(ctx context.Context, js jetstream.JetStream, bucket string, users []tenancy.User) (map[string]bool, error) {
+	kv, err := js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil // nothing metered
+	}
+	if err != nil {
+		return nil, fmt.Errorf("KV bucket %s: %w", bucket, err)
+	}
+	over := map[string]bool{}
+	for _, u := range users {
+		if _, seen := over[u.Tenant]; seen {
+			continue
+		}
+		over[u.Tenant] = false
+		e, err := kv.Get(ctx, u.Tenant)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("usage of %s: %w", u.Tenant, err)
+		}
+		var usage quota.Usage
+		if json.Unmarshal(e.Value(), &usage) == nil {
+			over[u.Tenant] = usage.OverStorage()
+		}
+	}
+	return over, nil
 }
 
 // printAccounts writes to w the accounts block for res, users and the
-// users convlogKeys of convlog's account.
-func printAccounts(w io.Writer, users []tenancy.User, res provision.Config, convlogKeys []string) error {
-	conf, err := tenancy.AccountsConf(tenancy.AccountsConfig{Resources: res, Users: users, ConvlogUsers: convlogKeys})
+// users convlogKeys of convlog's account; the tenants readOnly names get
+// read-only users and no import of the append subjects.
+func printAccounts(w io.Writer, users []tenancy.User, res provision.Config, convlogKeys []string, readOnly map[string]bool) error {
+	conf, err := tenancy.AccountsConf(tenancy.AccountsConfig{Resources: res, Users: users, ConvlogUsers: convlogKeys, ReadOnly: readOnly})
 	if err != nil {
 		return err
 	}

@@ -164,7 +164,7 @@ func (s *server) startQuotas(ctx context.Context) error {
 		meter, err := quota.NewMeter(ctx, s.cl.JetStream(), quota.MeterConfig{Resources: pc.Config().Resources, Limits: qc,
 			Logger: s.log.With("component", "quota", "partition", part), OnUsage: func(tenant string, u quota.Usage) {
 				s.m.onUsage(tenant, u)
-				s.tn.setOverQuota(tenant, u.Limits.StorageBytes > 0 && u.Bytes >= u.Limits.StorageBytes)
+				s.tn.setOverQuota(tenant, u.OverStorage())
 			}})
 		if err != nil {
 			return err

@@ -192,6 +192,11 @@ func TestOperatorModeClusterKeepsTenantsApart(t *testing.T) {
 	_, stash := tenancytest.Subject(res, "alpha", "stash")
 	_, err = alphaNC.Request(stash, record, 5*time.Second)
 	require.NoError(t, err)
+	// A message with no body: its direct get's answer is one a deletion
+	// in the JetStream API accepts.
+	emptyStream, empty := tenancytest.Subject(res, "alpha", "empty")
+	_, err = alphaNC.Request(empty, nil, 5*time.Second)
+	require.NoError(t, err)
 
 	// Whatever reaches alpha's own subscriptions must hold nothing of beta's.
 	var alphaSubs []*nats.Subscription
@@ -222,7 +227,7 @@ func TestOperatorModeClusterKeepsTenantsApart(t *testing.T) {
 		{res.TenantAPI + ".alpha.log.last", "$KV." + keyBucket + ".beta.bsecret", logLast},
 		{res.TenantAPI + ".alpha.log.last", "$JS.API.STREAM.PURGE.KV_" + keyBucket, logLast},
 		{"$JS.API.DIRECT.GET." + athreadStream + "." + athread, "$JS.API.STREAM.PURGE." + cStream, nil},
-		{"$JS.API.DIRECT.GET." + athreadStream + "." + athread, "$JS.API.CONSUMER.DELETE." + cStream + ".convlog-projector", nil},
+		{"$JS.API.DIRECT.GET." + emptyStream + "." + empty, "$JS.API.CONSUMER.DELETE." + cStream + ".convlog-projector", nil},
 		{athread, bsecret, []byte("x")},
 	}
 	for _, a := range attacks {
@@ -231,7 +236,7 @@ func TestOperatorModeClusterKeepsTenantsApart(t *testing.T) {
 		require.NoError(t, alphaNC.PublishMsg(m))
 	}
 	replies := tenancytest.HostileReplies(res, "alpha", "beta", "bsecret", forgedKey)
-	requests := tenancytest.Requests(res, "alpha", "athread", "stash")
+	requests := tenancytest.Requests(res, "alpha", "athread", "stash", "empty")
 	for _, reply := range replies {
 		for _, r := range requests {
 			m := nats.NewMsg(r.Subject)

@@ -162,10 +162,18 @@ func (e *Error) Error() string {
 // Unwrap returns ErrExceeded.
 func (e *Error) Unwrap() error { return ErrExceeded }
 
+// OverStorage reports whether u's stored bytes are at or over its
+// storage limit (a limit of 0 is none): such a tenant may not append
+// until it erases threads or the limit is raised, and agentd gives its
+// NATS users read-only permissions.
+func (u Usage) OverStorage() bool {
+	return u.Limits.StorageBytes > 0 && u.Bytes >= u.Limits.StorageBytes
+}
+
 // Check returns the *Error of the first limit u is over at now, or nil.
 func (u Usage) Check(tenant string, now time.Time) error {
-	if l := u.Limits.StorageBytes; l > 0 && u.Bytes >= l {
-		return &Error{Tenant: tenant, Kind: KindStorage, Used: u.Bytes, Limit: l}
+	if u.OverStorage() {
+		return &Error{Tenant: tenant, Kind: KindStorage, Used: u.Bytes, Limit: u.Limits.StorageBytes}
 	}
 	if now.Before(u.RateLimitedUntil) {
 		return &Error{Tenant: tenant, Kind: KindRate, Used: u.WindowEvents, Limit: u.Limits.EventsPerSecond, RetryAfter: u.RateLimitedUntil.Sub(now)}

@@ -1,9 +1,11 @@
 package tenancy_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,6 +41,26 @@ type deployment struct {
 	// oneAccount puts the tenants' users in convlog's account with their
 	// permissions ([oneAccountConf]) in place of accounts of their own.
 	oneAccount bool
+	// serviceLog holds what the tenant service logs.
+	serviceLog *lockedBuffer
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent use.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // newDeployment starts a deployment of k partitions (a projector each).
@@ -67,7 +89,8 @@ func newDeploymentOf(t testing.TB, k int, oneAccount bool) *deployment {
 	t.Cleanup(nc.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	d := &deployment{srv: srv, seeds: map[string][]byte{}, res: res, adminSeed: seedFile, oneAccount: oneAccount}
+	d := &deployment{srv: srv, seeds: map[string][]byte{}, res: res, adminSeed: seedFile, oneAccount: oneAccount,
+		serviceLog: &lockedBuffer{}}
 	d.admin, err = client.New(ctx, nc, client.Config{Provision: true, Resources: d.res})
 	require.NoError(t, err)
 	d.js = d.admin.JetStream()
@@ -80,7 +103,7 @@ func newDeploymentOf(t testing.TB, k int, oneAccount bool) *deployment {
 		go func() { defer wg.Done(); _ = p.Run(pctx) }()
 	}
 	t.Cleanup(func() { pcancel(); wg.Wait() })
-	svc, err := tenancy.StartService(ctx, nc, d.js, tenancy.ServiceConfig{})
+	svc, err := tenancy.StartService(ctx, nc, d.js, tenancy.ServiceConfig{Logger: slog.New(slog.NewTextHandler(d.serviceLog, nil))})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = svc.Stop() })
 	kv, err := d.js.KeyValue(ctx, d.res.TenantBucket)

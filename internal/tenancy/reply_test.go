@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,6 +93,9 @@ func replyAttacks(t *testing.T, k int) {
 	_, stash := tenancytest.Subject(res, "acme", "stash")
 	_, err = aConn.nc.Request(stash, record, 5*time.Second)
 	require.NoError(t, err)
+	_, empty := tenancytest.Subject(res, "acme", "empty")
+	_, err = aConn.nc.Request(empty, nil, 5*time.Second)
+	require.NoError(t, err)
 
 	// The projector has written every snapshot and index entry of what
 	// is stored, so what changes below is the attacks' doing.
@@ -107,7 +111,7 @@ func replyAttacks(t *testing.T, k int) {
 	require.GreaterOrEqual(t, len(replies), 40)
 
 	// Every request A may make.
-	requests := tenancytest.Requests(res, "acme", "t1", "stash")
+	requests := tenancytest.Requests(res, "acme", "t1", "stash", "empty")
 	nc := aConn.nc
 	for _, reply := range replies {
 		for _, r := range requests {
@@ -162,7 +166,8 @@ func replyAttacks(t *testing.T, k int) {
 // service whose reply subject is neither under the tenant's inbox prefix
 // nor a cross-account response subject ("_R_.", which nats-server routes
 // back to the importing account) is refused and not answered, so the
-// service's full rights never publish to a subject the caller chose.
+// service's full rights never publish to a subject the caller chose; the
+// service logs the refusal with the reply subject and what it takes.
 func TestTenantServiceAnswersOnlyTheCallersInbox(t *testing.T) {
 	d := newDeployment(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -210,4 +215,16 @@ func TestTenantServiceAnswersOnlyTheCallersInbox(t *testing.T) {
 	require.NoError(t, err)
 	_, err = other.NextMsg(time.Second)
 	require.ErrorIs(t, err, nats.ErrTimeout, "the service answered into another tenant's inbox")
+	for _, reply := range []string{"$KV." + res.Partition(0).KeyBucket + ".globex.secret", tenancy.InboxPrefix("globex") + ".x"} {
+		require.Eventually(t, func() bool {
+			for _, line := range strings.Split(d.serviceLog.String(), "\n") {
+				if strings.Contains(line, "tenant service request refused: its reply subject is not the caller's inbox") &&
+					strings.Contains(line, "tenant=acme") && strings.Contains(line, "reply="+reply) &&
+					strings.Contains(line, tenancy.InboxPrefix("acme")+".>") {
+					return true
+				}
+			}
+			return false
+		}, 5*time.Second, 10*time.Millisecond, "the refusal of reply %s is logged:\n%s", reply, d.serviceLog.String())
+	}
 }

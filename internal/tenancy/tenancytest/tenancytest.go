@@ -105,19 +105,24 @@ func Subject(res provision.Config, tenant, thread string) (stream, subject strin
 
 // Requests returns every kind of request attacker may make in res: a
 // publish that is not an event (to thread "junk"), a delta of thread, the
-// direct gets of thread stash's and thread's last messages, of thread's
-// key and snapshot and of the partition config, and the tenant service's
-// log.last, log.get and index.list of thread.
-func Requests(res provision.Config, attacker, thread, stash string) []Request {
+// direct gets of thread stash's, thread empty's and thread's last
+// messages, of thread's key and snapshot and of the partition config, and
+// the tenant service's log.last, log.get and index.list of thread. The
+// caller stores a message with no body on empty: its direct get answers
+// with an empty body, which the JetStream API verbs that take no request
+// (the deletions) accept where they refuse any other.
+func Requests(res provision.Config, attacker, thread, stash, empty string) []Request {
 	res = res.WithDefaults()
 	_, junk := Subject(res, attacker, "junk")
 	tStream, t := Subject(res, attacker, thread)
 	sStream, s := Subject(res, attacker, stash)
+	eStream, e := Subject(res, attacker, empty)
 	tp := res.Partition(events.Partition(attacker, thread, max(res.Partitions, 1)))
 	reqs := []Request{
 		{junk, []byte("not an event")},
 		{t + ".delta", []byte(`{"text":"x"}`)},
 		{"$JS.API.DIRECT.GET." + sStream + "." + s, nil},
+		{"$JS.API.DIRECT.GET." + eStream + "." + e, nil},
 		{"$JS.API.DIRECT.GET." + tStream + "." + t, nil},
 		{"$JS.API.DIRECT.GET.KV_" + tp.KeyBucket + ".$KV." + tp.KeyBucket + "." + attacker + "." + thread, nil},
 		{"$JS.API.DIRECT.GET.KV_" + tp.SnapshotBucket + ".$KV." + tp.SnapshotBucket + "." + attacker + "." + thread, nil},
