@@ -18,6 +18,7 @@ import (
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/internal/transcripts"
+	"github.com/convlog/convlog/projector"
 )
 
 func addImportCmds(root *cobra.Command, lf *logFlags) {
@@ -379,4 +380,13 @@ func verifyFiles(ctx context.Context, e *cliEnv, files []string, progress bool) 
 	}
 	bar.finish()
 	return rep, nil
+}
+
+// startLocalProjector runs the projector of e's stream in this process
+// (projector.StartLocal): import with --data-dir owns the directory, so
+// nobody else projects what it imports.
+func startLocalProjector(ctx context.Context, e *cliEnv) (func() error, error) {
+	rc := e.c.Config().Resources
+	return projector.StartLocal(ctx, e.c.JetStream(), projector.Config{Stream: rc.Stream, SubjectPrefix: rc.SubjectPrefix,
+		SnapshotBucket: rc.SnapshotBucket, IndexBucket: rc.IndexBucket, Logger: e.logger.With("component", "projector")})
 }
