@@ -39,8 +39,10 @@ const mod = "github.com/convlog/convlog/"
 //	agentd/chat (the chat service)  client and below; not the HTTP API
 //	agentd/httpapi                 client and below, schemas, agentd/chat; no server, no worker
 //	agentd/worker, replayrun       client and below, agent; replayrun drives the workers
+//	agentd/importer                client and below, replayrun's comparison, the transcripts reader
 //	agentd/internal/natsconn       client and below, the data directory's lock and the embedded server
 //	agentd/internal/tlsfiles       nothing of ours, no NATS: a CA and a certificate
+//	agentd/operator                internal/tenancy and below: operator mode's JWT directory
 //	agentd/serve                   the parts above in one process (agentd serve); no test support
 //	agentd (the command)           everything above but test support
 //	test support                   natstest, clienttest, tenancytest, modeltest, checkpointertest, foldcases, the
@@ -162,11 +164,17 @@ func dependencyRules() []dependencyRule {
 		{"agentd/worker", []string{"github.com/nats-io/nats-server"}, below("client", "agent")},
 		// replay-run drives recorded conversations through the workers.
 		{"agentd/replayrun", []string{"github.com/nats-io/nats-server"}, below("client", "agent", "agentd/worker")},
+		// agentd import and verify's work: transcripts through client,
+		// compared as replay-run compares them.
+		{"agentd/importer", []string{"github.com/nats-io/nats-server"}, below("client", "agent", "agentd/worker", "agentd/replayrun", "internal/transcripts")},
 		// The web page is static files: nothing of ours, no NATS.
 		{"agentd/webui", []string{"github.com/nats-io/"}, nil},
 		// agentd's NATS: the embedded server of a data directory (owned or
 		// attached to) or a deployment's URL; client and below.
 		{"agentd/internal/natsconn", testSupport(), below("client", "internal/datadir", "internal/embedded")},
+		// Operator mode's directory: the operator's files and the tenant
+		// registry; the caller owns the connections. No client, no server.
+		{"agentd/operator", []string{"github.com/nats-io/nats-server"}, append([]string{"events", "threadkey", "internal/tenancy"}, leaves...)},
 		// agentd tls init's certificates: the standard library only.
 		{"agentd/internal/tlsfiles", []string{"github.com/nats-io/"}, nil},
 		// agentd serve: every part of a deployment in one process (the

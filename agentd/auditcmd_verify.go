@@ -3,11 +3,8 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"strings"
 	"time"
 
@@ -100,7 +97,7 @@ func runAuditVerify(cmd *cobra.Command, f *cliFlags, lf *logFlags, v *auditVerif
 		return verifyFailure(rep)
 	}
 	if v.stateFile != "" && rep.LastCheckpoint != nil {
-		return writeAnchor(v.stateFile, rep.LastCheckpoint.Anchor)
+		return audit.SaveAnchor(v.stateFile, rep.LastCheckpoint.Anchor)
 	}
 	return nil
 }
@@ -144,9 +141,9 @@ func (v *auditVerifyFlags) options(pub ed25519.PublicKey, c *connFlags) (audit.V
 		if opts.Anchor != nil {
 			return opts, usageError{errors.New("--state-file keeps its own anchor: give it or --anchor-seq/--anchor-hash, not both")}
 		}
-		a, err := readAnchor(v.stateFile)
+		a, err := audit.LoadAnchor(v.stateFile)
 		if err != nil {
-			return opts, err
+			return opts, fmt.Errorf("--state-file: %w", err)
 		}
 		opts.Anchor = a
 	}
@@ -208,35 +205,4 @@ func fieldsOrAll(fs []string) string {
 		return "all content"
 	}
 	return strings.Join(fs, ", ")
-}
-
-// readAnchor reads a --state-file: nil when it does not exist yet (the
-// first run trusts what it finds).
-func readAnchor(path string) (*audit.Anchor, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var a audit.Anchor
-	if err := json.Unmarshal(b, &a); err != nil || a.MsgSeq == 0 || a.Hash == "" {
-		return nil, fmt.Errorf("--state-file %s: not a checkpoint anchor {\"msg_seq\": N, \"hash\": \"...\"} (%v)", path, err)
-	}
-	return &a, nil
-}
-
-// writeAnchor replaces the --state-file with a (written to a temporary
-// file, then renamed).
-func writeAnchor(path string, a audit.Anchor) error {
-	b, err := json.Marshal(a)
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

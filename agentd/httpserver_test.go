@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/agentd/httpapi"
+	"github.com/convlog/convlog/agentd/serve"
 	"github.com/convlog/convlog/internal/clienttest"
 )
 
@@ -43,11 +44,12 @@ func TestServeHTTPServerAppliesTheLimitFlags(t *testing.T) {
 	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("127.0.0.3/32"),
 		netip.MustParsePrefix("fd00::/8")}, cfg.MaxConnsPerAddrExempt)
 	reg := prometheus.NewRegistry()
-	cfg.Hooks = newMetrics(reg).httpHooks()
+	cfg.Hooks = serve.NewMetrics(reg).HTTPHooks()
 	api, err := httpapi.New(cfg)
 	require.NoError(t, err)
-	srv, ln, err := newHTTPServer(api, api.Handler(), "127.0.0.1:0")
+	ln, err := api.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	srv := api.HTTPServer(api.Handler())
 	require.Equal(t, 3*time.Second, srv.ReadTimeout)
 	require.Equal(t, 4*time.Second, srv.IdleTimeout)
 	require.Equal(t, 5*time.Second, srv.WriteTimeout)

@@ -2,40 +2,23 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/convlog/convlog/agentd/replayrun"
+	"github.com/convlog/convlog/agentd/importer"
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/internal/transcripts"
+	"github.com/convlog/convlog/projector"
 )
 
 func addImportCmds(root *cobra.Command, lf *logFlags) {
 	root.AddCommand(newImportCmd(lf), newVerifyCmd(lf), newReplayRunCmd(lf))
-}
-
-// importSummary is what `agentd import` prints at the end.
-type importSummary struct {
-	Files           []string       `json:"files"`
-	Threads         int            `json:"threads"`
-	AlreadyImported int            `json:"already_imported"`
-	Events          int            `json:"events"`
-	Bytes           int            `json:"bytes"`
-	Failed          int            `json:"failed"`
-	Rejections      map[string]int `json:"rejections,omitempty"`
-	Seconds         float64        `json:"seconds"`
-	EventsPerSecond float64        `json:"events_per_second"`
-	Projected       bool           `json:"projected"`
 }
 
 func newImportCmd(lf *logFlags) *cobra.Command {
@@ -118,21 +101,9 @@ func importEventFiles(ctx context.Context, e *cliEnv, files []string, tenant str
 			}
 		}()
 	}
-	total := client.EventsImportReport{}
-	for _, file := range files {
-		fh, err := os.Open(file)
-		if err != nil {
-			return err
-		}
-		rep, err := e.c.ImportEvents(ctx, fh, tenant)
-		fh.Close()
-		total.Threads += rep.Threads
-		total.Events += rep.Events
-		total.Already += rep.Already
-		total.Rejected += rep.Rejected
-		if err != nil {
-			return fmt.Errorf("%s: %w", file, err)
-		}
+	total, err := importer.EventFiles(ctx, e.c, files, tenant)
+	if err != nil {
+		return err
 	}
 	if e.json {
 		return e.printJSON(total)
@@ -193,71 +164,22 @@ func checkInputFiles(files []string) error {
 	return errors.Join(errs...)
 }
 
-func importFiles(ctx context.Context, e *cliEnv, files []string, opts client.ImportOptions, progress bool) (importSummary, error) {
-	start := time.Now()
-	sum := importSummary{Files: files, Rejections: map[string]int{}}
-	total, err := filesSize(files)
+// importFiles imports the conversations of files (importer.Conversations)
+// with a progress bar on stderr unless progress is false.
+func importFiles(ctx context.Context, e *cliEnv, files []string, opts client.ImportOptions, progress bool) (importer.Summary, error) {
+	total, err := importer.FilesSize(files)
 	if err != nil {
-		return sum, err
+		return importer.Summary{Files: files}, err
 	}
 	bar := newProgress(total, "importing", true, !progress)
-	var done int64 // bytes of the files read so far (an estimate within a file)
-	for _, f := range files {
-		st, err := os.Stat(f)
-		if err != nil {
-			return sum, err
-		}
-		fileStart := done
-		for conv, err := range transcripts.Read(f) {
-			if err != nil {
-				sum.Failed++
-				sum.Rejections["unreadable line"]++
-				e.logger.Error("import: bad line", "file", f, "err", err)
-				continue
-			}
-			b, _ := json.Marshal(conv)
-			done = min(done+int64(len(b))+1, fileStart+st.Size())
-			bar.set(done)
-			res, err := e.c.ImportConversation(ctx, conv, opts)
-			if err != nil {
-				sum.Failed++
-				sum.Rejections[rejectionReason(err)]++
-				e.logger.Error("import: conversation failed", "file", filepath.Base(f), "id", conv.ID, "err", err)
-				if ctx.Err() != nil {
-					return sum, ctx.Err()
-				}
-				continue
-			}
-			sum.Threads++
-			sum.Events += res.Events
-			sum.Bytes += res.Bytes
-			if res.AlreadyImported {
-				sum.AlreadyImported++
-			}
-		}
-		done = fileStart + st.Size() // the whole file is read: exact again
-		bar.set(done)
+	sum, err := importer.Conversations(ctx, e.c, files, opts, bar.set, e.logger)
+	if err == nil {
+		bar.finish()
 	}
-	bar.finish()
-	sum.Seconds = time.Since(start).Seconds()
-	if sum.Seconds > 0 {
-		sum.EventsPerSecond = float64(sum.Events) / sum.Seconds
-	}
-	if len(sum.Rejections) == 0 {
-		sum.Rejections = nil
-	}
-	return sum, nil
+	return sum, err
 }
 
-func rejectionReason(err error) string {
-	s := err.Error()
-	if len(s) > 120 {
-		s = s[:120]
-	}
-	return s
-}
-
-func printImportSummary(w io.Writer, s importSummary) {
+func printImportSummary(w io.Writer, s importer.Summary) {
 	fmt.Fprintf(w, "imported %d threads (%d already present), %d events, %d bytes in %.2fs (%.0f events/s)",
 		s.Threads, s.AlreadyImported, s.Events, s.Bytes, s.Seconds, s.EventsPerSecond)
 	if s.Projected {
@@ -277,20 +199,6 @@ func printImportSummary(w io.Writer, s importSummary) {
 	} else {
 		fmt.Fprintln(w, "rejections: 0")
 	}
-}
-
-// verifyReport is `agentd verify` output.
-type verifyReport struct {
-	Threads   int          `json:"threads"`
-	Identical int          `json:"identical"`
-	Differing []verifyDiff `json:"differing,omitempty"`
-}
-
-type verifyDiff struct {
-	File   string `json:"file"`
-	ID     string `json:"id"`
-	Thread string `json:"thread"`
-	Diff   string `json:"diff"`
 }
 
 func newVerifyCmd(lf *logFlags) *cobra.Command {
@@ -336,47 +244,26 @@ differing with the first difference, and exits 1 if any thread differs.`,
 }
 
 // verifyFiles compares the thread of every conversation of files with the
-// conversation.
-func verifyFiles(ctx context.Context, e *cliEnv, files []string, progress bool) (verifyReport, error) {
-	rep := verifyReport{}
-	total, err := filesSize(files)
+// conversation (importer.Verify), with a progress bar on stderr unless
+// progress is false.
+func verifyFiles(ctx context.Context, e *cliEnv, files []string, progress bool) (importer.Report, error) {
+	total, err := importer.FilesSize(files)
 	if err != nil {
-		return rep, err
+		return importer.Report{}, err
 	}
 	bar := newProgress(total, "verifying", true, !progress)
-	var done int64
-	for _, file := range files {
-		st, err := os.Stat(file)
-		if err != nil {
-			return rep, err
-		}
-		fileStart := done
-		for conv, err := range transcripts.Read(file) {
-			if err != nil {
-				return rep, err
-			}
-			if b, err := json.Marshal(conv); err == nil {
-				done = min(done+int64(len(b))+1, fileStart+st.Size())
-				bar.set(done)
-			}
-			rep.Threads++
-			thread := events.ConversationThreadID(conv)
-			th, err := e.c.Get(ctx, e.tenant, thread, client.Consistent(), client.IncludeDeleted())
-			diff := ""
-			if err != nil {
-				diff = err.Error()
-			} else {
-				diff = replayrun.Compare(conv, th)
-			}
-			if diff == "" {
-				rep.Identical++
-				continue
-			}
-			rep.Differing = append(rep.Differing, verifyDiff{File: filepath.Base(file), ID: conv.ID, Thread: thread, Diff: diff})
-		}
-		done = fileStart + st.Size()
-		bar.set(done)
+	rep, err := importer.Verify(ctx, e.c, e.tenant, files, bar.set)
+	if err == nil {
+		bar.finish()
 	}
-	bar.finish()
-	return rep, nil
+	return rep, err
+}
+
+// startLocalProjector runs the projector of e's stream in this process
+// (projector.StartLocal): import with --data-dir owns the directory, so
+// nobody else projects what it imports.
+func startLocalProjector(ctx context.Context, e *cliEnv) (func() error, error) {
+	rc := e.c.Config().Resources
+	return projector.StartLocal(ctx, e.c.JetStream(), projector.Config{Stream: rc.Stream, SubjectPrefix: rc.SubjectPrefix,
+		SnapshotBucket: rc.SnapshotBucket, IndexBucket: rc.IndexBucket, Logger: e.logger.With("component", "projector")})
 }

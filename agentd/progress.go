@@ -74,16 +74,3 @@ func (p *progress) units(n int64) string {
 	}
 	return fmt.Sprint(n)
 }
-
-// filesSize is the total size of files in bytes.
-func filesSize(files []string) (int64, error) {
-	var total int64
-	for _, f := range files {
-		st, err := os.Stat(f)
-		if err != nil {
-			return 0, err
-		}
-		total += st.Size()
-	}
-	return total, nil
-}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/convlog/convlog/agentd/internal/natsconn"
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
 )
@@ -103,7 +104,7 @@ func TestTenantRevokedWhileServeIsDown(t *testing.T) {
 	seed := filepath.Join(t.TempDir(), "acme.nk")
 	_, stderr, err := runCLIFull(t, "tenant", "create", "acme", "--out", seed, "--data-dir", dir)
 	require.NoError(t, err, stderr)
-	saved := filepath.Join(dir, tenantUsersFile)
+	saved := filepath.Join(dir, natsconn.TenantUsersFile)
 	require.Eventually(t, func() bool {
 		b, err := os.ReadFile(saved)
 		return err == nil && strings.Contains(string(b), `"tenant":"acme"`)

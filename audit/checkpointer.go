@@ -659,18 +659,8 @@ func readOrderedOnce(ctx context.Context, js jetstream.JetStream, stream, filter
 		m, err := it.Next(jetstream.NextContext(wctx))
 		cancel()
 		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			ictx, cancel := context.WithTimeout(ctx, readCallTimeout)
-			info, ierr := cons.Info(ictx)
-			cancel()
-			switch {
-			case ierr != nil && ctx.Err() == nil && errors.Is(ierr, context.DeadlineExceeded):
-				return last, true, nil
-			case ierr != nil:
-				return last, false, fmt.Errorf("audit: read %s: %w", filter, ierr)
-			case info.NumPending == 0:
-				return last, false, nil
-			case time.Since(quiet) >= readStall:
-				return last, true, nil
+			if end, stalled, err := afterQuiet(ctx, cons, filter, quiet); end {
+				return last, stalled, err
 			}
 			continue
 		}
@@ -689,4 +679,27 @@ func readOrderedOnce(ctx context.Context, js jetstream.JetStream, stream, filter
 			return last, false, nil
 		}
 	}
+}
+
+// afterQuiet is readOrderedOnce's check when a second passed with no
+// message from cons, the last one at quiet: it reports end when the read
+// ends, either done (the consumer counts nothing left to read) or stalled
+// (nothing came for readStall, or a request about the consumer timed
+// out), or with the error of a request that failed; else the read waits
+// on.
+func afterQuiet(ctx context.Context, cons jetstream.Consumer, filter string, quiet time.Time) (end, stalled bool, err error) {
+	ictx, cancel := context.WithTimeout(ctx, readCallTimeout)
+	info, ierr := cons.Info(ictx)
+	cancel()
+	switch {
+	case ierr != nil && ctx.Err() == nil && errors.Is(ierr, context.DeadlineExceeded):
+		return true, true, nil
+	case ierr != nil:
+		return true, false, fmt.Errorf("audit: read %s: %w", filter, ierr)
+	case info.NumPending == 0:
+		return true, false, nil
+	case time.Since(quiet) >= readStall:
+		return true, true, nil
+	}
+	return false, false, nil
 }

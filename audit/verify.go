@@ -754,33 +754,51 @@ type expected struct {
 func (v *verifier) checkpoint(prefix string, scope Scope, msgSeq uint64, cp lazyCheckpoint, broken bool) {
 	var exp []expected
 	for _, th := range cp.Threads {
-		if !scope.match(prefix, th.Subject) {
-			continue
+		if scope.match(prefix, th.Subject) {
+			exp = v.threadHeads(th, msgSeq, broken, exp)
 		}
-		v.threads[th.Subject] = true
-		prev, err1 := ParseHash(th.Prev)
-		head, err2 := ParseHash(th.Head)
-		leaves, err3 := parseLeaves(th.Leaves)
-		if err := errors.Join(err1, err2, err3); err != nil {
-			v.rep.add(v.maxP, Problem{Seq: msgSeq, Subject: th.Subject, Kind: KindCheckpointFormat, Detail: err.Error()})
-			continue
-		}
-		if prev != v.heads[th.Subject] && !broken {
-			v.rep.add(v.maxP, Problem{Seq: msgSeq, Subject: th.Subject, Kind: KindCheckpointHeads,
-				Detail: fmt.Sprintf("the thread's head before this checkpoint is %q, the previous checkpoint left it at %q", th.Prev, v.heads[th.Subject].String())})
-		}
-		h := prev
-		for _, l := range leaves {
-			h = Next(h, l.Leaf)
-			exp = append(exp, expected{th.Subject, l})
-		}
-		if h != head {
-			v.rep.add(v.maxP, Problem{Seq: msgSeq, Subject: th.Subject, Kind: KindCheckpointHeads,
-				Detail: "the head does not follow from the previous head and the leaves"})
-		}
-		v.heads[th.Subject] = head
 	}
 	slices.SortFunc(exp, func(a, b expected) int { return cmp.Compare(a.Seq, b.Seq) })
+	v.compareLeaves(msgSeq, cp, exp)
+}
+
+// threadHeads checks th, a thread of the checkpoint in message msgSeq:
+// its previous head against the last one seen (unless broken), its head
+// against the previous head and its leaves; it keeps the head and
+// returns exp with th's leaves appended. A thread whose hashes or
+// leaves do not parse is reported and adds none.
+func (v *verifier) threadHeads(th lazyThread, msgSeq uint64, broken bool, exp []expected) []expected {
+	v.threads[th.Subject] = true
+	prev, err1 := ParseHash(th.Prev)
+	head, err2 := ParseHash(th.Head)
+	leaves, err3 := parseLeaves(th.Leaves)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		v.rep.add(v.maxP, Problem{Seq: msgSeq, Subject: th.Subject, Kind: KindCheckpointFormat, Detail: err.Error()})
+		return exp
+	}
+	if prev != v.heads[th.Subject] && !broken {
+		v.rep.add(v.maxP, Problem{Seq: msgSeq, Subject: th.Subject, Kind: KindCheckpointHeads,
+			Detail: fmt.Sprintf("the thread's head before this checkpoint is %q, the previous checkpoint left it at %q", th.Prev, v.heads[th.Subject].String())})
+	}
+	h := prev
+	for _, l := range leaves {
+		h = Next(h, l.Leaf)
+		exp = append(exp, expected{th.Subject, l})
+	}
+	if h != head {
+		v.rep.add(v.maxP, Problem{Seq: msgSeq, Subject: th.Subject, Kind: KindCheckpointHeads,
+			Detail: "the head does not follow from the previous head and the leaves"})
+	}
+	v.heads[th.Subject] = head
+	return exp
+}
+
+// compareLeaves reads the stored messages up to cp.Seq and compares them
+// with exp, the leaves of cp (message msgSeq) in sequence order: a leaf
+// with no message is missing, a message with no leaf inserted (or, before
+// cp.From with gaps reported, uncovered), a message unlike its leaf
+// altered.
+func (v *verifier) compareLeaves(msgSeq uint64, cp lazyCheckpoint, exp []expected) {
 	var gap run
 	i := 0
 	for {
@@ -799,17 +817,8 @@ func (v *verifier) checkpoint(prefix string, scope Scope, msgSeq uint64, cp lazy
 			i++
 		}
 		if i < len(exp) && exp[i].Seq == r.Seq {
-			e := exp[i]
+			v.compareLeaf(msgSeq, exp[i], r)
 			i++
-			if e.subject != r.Subject || Leaf(r) != e.Leaf {
-				v.rep.add(v.maxP, Problem{Seq: r.Seq, Subject: r.Subject, Kind: KindAltered,
-					Detail: fmt.Sprintf("the stored message differs from the one checkpointed at stream sequence %d (subject %s)", msgSeq, e.subject)})
-				continue
-			}
-			v.rep.Verified++
-			if red, ok := redactionOf(r); ok {
-				v.rep.Redacted = append(v.rep.Redacted, red)
-			}
 			continue
 		}
 		v.inserted(r)
@@ -821,6 +830,21 @@ func (v *verifier) checkpoint(prefix string, scope Scope, msgSeq uint64, cp lazy
 		v.rep.add(v.maxP, Problem{Seq: gap.first.Seq, Subject: gap.first.Subject, Kind: KindUncovered,
 			Detail: fmt.Sprintf("events %d-%d (%d in scope) are not covered by any checkpoint: the next one (message %d) covers from sequence %d, so the checkpoints that covered them were removed",
 				gap.first.Seq, gap.last, gap.n, msgSeq, cp.From)})
+	}
+}
+
+// compareLeaf checks the stored message r against e, its leaf in the
+// checkpoint in message msgSeq: altered when the subject or the leaf
+// differs, else verified (and a redaction noted).
+func (v *verifier) compareLeaf(msgSeq uint64, e expected, r Record) {
+	if e.subject != r.Subject || Leaf(r) != e.Leaf {
+		v.rep.add(v.maxP, Problem{Seq: r.Seq, Subject: r.Subject, Kind: KindAltered,
+			Detail: fmt.Sprintf("the stored message differs from the one checkpointed at stream sequence %d (subject %s)", msgSeq, e.subject)})
+		return
+	}
+	v.rep.Verified++
+	if red, ok := redactionOf(r); ok {
+		v.rep.Redacted = append(v.rep.Redacted, red)
 	}
 }
 

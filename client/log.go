@@ -73,13 +73,7 @@ func (c *Client) readRawInto(ctx context.Context, subject string, from, upTo uin
 			return
 		}
 		p := c.readPageN(ctx, subject, from, upTo, c.firstPageSize())
-		if s != nil && p.err == nil && len(p.msgs) > 0 {
-			n := uint64(len(p.msgs)) + p.pending
-			if first := p.msgs[0].Sequence; upTo != 0 && upTo >= first {
-				n = min(n, upTo-first+1) // sequences of one subject grow by at least 1
-			}
-			s.Reserve(int(min(n, maxReserve)))
-		}
+		reserveFor(s, p, upTo)
 		var ahead <-chan page
 		triedConsumer := false
 		for {
@@ -89,10 +83,8 @@ func (c *Client) readRawInto(ctx context.Context, subject string, from, upTo uin
 			}
 			next, more := p.next(upTo)
 			if more && ahead == nil && !triedConsumer && c.wantConsumer(p.pending, next, upTo) {
-				for _, m := range p.msgs {
-					if !yield(m, nil) {
-						return
-					}
+				if !p.yield(upTo, yield) {
+					return
 				}
 				triedConsumer = true
 				var over bool
@@ -104,25 +96,11 @@ func (c *Client) readRawInto(ctx context.Context, subject string, from, upTo uin
 				continue
 			}
 			if more && ahead == nil {
-				ch := make(chan page, 1)
-				rctx, cancel := context.WithCancel(ctx)
-				var wg sync.WaitGroup
-				wg.Go(func() { c.readAhead(rctx, subject, next, upTo, ch) })
-				defer func() {
-					cancel()
-					wg.Wait()
-				}()
-				ahead = ch
+				var stop func()
+				ahead, stop = c.startReadAhead(ctx, subject, next, upTo)
+				defer stop()
 			}
-			for _, m := range p.msgs {
-				if upTo != 0 && m.Sequence > upTo {
-					return
-				}
-				if !yield(m, nil) {
-					return
-				}
-			}
-			if !more {
+			if !p.yield(upTo, yield) || !more {
 				return
 			}
 			var ok bool
@@ -135,6 +113,33 @@ func (c *Client) readRawInto(ctx context.Context, subject string, from, upTo uin
 				return
 			}
 		}
+	}
+}
+
+// reserveFor reserves room in s (nil: none) for the events a read whose
+// first page is p can yield at most: the page and the server's pending
+// count, bounded by upTo (0 = no bound) and maxReserve.
+func reserveFor(s *fold.State, p page, upTo uint64) {
+	if s == nil || p.err != nil || len(p.msgs) == 0 {
+		return
+	}
+	n := uint64(len(p.msgs)) + p.pending
+	if first := p.msgs[0].Sequence; upTo != 0 && upTo >= first {
+		n = min(n, upTo-first+1) // sequences of one subject grow by at least 1
+	}
+	s.Reserve(int(min(n, maxReserve)))
+}
+
+// startReadAhead runs readAhead from next in a goroutine and returns the
+// channel of its pages and the function that stops it and waits for it.
+func (c *Client) startReadAhead(ctx context.Context, subject string, next, upTo uint64) (<-chan page, func()) {
+	ch := make(chan page, 1)
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { c.readAhead(rctx, subject, next, upTo, ch) })
+	return ch, func() {
+		cancel()
+		wg.Wait()
 	}
 }
 
@@ -181,6 +186,21 @@ func (c *Client) readPageN(ctx context.Context, subject string, from, upTo uint6
 		err = c.openAll(ctx, msgs)
 	}
 	return page{from: from, msgs: msgs, pending: pending, err: err}
+}
+
+// yield yields p's messages up to upTo (0 = no bound) and reports
+// whether the read goes on: false when yield stopped it or a message is
+// past upTo.
+func (p page) yield(upTo uint64, yield func(*RawEvent, error) bool) bool {
+	for _, m := range p.msgs {
+		if upTo != 0 && m.Sequence > upTo {
+			return false
+		}
+		if !yield(m, nil) {
+			return false
+		}
+	}
+	return true
 }
 
 // next returns where the page after p starts, and false when p is the

@@ -601,7 +601,7 @@ func (r *reader) skip(depth int) bool {
 	}
 	c := r.b[r.i]
 	r.i++
-	var n int // bytes to skip, or values for containers
+	var n int // bytes to skip
 	switch {
 	case c <= 0x7f || c >= 0xe0:
 		return true
@@ -611,44 +611,15 @@ func (r *reader) skip(depth int) bool {
 		return r.skipValues(int(c&0x0f), depth)
 	case c <= 0xbf:
 		n = int(c & 0x1f)
+	case c == 0xdc || c == 0xdd:
+		count, ok := r.length(2 << (c - 0xdc))
+		return ok && r.skipValues(count, depth)
+	case c == 0xde || c == 0xdf:
+		count, ok := r.length(2 << (c - 0xde))
+		return ok && r.skipValues(2*count, depth)
 	default:
 		var ok bool
-		switch c {
-		case 0xc0, 0xc2, 0xc3:
-			return true
-		case 0xc4, 0xd9:
-			n, ok = r.length(1)
-		case 0xc5, 0xda:
-			n, ok = r.length(2)
-		case 0xc6, 0xdb:
-			n, ok = r.length(4)
-		case 0xc7:
-			n, ok = r.length(1)
-			n++
-		case 0xc8:
-			n, ok = r.length(2)
-			n++
-		case 0xc9:
-			n, ok = r.length(4)
-			n++
-		case 0xcc, 0xd0:
-			n, ok = 1, true
-		case 0xcd, 0xd1:
-			n, ok = 2, true
-		case 0xca, 0xce, 0xd2:
-			n, ok = 4, true
-		case 0xcb, 0xcf, 0xd3:
-			n, ok = 8, true
-		case 0xd4, 0xd5, 0xd6, 0xd7, 0xd8:
-			n, ok = 1+1<<(c-0xd4), true
-		case 0xdc, 0xdd:
-			n, ok = r.length(2 << (c - 0xdc))
-			return ok && r.skipValues(n, depth)
-		case 0xde, 0xdf:
-			n, ok = r.length(2 << (c - 0xde))
-			return ok && r.skipValues(2*n, depth)
-		}
-		if !ok {
+		if n, ok = r.scalarLen(c); !ok {
 			return false
 		}
 	}
@@ -657,6 +628,39 @@ func (r *reader) skip(depth int) bool {
 	}
 	r.i += n
 	return true
+}
+
+// scalarLen reads what follows type byte c (0xc0..0xdb, not an array or
+// a map) up to the value's data, and returns how many bytes of data
+// follow: none for nil and the booleans, the fixed width of numbers and
+// fixed extensions, the length read for strings, binaries and
+// extensions (one more for an extension's type byte). It reports false
+// for the unused type byte 0xc1 and for a length cut short.
+func (r *reader) scalarLen(c byte) (int, bool) {
+	switch c {
+	case 0xc0, 0xc2, 0xc3:
+		return 0, true
+	case 0xc4, 0xd9:
+		return r.length(1)
+	case 0xc5, 0xda:
+		return r.length(2)
+	case 0xc6, 0xdb:
+		return r.length(4)
+	case 0xc7, 0xc8, 0xc9:
+		n, ok := r.length(1 << (c - 0xc7))
+		return n + 1, ok
+	case 0xcc, 0xd0:
+		return 1, true
+	case 0xcd, 0xd1:
+		return 2, true
+	case 0xca, 0xce, 0xd2:
+		return 4, true
+	case 0xcb, 0xcf, 0xd3:
+		return 8, true
+	case 0xd4, 0xd5, 0xd6, 0xd7, 0xd8:
+		return 1 + 1<<(c-0xd4), true
+	}
+	return 0, false
 }
 
 // skipValues skips the n values of a container at depth.

@@ -821,51 +821,64 @@ func (r *listReader) message(m *Message) error {
 		if err != nil {
 			return err
 		}
-		switch string(k) {
-		case "role":
-			m.Role, err = r.role()
-		case "content":
-			m.Content, err = r.content()
-		case "name":
-			m.Name, err = r.str()
-		case "reasoning":
-			m.Reasoning, err = r.str()
-		case "tool_calls":
-			m.ToolCalls, err = r.toolCalls()
-		case "tool_call_id":
-			m.ToolCallID, err = r.str()
-		case "is_error":
-			m.IsError, err = r.bool1()
-		case "agent":
-			m.Agent, err = r.str()
-		case "model":
-			m.Model, err = r.str()
-		case "usage":
-			m.Usage, err = r.usage()
-		case "metadata":
-			var raw []byte
-			raw, err = r.rawString()
-			if len(raw) > 0 {
-				m.Metadata = json.RawMessage(append([]byte(nil), raw...))
-			}
-		case "seq":
-			var v int64
-			v, err = r.int64()
-			m.Seq = uint64(v)
-		case "event_id":
-			m.EventID, err = r.str()
-		case "time":
-			m.Time, err = r.time1()
-		case "synthetic":
-			m.Synthetic, err = r.bool1()
-		default:
-			err = r.skip(0)
-		}
-		if err != nil {
+		if err := r.messageField(m, string(k)); err != nil {
 			return fmt.Errorf("field %q: %w", k, err)
 		}
 	}
 	return nil
+}
+
+// messageField reads the value of m's field k; an unknown field is
+// skipped.
+func (r *listReader) messageField(m *Message, k string) error {
+	var err error
+	switch k {
+	case "role":
+		m.Role, err = r.role()
+	case "content":
+		m.Content, err = r.content()
+	case "name":
+		m.Name, err = r.str()
+	case "reasoning":
+		m.Reasoning, err = r.str()
+	case "tool_calls":
+		m.ToolCalls, err = r.toolCalls()
+	case "tool_call_id":
+		m.ToolCallID, err = r.str()
+	case "is_error":
+		m.IsError, err = r.bool1()
+	case "agent":
+		m.Agent, err = r.str()
+	case "model":
+		m.Model, err = r.str()
+	case "usage":
+		m.Usage, err = r.usage()
+	case "metadata":
+		m.Metadata, err = r.metadata()
+	case "seq":
+		var v int64
+		v, err = r.int64()
+		m.Seq = uint64(v)
+	case "event_id":
+		m.EventID, err = r.str()
+	case "time":
+		m.Time, err = r.time1()
+	case "synthetic":
+		m.Synthetic, err = r.bool1()
+	default:
+		err = r.skip(0)
+	}
+	return err
+}
+
+// metadata reads a message's metadata, JSON kept as a string: a copy of
+// it, or nil when it is empty.
+func (r *listReader) metadata() (json.RawMessage, error) {
+	raw, err := r.rawString()
+	if len(raw) == 0 {
+		return nil, err
+	}
+	return json.RawMessage(append([]byte(nil), raw...)), err
 }
 
 func (r *listReader) content() (Content, error) {
@@ -894,47 +907,55 @@ func (r *listReader) content() (Content, error) {
 	}
 	ps := make([]Part, n)
 	for i := range ps {
-		k, err := r.mapLen()
-		if err != nil {
+		if err := r.part(&ps[i]); err != nil {
 			return Content{}, err
-		}
-		for ; k > 0; k-- {
-			key, err := r.rawString()
-			if err != nil {
-				return Content{}, err
-			}
-			var dst *string
-			switch string(key) {
-			case "type":
-				var s string
-				s, err = r.str()
-				ps[i].Type = PartType(s)
-			case "text":
-				dst = &ps[i].Text
-			case "url":
-				dst = &ps[i].URL
-			case "data":
-				dst = &ps[i].Data
-			case "media_type":
-				dst = &ps[i].MediaType
-			case "detail":
-				dst = &ps[i].Detail
-			case "file_id":
-				dst = &ps[i].FileID
-			case "filename":
-				dst = &ps[i].Filename
-			default:
-				err = r.skip(0)
-			}
-			if dst != nil {
-				*dst, err = r.str()
-			}
-			if err != nil {
-				return Content{}, err
-			}
 		}
 	}
 	return Parts(ps...), nil
+}
+
+// part reads one content part into p; unknown fields are skipped.
+func (r *listReader) part(p *Part) error {
+	k, err := r.mapLen()
+	if err != nil {
+		return err
+	}
+	for ; k > 0; k-- {
+		key, err := r.rawString()
+		if err != nil {
+			return err
+		}
+		var dst *string
+		switch string(key) {
+		case "type":
+			var s string
+			s, err = r.str()
+			p.Type = PartType(s)
+		case "text":
+			dst = &p.Text
+		case "url":
+			dst = &p.URL
+		case "data":
+			dst = &p.Data
+		case "media_type":
+			dst = &p.MediaType
+		case "detail":
+			dst = &p.Detail
+		case "file_id":
+			dst = &p.FileID
+		case "filename":
+			dst = &p.Filename
+		default:
+			err = r.skip(0)
+		}
+		if dst != nil {
+			*dst, err = r.str()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (r *listReader) toolCalls() ([]ToolCall, error) {

@@ -167,30 +167,37 @@ func textValid(v reflect.Value) bool {
 			}
 		}
 	case reflect.Struct:
-		switch v.Type() {
-		case timeType:
-			t := v.Interface().(time.Time)
-			if t.IsZero() {
-				return true
-			}
-			y := t.UTC().Year()
-			return y >= 1 && y <= 9999
-		case contentType:
-			c := v.Interface().(Content)
-			if !utf8.ValidString(c.Text) {
-				return false
-			}
-			for i := range c.Parts {
-				if !textValid(reflect.ValueOf(&c.Parts[i]).Elem()) {
-					return false
-				}
-			}
+		return structTextValid(v)
+	}
+	return true
+}
+
+// structTextValid is textValid of a struct: a time's year, a Content's
+// text and parts, or else every exported field.
+func structTextValid(v reflect.Value) bool {
+	switch v.Type() {
+	case timeType:
+		t := v.Interface().(time.Time)
+		if t.IsZero() {
 			return true
 		}
-		for _, i := range fieldsOf(v.Type()) {
-			if !textValid(v.Field(i)) {
+		y := t.UTC().Year()
+		return y >= 1 && y <= 9999
+	case contentType:
+		c := v.Interface().(Content)
+		if !utf8.ValidString(c.Text) {
+			return false
+		}
+		for i := range c.Parts {
+			if !textValid(reflect.ValueOf(&c.Parts[i]).Elem()) {
 				return false
 			}
+		}
+		return true
+	}
+	for _, i := range fieldsOf(v.Type()) {
+		if !textValid(v.Field(i)) {
+			return false
 		}
 	}
 	return true
@@ -217,12 +224,6 @@ var (
 // same event. Field paths use the JSON names; map keys are visited in
 // order so the first problem reported is always the same one.
 func validateText(v reflect.Value, path string, bad badFunc) error {
-	join := func(name string) string {
-		if path == "" {
-			return name
-		}
-		return path + "." + name
-	}
 	switch v.Kind() {
 	case reflect.String:
 		if !utf8.ValidString(v.String()) {
@@ -245,44 +246,62 @@ func validateText(v reflect.Value, path string, bad badFunc) error {
 			}
 		}
 	case reflect.Map:
-		keys := v.MapKeys()
-		slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
-		for _, k := range keys {
-			p := fmt.Sprintf("%s[%q]", path, k.String())
-			if !utf8.ValidString(k.String()) {
-				return bad(p, "key is not valid UTF-8")
-			}
-			if err := validateText(v.MapIndex(k), p, bad); err != nil {
-				return err
-			}
-		}
+		return validateMapText(v, path, bad)
 	case reflect.Struct:
-		switch v.Type() {
-		case timeType:
-			if t := v.Interface().(time.Time); !t.IsZero() {
-				return validateTime(t, path, bad)
-			}
-			return nil
-		case contentType:
-			c := v.Interface().(Content)
-			if !utf8.ValidString(c.Text) {
-				return bad(path, "is not valid UTF-8")
-			}
-			return validateText(reflect.ValueOf(c.Parts), path, bad)
+		return validateStructText(v, path, bad)
+	}
+	return nil
+}
+
+// validateMapText is validateText of a map: its keys in order, each key
+// and then its value.
+func validateMapText(v reflect.Value, path string, bad badFunc) error {
+	keys := v.MapKeys()
+	slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
+	for _, k := range keys {
+		p := fmt.Sprintf("%s[%q]", path, k.String())
+		if !utf8.ValidString(k.String()) {
+			return bad(p, "key is not valid UTF-8")
 		}
-		t := v.Type()
-		for i := range t.NumField() {
-			f := t.Field(i)
-			if !f.IsExported() {
-				continue
-			}
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name == "" {
-				name = f.Name
-			}
-			if err := validateText(v.Field(i), join(name), bad); err != nil {
-				return err
-			}
+		if err := validateText(v.MapIndex(k), p, bad); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateStructText is validateText of a struct: a time's RFC 3339
+// form, a Content's text and parts, or else every exported field under
+// its JSON name.
+func validateStructText(v reflect.Value, path string, bad badFunc) error {
+	switch v.Type() {
+	case timeType:
+		if t := v.Interface().(time.Time); !t.IsZero() {
+			return validateTime(t, path, bad)
+		}
+		return nil
+	case contentType:
+		c := v.Interface().(Content)
+		if !utf8.ValidString(c.Text) {
+			return bad(path, "is not valid UTF-8")
+		}
+		return validateText(reflect.ValueOf(c.Parts), path, bad)
+	}
+	t := v.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" {
+			name = f.Name
+		}
+		if path != "" {
+			name = path + "." + name
+		}
+		if err := validateText(v.Field(i), name, bad); err != nil {
+			return err
 		}
 	}
 	return nil

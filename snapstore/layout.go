@@ -388,11 +388,7 @@ func (w *Edit) resetTail() {
 // Sizes include the chunk's array header, so a chunk's value never
 // exceeds chunkBytes unless it is one message.
 func (w *Edit) cut(ctx context.Context) error {
-	d, deltaB := len(w.chunks), 0
-	for d > 0 && w.chunks[d-1].Level == LevelDelta {
-		d--
-		deltaB += w.chunks[d].Bytes - events.ArrayHeaderSize(w.chunks[d].Count)
-	}
+	d, deltaB := w.deltaRun()
 	if deltaB+w.tailBytes < w.cutAt() || len(w.s.Messages) == 0 && d == len(w.chunks) {
 		return nil
 	}
@@ -402,69 +398,100 @@ func (w *Edit) cut(ctx context.Context) error {
 		}
 	}
 	ms := w.s.Messages
-	// fits reports whether a chunk of n messages whose encodings take b
-	// bytes stays within chunkBytes, its array header included.
-	fits := func(n, b int) bool { return b+events.ArrayHeaderSize(n) <= w.cfg.chunkBytes }
-	body := func(c ChunkRef) int { return c.Bytes - events.ArrayHeaderSize(c.Count) }
 	// The open chunks: chunks[k:].
 	k := len(w.chunks)
 	for k > 0 && w.chunks[k-1].Level == 0 {
 		k--
 	}
-	if !fits(len(ms), w.tailBytes) {
+	if !w.fits(len(ms), w.tailBytes) {
 		w.closeRun(k, len(w.chunks))
-		off := 0
-		for i := 0; i < len(ms); {
-			j, b := i, 0
-			for j < len(ms) && (j == i || fits(j-i+1, b+w.tailSizes[j])) {
-				b += w.tailSizes[j]
-				j++
-			}
-			w.addChunk(ms[i:j], w.tailEnc[off:off+b], 1)
-			i, off = j, off+b
-		}
-	} else {
-		// The open chunks chunks[i:] join the tail: n messages, b bytes.
-		i, n, b := len(w.chunks), len(ms), w.tailBytes
-		full := false // the merge stopped at chunkBytes
-		for i > k {
-			c := w.chunks[i-1]
-			if body(c) > b {
-				break
-			}
-			if !fits(n+c.Count, b+body(c)) {
-				full = true
-				break
-			}
-			i--
-			n += c.Count
-			b += body(c)
-		}
-		if i < len(w.chunks) {
-			if err := w.extend(ctx, i); err != nil {
-				return err
-			}
-		} else {
-			w.addChunk(ms, w.tailEnc, 0)
-		}
-		// Open chunks that can never merge again are closed: those before
-		// chunks[i] when chunks[i] could not join them (it only grows), then
-		// each from the start too large to merge with one of its size. So
-		// the open chunks left are each larger than the next.
-		j := k
-		if full {
-			j = i
-		}
-		for j < len(w.chunks) && !fits(2*w.chunks[j].Count, 2*body(w.chunks[j])) {
-			j++
-		}
-		w.closeRun(k, j)
+		w.cutFinal(ms)
+	} else if err := w.cutOpen(ctx, ms, k); err != nil {
+		return err
 	}
 	w.s.Base += len(ms)
 	w.s.Messages = nil
 	w.tailSizes = w.tailSizes[:0]
 	w.tailBytes = 0
 	w.tailEnc = nil
+	return nil
+}
+
+// deltaRun returns where the trailing run of delta chunks starts,
+// chunks[d:], and the bytes of their encoded messages.
+func (w *Edit) deltaRun() (d, deltaB int) {
+	d = len(w.chunks)
+	for d > 0 && w.chunks[d-1].Level == LevelDelta {
+		d--
+		deltaB += chunkBody(w.chunks[d])
+	}
+	return d, deltaB
+}
+
+// fits reports whether a chunk of n messages whose encodings take b
+// bytes stays within chunkBytes, its array header included.
+func (w *Edit) fits(n, b int) bool { return b+events.ArrayHeaderSize(n) <= w.cfg.chunkBytes }
+
+// chunkBody is the bytes of c's encoded messages, its array header left
+// out.
+func chunkBody(c ChunkRef) int { return c.Bytes - events.ArrayHeaderSize(c.Count) }
+
+// cutFinal writes ms, a tail too large for one chunk, as final chunks of
+// at most chunkBytes each (a message larger than that gets a chunk of its
+// own).
+func (w *Edit) cutFinal(ms []events.Message) {
+	off := 0
+	for i := 0; i < len(ms); {
+		j, b := i, 0
+		for j < len(ms) && (j == i || w.fits(j-i+1, b+w.tailSizes[j])) {
+			b += w.tailSizes[j]
+			j++
+		}
+		w.addChunk(ms[i:j], w.tailEnc[off:off+b], 1)
+		i, off = j, off+b
+	}
+}
+
+// cutOpen joins the tail ms with the open chunks chunks[k:] before it
+// that are not larger than what it has gathered so far, within
+// chunkBytes, or makes it an open chunk of its own; then closes the open
+// chunks that can never merge again.
+func (w *Edit) cutOpen(ctx context.Context, ms []events.Message, k int) error {
+	// The open chunks chunks[i:] join the tail: n messages, b bytes.
+	i, n, b := len(w.chunks), len(ms), w.tailBytes
+	full := false // the merge stopped at chunkBytes
+	for i > k {
+		c := w.chunks[i-1]
+		if chunkBody(c) > b {
+			break
+		}
+		if !w.fits(n+c.Count, b+chunkBody(c)) {
+			full = true
+			break
+		}
+		i--
+		n += c.Count
+		b += chunkBody(c)
+	}
+	if i < len(w.chunks) {
+		if err := w.extend(ctx, i); err != nil {
+			return err
+		}
+	} else {
+		w.addChunk(ms, w.tailEnc, 0)
+	}
+	// Open chunks that can never merge again are closed: those before
+	// chunks[i] when chunks[i] could not join them (it only grows), then
+	// each from the start too large to merge with one of its size. So
+	// the open chunks left are each larger than the next.
+	j := k
+	if full {
+		j = i
+	}
+	for j < len(w.chunks) && !w.fits(2*w.chunks[j].Count, 2*chunkBody(w.chunks[j])) {
+		j++
+	}
+	w.closeRun(k, j)
 	return nil
 }
 

@@ -578,42 +578,65 @@ func (w *Writer) SyncIndex(ctx context.Context, cur *Head) error {
 		e, err := w.index.Get(ctx, key)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
-			rev, err := w.index.Create(ctx, key, data)
-			if errors.Is(err, jetstream.ErrKeyExists) {
-				cur.idxRev = 0
-				continue
+			if created, err := w.createIndex(ctx, cur, key, data); created || err != nil {
+				return err
 			}
-			if err != nil {
-				return fmt.Errorf("snapstore: write index entry %s: %w", key, err)
-			}
-			w.countIndex(data)
-			cur.idxRev, cur.idxVersion = rev, s.Version
-			// An entry that was absent may have been deleted by an erasure
-			// projected meanwhile by another instance: if the head moved on,
-			// let the newest head decide.
-			return w.recheckIndex(ctx, cur)
+			continue
 		case err != nil:
 			return fmt.Errorf("snapstore: read index entry %s: %w", key, err)
 		}
-		plain, derr := w.seal.open(ctx, tenant, thread, key, e.Value())
-		var sum Summary
-		if derr == nil {
-			sum, derr = UnmarshalSummary(plain)
-		}
-		cur.idxRev = e.Revision()
-		if derr == nil && sum.Version >= s.Version {
-			cur.idxVersion = s.Version // a newer projection wrote it
+		if w.indexCurrent(ctx, cur, key, e) {
 			return nil
-		}
-		if derr != nil {
-			// Written over at its revision in the next round.
-			w.log.Warn("snapstore: unreadable index entry; writing it again", "key", key, "err", derr)
-			if w.cfg.OnIndexRebuilt != nil {
-				w.cfg.OnIndexRebuilt(tenant, thread, derr)
-			}
 		}
 	}
 	return fmt.Errorf("snapstore: index entry %s: too many conflicts", key)
+}
+
+// createIndex creates cur's index entry key with data and reports true,
+// then rechecks it against the newest head ([Writer.recheckIndex]); it
+// reports false with no error when another writer created the entry
+// first (cur.idxRev is reset: the caller reads it).
+func (w *Writer) createIndex(ctx context.Context, cur *Head, key string, data []byte) (bool, error) {
+	rev, err := w.index.Create(ctx, key, data)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		cur.idxRev = 0
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("snapstore: write index entry %s: %w", key, err)
+	}
+	w.countIndex(data)
+	cur.idxRev, cur.idxVersion = rev, cur.h.State.Version
+	// An entry that was absent may have been deleted by an erasure
+	// projected meanwhile by another instance: if the head moved on, let
+	// the newest head decide.
+	return true, w.recheckIndex(ctx, cur)
+}
+
+// indexCurrent takes e, the index entry key as read, as cur's base for
+// the next update, and reports whether it already holds cur's version or
+// a newer one. An entry that cannot be opened or decoded is logged (and
+// Config.OnIndexRebuilt called) and written over in the next round.
+func (w *Writer) indexCurrent(ctx context.Context, cur *Head, key string, e jetstream.KeyValueEntry) bool {
+	s := cur.h.State
+	plain, derr := w.seal.open(ctx, s.Tenant, s.Thread, key, e.Value())
+	var sum Summary
+	if derr == nil {
+		sum, derr = UnmarshalSummary(plain)
+	}
+	cur.idxRev = e.Revision()
+	if derr == nil && sum.Version >= s.Version {
+		cur.idxVersion = s.Version // a newer projection wrote it
+		return true
+	}
+	if derr != nil {
+		// Written over at its revision in the next round.
+		w.log.Warn("snapstore: unreadable index entry; writing it again", "key", key, "err", derr)
+		if w.cfg.OnIndexRebuilt != nil {
+			w.cfg.OnIndexRebuilt(s.Tenant, s.Thread, derr)
+		}
+	}
+	return false
 }
 
 // recheckIndex deletes the index entry just created if the newest head

@@ -56,6 +56,13 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 		require.True(t, ok, "route %s is not in openapi.json", k)
 		require.NotEmpty(t, op.OperationID, k)
 		require.NotEmpty(t, op.Responses, k)
+		if rt.Method != http.MethodGet && rt.Method != http.MethodHead {
+			// A write can find the event store gone (503), slow (504)
+			// or full (507): every write route says so.
+			for _, status := range []string{"503", "504", "507"} {
+				require.Contains(t, op.Responses, status, "%s is a write: it must document %s", k, status)
+			}
+		}
 		if rt.Public {
 			require.NotNil(t, op.Security, "%s is public: it must say security: []", k)
 			require.Empty(t, *op.Security, k)

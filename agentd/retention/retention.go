@@ -305,10 +305,7 @@ func (e *Enforcer) keepRecent(ctx context.Context, tenant, thread string, keep t
 	if err != nil {
 		return Action{}, false, err
 	}
-	var done uint64
-	for _, r := range th.Redactions {
-		done = max(done, r.UpToSeq)
-	}
+	done := redactedUpTo(th)
 	a := Action{Tenant: tenant, Thread: thread, Kind: "keep", Limit: keep, LastEventAt: th.UpdatedAt, DryRun: e.cfg.DryRun,
 		Reason: fmt.Sprintf("retention: messages older than %s", keep)}
 	msgs := th.Messages
@@ -321,22 +318,9 @@ func (e *Enforcer) keepRecent(ctx context.Context, tenant, thread string, keep t
 		}
 		start = 1
 	}
-	pending := uint64(0)
-	for _, pc := range th.Pending {
-		if pending == 0 || pc.Seq < pending {
-			pending = pc.Seq
-		}
-	}
-	cut := -1
-	for i := start; i < len(msgs); i++ {
-		m := msgs[i]
-		if now.Sub(m.Time) <= keep || (pending != 0 && m.Seq >= pending) {
-			break
-		}
-		if i+1 < len(msgs) && msgs[i+1].Role == events.RoleTool {
-			continue // would separate a tool result from its call
-		}
-		cut = i
+	cut := cutIndex(msgs[start:], now, keep, firstPending(th))
+	if cut >= 0 {
+		cut += start
 	}
 	if cut < 0 || msgs[cut].Seq <= done {
 		return Action{}, false, nil
@@ -352,6 +336,46 @@ func (e *Enforcer) keepRecent(ctx context.Context, tenant, thread string, keep t
 		return a, false, fmt.Errorf("thread %s: summary: %w", thread, err)
 	}
 	return a, true, e.redact(ctx, &a)
+}
+
+// redactedUpTo is the highest sequence th's redactions reach, 0 for none.
+func redactedUpTo(th *client.Thread) uint64 {
+	var done uint64
+	for _, r := range th.Redactions {
+		done = max(done, r.UpToSeq)
+	}
+	return done
+}
+
+// firstPending is the sequence of th's earliest pending tool call, 0 for
+// none.
+func firstPending(th *client.Thread) uint64 {
+	pending := uint64(0)
+	for _, pc := range th.Pending {
+		if pending == 0 || pc.Seq < pending {
+			pending = pc.Seq
+		}
+	}
+	return pending
+}
+
+// cutIndex is the index in msgs of the last message a cut may end at, or
+// -1 for none. The cut covers a run from the start of messages older than
+// keep at now and before pending (the earliest pending call's sequence,
+// 0 for none), and never ends at a message a tool result follows (it
+// would separate the result from its call).
+func cutIndex(msgs []events.Message, now time.Time, keep time.Duration, pending uint64) int {
+	cut := -1
+	for i, m := range msgs {
+		if now.Sub(m.Time) <= keep || (pending != 0 && m.Seq >= pending) {
+			break
+		}
+		if i+1 < len(msgs) && msgs[i+1].Role == events.RoleTool {
+			continue // would separate a tool result from its call
+		}
+		cut = i
+	}
+	return cut
 }
 
 // redact redacts a.Thread up to a.UpToSeq (client.RedactThrough).

@@ -430,13 +430,7 @@ func (p *Pool) turn(ctx context.Context, tenant, thread string, atLeast uint64) 
 		res.Agent = agent.Name
 		evs, err := p.step(ctx, agent, th, replyTo, stepsSinceUser(th.Messages))
 		if err != nil {
-			res.Outcome, res.Err = "error", err
-			if ctx.Err() == nil && errors.Is(err, model.ErrNoRecordedTurn) {
-				// A replayed recording has nothing more to say here.
-				res.Outcome, res.Err = "declined", nil
-			} else if ctx.Err() == nil && permanent(err) {
-				res.Outcome = "failed"
-			}
+			res.Outcome, res.Err = stepFailure(ctx, err)
 			return res
 		}
 		_, err = p.c.Append(ctx, tenant, thread, evs, client.ExpectVersion(th.Version))
@@ -456,18 +450,44 @@ func (p *Pool) turn(ctx context.Context, tenant, thread string, atLeast uint64) 
 			return res
 		}
 		res.Steps++
-		if am, ok := evs[0].Payload.(events.AssistantMessage); ok {
-			switch {
-			case len(am.ToolCalls) == 0:
-				res.Outcome = "answered"
-				return res
-			case agent.ExternalTools:
-				// The tool runner's results will bring the thread back.
-				res.Outcome = "step"
-				return res
-			}
+		if outcome, done := stepEnds(evs, agent); done {
+			res.Outcome = outcome
+			return res
 		}
 	}
+}
+
+// stepFailure is the outcome of a turn whose step failed with err:
+// "declined" (no error) when a replayed recording has nothing more to
+// say, "failed" when retrying cannot help ([permanent]), else "error";
+// both with err. A ctx that ended makes it "error".
+func stepFailure(ctx context.Context, err error) (string, error) {
+	switch {
+	case ctx.Err() != nil:
+		return "error", err
+	case errors.Is(err, model.ErrNoRecordedTurn):
+		return "declined", nil
+	case permanent(err):
+		return "failed", err
+	}
+	return "error", err
+}
+
+// stepEnds reports whether the step that appended evs ends agent's turn,
+// and its outcome: "answered" for an answer without tool calls, "step"
+// when an external tool runner has the calls (its results bring the
+// thread back).
+func stepEnds(evs []events.Event, agent *Agent) (string, bool) {
+	am, ok := evs[0].Payload.(events.AssistantMessage)
+	switch {
+	case !ok:
+		return "", false
+	case len(am.ToolCalls) == 0:
+		return "answered", true
+	case agent.ExternalTools:
+		return "step", true
+	}
+	return "", false
 }
 
 func stepsSinceUser(ms []events.Message) int {
@@ -503,20 +523,52 @@ func (p *Pool) step(ctx context.Context, a *Agent, th *client.Thread, replyTo st
 	if a.Tools != nil {
 		specs = a.Tools.Specs()
 	}
-	// Tools the client offered with the message being answered: the model
-	// may call them; their calls are left pending for the client to run.
-	clientTools := map[string]bool{}
-	for i := len(th.Messages) - 1; i >= 0; i-- {
-		if m := th.Messages[i]; m.Role == events.RoleUser && m.EventID == replyTo {
+	clientTools, offered := clientToolsOf(th.Messages, replyTo)
+	specs = append(specs, offered...)
+	req := model.Request{Tenant: th.Tenant, Thread: th.Thread, Agent: a.Name, Model: a.Model,
+		SystemPrompt: sys, Messages: th.Messages, Tools: specs}
+	onDelta, done := p.deltas(th, a, replyTo, steps)
+	resp, err := a.Provider.Generate(ctx, req, onDelta)
+	if err != nil {
+		return nil, fmt.Errorf("worker: agent %s on %s/%s: model: %w", a.Name, th.Tenant, th.Thread, err)
+	}
+	done()
+	am := resp.AssistantMessage()
+	am.Agent, am.ReplyTo = a.Name, replyTo
+	if am.Content.IsNull() && len(am.ToolCalls) == 0 && am.Reasoning == "" {
+		am.Content = events.Text("")
+	}
+	out := []events.Event{mk(am)}
+	if len(am.ToolCalls) == 0 || a.ExternalTools {
+		return out, nil
+	}
+	return append(out, runTools(ctx, a, th, am.ToolCalls, clientTools, mk)...), nil
+}
+
+// clientToolsOf returns the tools the client offered with the user
+// message replyTo of ms (the model may call them; their calls are left
+// pending for the client to run): their names, and their specs for the
+// model.
+func clientToolsOf(ms []events.Message, replyTo string) (map[string]bool, []model.Tool) {
+	names := map[string]bool{}
+	var specs []model.Tool
+	for i := len(ms) - 1; i >= 0; i-- {
+		if m := ms[i]; m.Role == events.RoleUser && m.EventID == replyTo {
 			for _, ct := range events.ClientToolsOf(m.Metadata) {
-				clientTools[ct.Name] = true
+				names[ct.Name] = true
 				specs = append(specs, model.Tool{Name: ct.Name, Description: ct.Description, Parameters: ct.Parameters})
 			}
 			break
 		}
 	}
-	req := model.Request{Tenant: th.Tenant, Thread: th.Thread, Agent: a.Name, Model: a.Model,
-		SystemPrompt: sys, Messages: th.Messages, Tools: specs}
+	return names, specs
+}
+
+// deltas returns the function that publishes the model's deltas of step
+// steps of a on th's delta subject (best effort: a delta that cannot be
+// published is dropped), and the function that publishes the step's
+// last delta (Done).
+func (p *Pool) deltas(th *client.Thread, a *Agent, replyTo string, steps int) (func(model.Delta), func()) {
 	dsubj, _ := p.c.Subjects().Delta(th.Tenant, th.Thread)
 	onDelta := func(d model.Delta) {
 		ed := events.Delta{ReplyTo: replyTo, Step: steps, Agent: a.Name, Content: d.Content, Reasoning: d.Reasoning}
@@ -527,24 +579,22 @@ func (p *Pool) step(ctx context.Context, a *Agent, th *client.Thread, replyTo st
 			_ = p.nc.Publish(dsubj, b)
 		}
 	}
-	resp, err := a.Provider.Generate(ctx, req, onDelta)
-	if err != nil {
-		return nil, fmt.Errorf("worker: agent %s on %s/%s: model: %w", a.Name, th.Tenant, th.Thread, err)
+	done := func() {
+		if b, err := json.Marshal(events.Delta{ReplyTo: replyTo, Step: steps, Agent: a.Name, Done: true}); err == nil {
+			_ = p.nc.Publish(dsubj, b)
+		}
 	}
-	if b, err := json.Marshal(events.Delta{ReplyTo: replyTo, Step: steps, Agent: a.Name, Done: true}); err == nil {
-		_ = p.nc.Publish(dsubj, b)
-	}
-	am := resp.AssistantMessage()
-	am.Agent, am.ReplyTo = a.Name, replyTo
-	if am.Content.IsNull() && len(am.ToolCalls) == 0 && am.Reasoning == "" {
-		am.Content = events.Text("")
-	}
-	out := []events.Event{mk(am)}
-	if len(am.ToolCalls) == 0 || a.ExternalTools {
-		return out, nil
-	}
+	return onDelta, done
+}
+
+// runTools runs a's tools for calls (those of clientTools excepted: the
+// client runs them and appends the results) and returns their results
+// and then the state the tools set, in the order first set, each made an
+// event by mk.
+func runTools(ctx context.Context, a *Agent, th *client.Thread, calls []events.ToolCall, clientTools map[string]bool, mk func(events.Payload) events.Event) []events.Event {
+	var out []events.Event
 	env := &turnEnv{tenant: th.Tenant, thread: th.Thread, kv: th.KV}
-	for _, call := range am.ToolCalls {
+	for _, call := range calls {
 		if clientTools[call.Name] {
 			continue // the client runs it and appends the result
 		}
@@ -560,7 +610,7 @@ func (p *Pool) step(ctx context.Context, a *Agent, th *client.Thread, replyTo st
 	for _, k := range env.order {
 		out = append(out, mk(events.StateSet{Key: k, Value: env.sets[k]}))
 	}
-	return out, nil
+	return out
 }
 
 type turnEnv struct {

@@ -320,44 +320,64 @@ func fill(rm *jetstream.RawStreamMsg, m *nats.Msg) error {
 // without time.Parse's generality; any other form goes to time.Parse, so
 // the result is always what time.Parse(time.RFC3339Nano, s) gives.
 func parseTimestamp(s string) (time.Time, error) {
-	// 2006-01-02T15:04:05Z or 2006-01-02T15:04:05.123456789Z
-	if len(s) < 20 || len(s) > 30 || s[len(s)-1] != 'Z' || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
+	if !utcLayout(s) {
 		return time.Parse(time.RFC3339Nano, s)
 	}
-	num := func(s string) (int, bool) {
-		n := 0
-		for i := range len(s) {
-			c := s[i]
-			if c < '0' || c > '9' {
-				return 0, false
-			}
-			n = n*10 + int(c-'0')
-		}
-		return n, true
-	}
-	year, ok1 := num(s[0:4])
-	month, ok2 := num(s[5:7])
-	day, ok3 := num(s[8:10])
-	hour, ok4 := num(s[11:13])
-	minute, ok5 := num(s[14:16])
-	sec, ok6 := num(s[17:19])
-	ns := 0
-	ok7 := true
-	if frac := s[19 : len(s)-1]; frac != "" {
-		// A dot and 1 to 9 digits.
-		if frac[0] != '.' || len(frac) < 2 || len(frac) > 10 {
-			return time.Parse(time.RFC3339Nano, s)
-		}
-		ns, ok7 = num(frac[1:])
-		for range 10 - len(frac) {
-			ns *= 10
-		}
-	}
-	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7) || month < 1 || month > 12 || day < 1 || day > daysIn(time.Month(month), year) ||
-		hour > 23 || minute > 59 || sec > 59 {
+	year, ok1 := digits(s[0:4])
+	month, ok2 := digits(s[5:7])
+	day, ok3 := digits(s[8:10])
+	hour, ok4 := digits(s[11:13])
+	minute, ok5 := digits(s[14:16])
+	sec, ok6 := digits(s[17:19])
+	ns, ok7 := fraction(s[19 : len(s)-1])
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7) || !validDateTime(year, month, day, hour, minute, sec) {
 		return time.Parse(time.RFC3339Nano, s)
 	}
 	return time.Date(year, time.Month(month), day, hour, minute, sec, ns, time.UTC), nil
+}
+
+// utcLayout reports whether s has the separators of
+// 2006-01-02T15:04:05Z or 2006-01-02T15:04:05.123456789Z (up to nine
+// fractional digits), its digits unchecked.
+func utcLayout(s string) bool {
+	return len(s) >= 20 && len(s) <= 30 && s[len(s)-1] == 'Z' && s[4] == '-' && s[7] == '-' && s[10] == 'T' && s[13] == ':' && s[16] == ':'
+}
+
+// digits is the decimal number s spells, false when s holds anything but
+// the digits 0 to 9.
+func digits(s string) (int, bool) {
+	n := 0
+	for i := range len(s) {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+// fraction is the nanoseconds of a timestamp's fraction frac: "" (none)
+// or a dot and 1 to 9 digits; false for anything else.
+func fraction(frac string) (int, bool) {
+	if frac == "" {
+		return 0, true
+	}
+	if frac[0] != '.' || len(frac) < 2 || len(frac) > 10 {
+		return 0, false
+	}
+	ns, ok := digits(frac[1:])
+	for range 10 - len(frac) {
+		ns *= 10
+	}
+	return ns, ok
+}
+
+// validDateTime reports whether the fields name a Gregorian date and a
+// time of day (no leap second, as time.Parse).
+func validDateTime(year, month, day, hour, minute, sec int) bool {
+	return month >= 1 && month <= 12 && day >= 1 && day <= daysIn(time.Month(month), year) &&
+		hour <= 23 && minute <= 59 && sec <= 59
 }
 
 // daysIn is the number of days of month in year (Gregorian).

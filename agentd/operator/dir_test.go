@@ -1,4 +1,4 @@
-package main
+package operator
 
 import (
 	"errors"
@@ -11,17 +11,18 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/stretchr/testify/require"
 
+	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/internal/provision"
 )
 
 func TestOperatorInitKeepsSecretsPrivateAndAnExistingOperator(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ops")
-	cf := connFlags{Stream: "CONVLOG", Prefix: "conv"}
-	created, err := operatorInit(dir, "test", "/var/jwt", cf)
+	res := provision.Config{Stream: "CONVLOG", SubjectPrefix: "conv"}
+	created, err := Init(Dir(dir), "test", "/var/jwt", res)
 	require.NoError(t, err)
 	require.True(t, created)
-	secret := map[string]bool{opSigningFile: true, opTenantSignFile: true, opSysCredsFile: true, opConvlogCredsFile: true,
-		opJWTFile: false, opSysJWTFile: false, opConvlogJWTFile: false, opServerConfFile: false}
+	secret := map[string]bool{SigningFile: true, TenantSigningFile: true, SysCredsFile: true, ConvlogCredsFile: true,
+		JWTFile: false, SysJWTFile: false, ConvlogJWTFile: false, ServerConfFile: false}
 	before := map[string][]byte{}
 	for name, isSecret := range secret {
 		st, err := os.Stat(filepath.Join(dir, name))
@@ -33,21 +34,21 @@ func TestOperatorInitKeepsSecretsPrivateAndAnExistingOperator(t *testing.T) {
 		require.Equal(t, want, st.Mode().Perm(), name)
 		before[name], _ = os.ReadFile(filepath.Join(dir, name))
 	}
-	od := operatorDir(dir)
-	op, err := jwt.DecodeOperatorClaims(strings.TrimSpace(string(before[opJWTFile])))
+	od := Dir(dir)
+	op, err := jwt.DecodeOperatorClaims(strings.TrimSpace(string(before[JWTFile])))
 	require.NoError(t, err)
-	sys, err := jwt.DecodeAccountClaims(string(before[opSysJWTFile]))
+	sys, err := jwt.DecodeAccountClaims(string(before[SysJWTFile]))
 	require.NoError(t, err)
 	require.Equal(t, sys.Subject, op.SystemAccount)
 	require.True(t, op.DidSign(sys), "the operator's signing key signs its accounts")
-	conf := string(before[opServerConfFile])
+	conf := string(before[ServerConfFile])
 	require.Contains(t, conf, "system_account: "+sys.Subject)
 	require.Contains(t, conf, `dir: "/var/jwt"`)
-	other, err := od.serverConf("/elsewhere")
+	other, err := od.ServerConf("/elsewhere")
 	require.NoError(t, err)
 	require.Equal(t, strings.Replace(conf, "/var/jwt", "/elsewhere", 1), other)
 
-	created, err = operatorInit(dir, "again", "/var/jwt", cf)
+	created, err = Init(Dir(dir), "again", "/var/jwt", res)
 	require.NoError(t, err)
 	require.False(t, created, "an existing operator is kept")
 	for name, b := range before {
@@ -55,12 +56,12 @@ func TestOperatorInitKeepsSecretsPrivateAndAnExistingOperator(t *testing.T) {
 		require.Equal(t, b, after, "%s unchanged", name)
 	}
 
-	_, err = od.account("acme")
+	_, err = od.Account("acme")
 	require.True(t, errors.Is(err, fs.ErrNotExist), "no account before tenant-create: %v", err)
-	ac, err := od.tenantAccount("acme", provision.Config{})
+	ac, err := od.TenantAccount("acme", provision.Config{})
 	require.NoError(t, err)
 	require.Equal(t, "convlog_tenant_acme", ac.Name)
-	_, err = od.tenantAccount("bad.tenant", provision.Config{})
-	var u usageError
-	require.ErrorAs(t, err, &u)
+	_, err = od.TenantAccount("bad.tenant", provision.Config{})
+	var idErr *events.IDError
+	require.ErrorAs(t, err, &idErr, "a tenant id events refuses")
 }
