@@ -1114,6 +1114,26 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /** @description The event store did not answer the write in time (code timeout). The write may have been stored: send the same request again (same event ids or Idempotency-Key), which stores it at most once. */
+        WriteTimeout: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description No storage left: the server refused the write, or its disk is full (code storage-full). Nothing was stored; /healthz answers 503 meanwhile. Send the same request again after Retry-After seconds, once space is freed. */
+        StorageFull: {
+            headers: {
+                /** @description Seconds to wait before retrying. */
+                "Retry-After"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
         /** @description The tenant is over a quota (agentd --quota-file; type quota-exceeded): code storage (limit: the stored bytes allowed; erase threads to free space) or rate (events per second; retry after Retry-After seconds). Nothing was stored. */
         QuotaExceeded: {
             headers: {
@@ -1322,6 +1342,7 @@ export interface operations {
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
             504: components["responses"]["Timeout"];
+            507: components["responses"]["StorageFull"];
         };
     };
     listThreads: {
@@ -1395,6 +1416,8 @@ export interface operations {
             429: components["responses"]["QuotaExceeded"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Overloaded"];
+            504: components["responses"]["WriteTimeout"];
+            507: components["responses"]["StorageFull"];
         };
     };
     getThread: {
@@ -1495,6 +1518,8 @@ export interface operations {
             429: components["responses"]["QuotaExceeded"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Overloaded"];
+            504: components["responses"]["WriteTimeout"];
+            507: components["responses"]["StorageFull"];
         };
     };
     deleteThread: {
@@ -1530,6 +1555,8 @@ export interface operations {
             422: components["responses"]["Unprocessable"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Overloaded"];
+            504: components["responses"]["WriteTimeout"];
+            507: components["responses"]["StorageFull"];
         };
     };
     streamEvents: {
@@ -1612,6 +1639,8 @@ export interface operations {
             429: components["responses"]["QuotaExceeded"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Overloaded"];
+            504: components["responses"]["WriteTimeout"];
+            507: components["responses"]["StorageFull"];
         };
     };
     forkThread: {
@@ -1655,6 +1684,8 @@ export interface operations {
             429: components["responses"]["QuotaExceeded"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Overloaded"];
+            504: components["responses"]["WriteTimeout"];
+            507: components["responses"]["StorageFull"];
         };
     };
     undeleteThread: {
@@ -1690,6 +1721,8 @@ export interface operations {
             422: components["responses"]["Unprocessable"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Overloaded"];
+            504: components["responses"]["WriteTimeout"];
+            507: components["responses"]["StorageFull"];
         };
     };
     eraseThread: {
@@ -1724,6 +1757,8 @@ export interface operations {
             422: components["responses"]["Unprocessable"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Overloaded"];
+            504: components["responses"]["WriteTimeout"];
+            507: components["responses"]["StorageFull"];
         };
     };
     redactEvent: {
@@ -1758,6 +1793,8 @@ export interface operations {
             422: components["responses"]["Unprocessable"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Overloaded"];
+            504: components["responses"]["WriteTimeout"];
+            507: components["responses"]["StorageFull"];
         };
     };
     exportThread: {
@@ -1933,6 +1970,8 @@ export interface operations {
             429: components["responses"]["QuotaExceeded"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Overloaded"];
+            504: components["responses"]["WriteTimeout"];
+            507: components["responses"]["StorageFull"];
         };
     };
     deleteStateKey: {
@@ -1969,6 +2008,8 @@ export interface operations {
             412: components["responses"]["PreconditionFailed"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Overloaded"];
+            504: components["responses"]["WriteTimeout"];
+            507: components["responses"]["StorageFull"];
         };
     };
     getBlob: {
@@ -2044,6 +2085,8 @@ export interface operations {
             429: components["responses"]["QuotaExceeded"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Overloaded"];
+            504: components["responses"]["WriteTimeout"];
+            507: components["responses"]["StorageFull"];
         };
     };
     deleteBlob: {
@@ -2071,6 +2114,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["WriteTimeout"];
+            507: components["responses"]["StorageFull"];
         };
     };
     getAuditKey: {
