@@ -26,16 +26,9 @@ func TestForkByReferenceOfAThreadLargerThanAnEvent(t *testing.T) {
 	ns := clienttest.New(t)
 	c := ns.Client
 	ctx := context.Background()
-	clienttest.Thread(t, c, client.CreateOptions{Tenant: "acme", ThreadID: "src"}, 0)
+	_, v0 := clienttest.Thread(t, c, client.CreateOptions{Tenant: "acme", ThreadID: "src"}, 0)
 	text := strings.Repeat("y", 600)
-	for i := 0; i < 3000; i += 500 {
-		var evs []events.Event
-		for j := range 500 {
-			evs = append(evs, clienttest.User(fmt.Sprintf("%s %d", text, i+j)))
-		}
-		_, err := c.Append(ctx, "acme", "src", evs, client.AnyVersion())
-		require.NoError(t, err)
-	}
+	clienttest.AppendUsers(t, c, "acme", "src", v0, 3000, 500, func(i int) string { return fmt.Sprintf("%s %d", text, i) })
 	_, err := c.SetState(ctx, "acme", "src", "k", "v")
 	require.NoError(t, err)
 	src, err := c.Get(ctx, "acme", "src", client.Consistent())
@@ -131,16 +124,9 @@ func BenchmarkGetOfAForkByReference(b *testing.B) {
 	ns := clienttest.New(b)
 	c := ns.Client
 	ctx := context.Background()
-	clienttest.Thread(b, c, client.CreateOptions{Tenant: "acme", ThreadID: "src"}, 0)
+	_, v0 := clienttest.Thread(b, c, client.CreateOptions{Tenant: "acme", ThreadID: "src"}, 0)
 	text := strings.Repeat("y", 400)
-	for i := 0; i < 10000; i += 500 {
-		var evs []events.Event
-		for j := range 500 {
-			evs = append(evs, clienttest.User(fmt.Sprintf("%s %d", text, i+j)))
-		}
-		_, err := c.Append(ctx, "acme", "src", evs, client.AnyVersion())
-		require.NoError(b, err)
-	}
+	clienttest.AppendUsers(b, c, "acme", "src", v0, 10000, 500, func(i int) string { return fmt.Sprintf("%s %d", text, i) })
 	_, _, v, err := c.Fork(ctx, "acme", "src", client.ForkOptions{ThreadID: "fork", ByReference: true})
 	require.NoError(b, err)
 	p, err := projector.New(ns.JS, projector.Config{})

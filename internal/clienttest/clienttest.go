@@ -120,13 +120,25 @@ func RepliesOff(tenant, thread string) client.CreateOptions {
 // returns the thread's id and version.
 func Thread(t testing.TB, c *client.Client, opts client.CreateOptions, n int) (thread string, version uint64) {
 	t.Helper()
-	ctx := context.Background()
-	tenant, thread, v, err := c.CreateThread(ctx, opts)
+	tenant, thread, v, err := c.CreateThread(context.Background(), opts)
 	require.NoError(t, err)
-	for i := range n {
-		res, err := c.Append(ctx, tenant, thread, []events.Event{User(fmt.Sprintf("message %d", i))}, client.ExpectVersion(v))
+	return thread, AppendUsers(t, c, tenant, thread, v, n, 1, func(i int) string { return fmt.Sprintf("message %d", i) })
+}
+
+// AppendUsers appends n user messages to tenant/thread through c, text(i)
+// the i-th, in appends of batch events (the last one shorter), each
+// expecting the version the one before returned and the first v; it
+// returns the thread's version after the last. t fails on any error.
+func AppendUsers(t testing.TB, c *client.Client, tenant, thread string, v uint64, n, batch int, text func(i int) string) uint64 {
+	t.Helper()
+	for i := 0; i < n; i += batch {
+		evs := make([]events.Event, min(batch, n-i))
+		for j := range evs {
+			evs[j] = User(text(i + j))
+		}
+		res, err := c.Append(context.Background(), tenant, thread, evs, client.ExpectVersion(v))
 		require.NoError(t, err)
 		v = res.Version
 	}
-	return thread, v
+	return v
 }
