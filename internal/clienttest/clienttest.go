@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
@@ -102,6 +103,21 @@ func (p *Projector) Stop() error {
 		p.waited, p.err = true, <-p.done
 	}
 	return p.err
+}
+
+// Msg is the NATS message of ev on subject as the client publishes it:
+// the event's bytes ([events.Marshal]) and convlog's headers
+// ([events.Headers]). t fails if ev does not encode.
+func Msg(t testing.TB, subject string, ev events.Event) *nats.Msg {
+	t.Helper()
+	data, err := events.Marshal(ev)
+	require.NoError(t, err)
+	m := nats.NewMsg(subject)
+	m.Data = data
+	for k, v := range events.Headers(ev) {
+		m.Header.Set(k, v)
+	}
+	return m
 }
 
 // User is a user message of text.
