@@ -66,6 +66,20 @@ func New(t testing.TB, opts ...Option) *Env {
 	return &Env{Server: s, Client: c}
 }
 
+// Another returns a second client of the server, configured by cfg (as
+// given: it provisions nothing unless cfg says so), on a connection of
+// its own, as another service runs one. Both close at the test's cleanup.
+func (e *Env) Another(t testing.TB, cfg client.Config) *client.Client {
+	t.Helper()
+	nc, err := e.Connect()
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	c, err := client.New(context.Background(), nc, cfg)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
 // Projector is a projector running until [Projector.Stop] or the end of
 // the test.
 type Projector struct {
