@@ -166,24 +166,18 @@ func Open(body []byte, sig string, trusted []ed25519.PublicKey) (Checkpoint, err
 
 // lazyCheckpoint is a Checkpoint whose threads' leaves stay undecoded
 // until asked for: a verifier of one thread or tenant decodes only its
-// own, a checkpointer loading heads none.
+// own, a checkpointer loading heads none. Its Threads hides the
+// Checkpoint's (encoding/json fills the shallower field), which stays nil.
 type lazyCheckpoint struct {
-	V          int          `json:"v"`
-	Stream     string       `json:"stream"`
-	From       uint64       `json:"from"`
-	Seq        uint64       `json:"seq"`
-	Time       time.Time    `json:"time"`
-	Prev       string       `json:"prev"`
-	IntervalMS int64        `json:"interval_ms"`
-	Threads    []lazyThread `json:"threads"`
+	Checkpoint
+	Threads []lazyThread `json:"threads"`
 }
 
+// lazyThread is a ThreadHeads whose Leaves (hiding the ThreadHeads' own,
+// which stay nil) are the undecoded JSON array.
 type lazyThread struct {
-	Subject        string          `json:"subject"`
-	Prev           string          `json:"prev"`
-	PrevCheckpoint uint64          `json:"prev_cp"`
-	Head           string          `json:"head"`
-	Leaves         json.RawMessage `json:"leaves"`
+	ThreadHeads
+	Leaves json.RawMessage `json:"leaves"`
 }
 
 // openLazy is Open into a lazyCheckpoint.
@@ -224,13 +218,14 @@ func decodeCheckpoint(body []byte) (Checkpoint, error) {
 	if err != nil {
 		return Checkpoint{}, err
 	}
-	c := Checkpoint{V: lc.V, Stream: lc.Stream, From: lc.From, Seq: lc.Seq, Time: lc.Time, Prev: lc.Prev, IntervalMS: lc.IntervalMS}
+	c := lc.Checkpoint
 	for _, th := range lc.Threads {
 		leaves, err := parseLeaves(th.Leaves)
 		if err != nil {
 			return c, fmt.Errorf("audit: checkpoint leaves of %s: %w", th.Subject, err)
 		}
-		c.Threads = append(c.Threads, ThreadHeads{Subject: th.Subject, Prev: th.Prev, PrevCheckpoint: th.PrevCheckpoint, Head: th.Head, Leaves: leaves})
+		th.ThreadHeads.Leaves = leaves
+		c.Threads = append(c.Threads, th.ThreadHeads)
 	}
 	return c, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/clienttest"
 	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/internal/provision"
 )
@@ -230,13 +231,7 @@ func (e *appendEnv) publishPartialBatch(t testing.TB, evs []events.Event, expect
 	bp, err := jetstreamext.NewBatchPublisher(e.js)
 	require.NoError(t, err)
 	for i, ev := range evs[:k] {
-		data, err := events.Marshal(ev)
-		require.NoError(t, err)
-		m := nats.NewMsg(e.subject(t, ev.Tenant, ev.Thread))
-		m.Data = data
-		for h, v := range events.Headers(ev) {
-			m.Header.Set(h, v)
-		}
+		m := clienttest.Msg(t, e.subject(t, ev.Tenant, ev.Thread), ev)
 		if i == 0 {
 			m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect, 10))
 			m.Header.Set(jetstream.ExpectedStreamHeader, e.res.Stream)

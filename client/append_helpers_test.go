@@ -16,6 +16,7 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/clienttest"
 	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/internal/provision"
 )
@@ -166,14 +167,7 @@ func (e *appendEnv) publishAsClient(t testing.TB, evs []events.Event, expect uin
 	defer cancel()
 	msgs := make([]*nats.Msg, len(evs))
 	for i, ev := range evs {
-		data, err := events.Marshal(ev)
-		require.NoError(t, err)
-		m := nats.NewMsg(e.subject(t, ev.Tenant, ev.Thread))
-		m.Data = data
-		for k, v := range events.Headers(ev) {
-			m.Header.Set(k, v)
-		}
-		msgs[i] = m
+		msgs[i] = clienttest.Msg(t, e.subject(t, ev.Tenant, ev.Thread), ev)
 	}
 	msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect, 10))
 	msgs[0].Header.Set(jetstream.ExpectedStreamHeader, e.res.Stream)

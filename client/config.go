@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -116,30 +117,14 @@ func DefaultConfig() Config {
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
 	c.Resources = c.Resources.WithDefaults()
-	if c.Producer == "" {
-		c.Producer = d.Producer
-	}
-	if c.Timeout == 0 {
-		c.Timeout = d.Timeout
-	}
-	if c.MaxRetries == 0 {
-		c.MaxRetries = d.MaxRetries
-	}
-	if c.RetryBackoff == 0 {
-		c.RetryBackoff = d.RetryBackoff
-	}
-	if c.MaxAnyVersionAttempts == 0 {
-		c.MaxAnyVersionAttempts = d.MaxAnyVersionAttempts
-	}
-	if c.CacheThreads == 0 {
-		c.CacheThreads = d.CacheThreads
-	}
-	if c.ChunkCacheBytes == 0 {
-		c.ChunkCacheBytes = d.ChunkCacheBytes
-	}
-	if c.ConsumerReadThreshold == 0 {
-		c.ConsumerReadThreshold = d.ConsumerReadThreshold
-	}
+	c.Producer = cmp.Or(c.Producer, d.Producer)
+	c.Timeout = cmp.Or(c.Timeout, d.Timeout)
+	c.MaxRetries = cmp.Or(c.MaxRetries, d.MaxRetries)
+	c.RetryBackoff = cmp.Or(c.RetryBackoff, d.RetryBackoff)
+	c.MaxAnyVersionAttempts = cmp.Or(c.MaxAnyVersionAttempts, d.MaxAnyVersionAttempts)
+	c.CacheThreads = cmp.Or(c.CacheThreads, d.CacheThreads)
+	c.ChunkCacheBytes = cmp.Or(c.ChunkCacheBytes, d.ChunkCacheBytes)
+	c.ConsumerReadThreshold = cmp.Or(c.ConsumerReadThreshold, d.ConsumerReadThreshold)
 	if c.NewThreadID == nil {
 		c.NewThreadID = d.NewThreadID
 	}

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
@@ -60,16 +59,9 @@ func TestAForgedErasureMarkerHidesNothing(t *testing.T) {
 // raw NATS publisher could, and returns its sequence.
 func publishBehindTheClient(t *testing.T, js jetstream.JetStream, ev events.Event) uint64 {
 	t.Helper()
-	data, err := events.Marshal(ev)
-	require.NoError(t, err)
 	subject, err := events.Subjects{}.Thread(ev.Tenant, ev.Thread)
 	require.NoError(t, err)
-	m := nats.NewMsg(subject)
-	m.Data = data
-	for k, v := range events.Headers(ev) {
-		m.Header.Set(k, v)
-	}
-	ack, err := js.PublishMsg(context.Background(), m)
+	ack, err := js.PublishMsg(context.Background(), clienttest.Msg(t, subject, ev))
 	require.NoError(t, err)
 	return ack.Sequence
 }

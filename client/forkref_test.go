@@ -15,6 +15,16 @@ import (
 	"github.com/convlog/convlog/projector"
 )
 
+// forkSource creates thread acme/src of n user messages, each size bytes
+// of "y" then its index, appended 500 at a time: the source the fork tests
+// and benchmarks fork by reference.
+func forkSource(tb testing.TB, c *client.Client, n, size int) {
+	tb.Helper()
+	_, v := clienttest.Thread(tb, c, client.CreateOptions{Tenant: "acme", ThreadID: "src"}, 0)
+	text := strings.Repeat("y", size)
+	clienttest.AppendUsers(tb, c, "acme", "src", v, n, 500, func(i int) string { return fmt.Sprintf("%s %d", text, i) })
+}
+
 // A fork of a thread larger than one event can hold (3,000 messages of
 // 600 bytes: 1.8 MB against the 1 MiB max payload) is made by reference:
 // one small event, and the fork reads back equal to its source up to the
@@ -26,16 +36,7 @@ func TestForkByReferenceOfAThreadLargerThanAnEvent(t *testing.T) {
 	ns := clienttest.New(t)
 	c := ns.Client
 	ctx := context.Background()
-	clienttest.Thread(t, c, client.CreateOptions{Tenant: "acme", ThreadID: "src"}, 0)
-	text := strings.Repeat("y", 600)
-	for i := 0; i < 3000; i += 500 {
-		var evs []events.Event
-		for j := range 500 {
-			evs = append(evs, clienttest.User(fmt.Sprintf("%s %d", text, i+j)))
-		}
-		_, err := c.Append(ctx, "acme", "src", evs, client.AnyVersion())
-		require.NoError(t, err)
-	}
+	forkSource(t, c, 3000, 600)
 	_, err := c.SetState(ctx, "acme", "src", "k", "v")
 	require.NoError(t, err)
 	src, err := c.Get(ctx, "acme", "src", client.Consistent())
@@ -131,16 +132,7 @@ func BenchmarkGetOfAForkByReference(b *testing.B) {
 	ns := clienttest.New(b)
 	c := ns.Client
 	ctx := context.Background()
-	clienttest.Thread(b, c, client.CreateOptions{Tenant: "acme", ThreadID: "src"}, 0)
-	text := strings.Repeat("y", 400)
-	for i := 0; i < 10000; i += 500 {
-		var evs []events.Event
-		for j := range 500 {
-			evs = append(evs, clienttest.User(fmt.Sprintf("%s %d", text, i+j)))
-		}
-		_, err := c.Append(ctx, "acme", "src", evs, client.AnyVersion())
-		require.NoError(b, err)
-	}
+	forkSource(b, c, 10000, 400)
 	_, _, v, err := c.Fork(ctx, "acme", "src", client.ForkOptions{ThreadID: "fork", ByReference: true})
 	require.NoError(b, err)
 	p, err := projector.New(ns.JS, projector.Config{})

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -23,35 +22,30 @@ import (
 func TestImportExportRealTranscripts(t *testing.T) {
 	c := clienttest.New(t).Client
 	ctx := context.Background()
-	set, err := transcripts.Find()
-	dir := set.Dir
-	require.NoError(t, err)
+	set := transcripts.Load(t)
 	n := 0
-	for _, f := range transcripts.Files {
-		for conv, err := range transcripts.Read(filepath.Join(dir, f)) {
+	for f, conv := range set.Conversations(t) {
+		res, err := c.ImportConversation(ctx, conv, client.ImportOptions{})
+		require.NoError(t, err, "%s %s", f, conv.ID)
+		require.False(t, res.AlreadyImported)
+		n++
+		if n%40 == 0 || f == "sweagent_fc_demos.jsonl" {
+			again, err := c.ImportConversation(ctx, conv, client.ImportOptions{})
 			require.NoError(t, err)
-			res, err := c.ImportConversation(ctx, conv, client.ImportOptions{})
-			require.NoError(t, err, "%s %s", f, conv.ID)
-			require.False(t, res.AlreadyImported)
-			n++
-			if n%40 == 0 || f == "sweagent_fc_demos.jsonl" {
-				again, err := c.ImportConversation(ctx, conv, client.ImportOptions{})
-				require.NoError(t, err)
-				require.True(t, again.AlreadyImported)
-				require.Equal(t, res.Version, again.Version)
-				var buf bytes.Buffer
-				require.NoError(t, c.ExportThread(ctx, res.Tenant, res.Thread, client.ExportOpenAI, &buf))
-				var back events.Conversation
-				require.NoError(t, json.Unmarshal(buf.Bytes(), &back))
-				want, _ := json.Marshal(conv.Messages)
-				got, _ := json.Marshal(back.Messages)
-				require.JSONEq(t, string(want), string(got), "%s %s", f, conv.ID)
-				require.JSONEq(t, string(conv.Meta), string(back.Meta))
-				th, err := c.Get(ctx, res.Tenant, res.Thread, client.Consistent())
-				require.NoError(t, err)
-				require.Zero(t, th.RejectedCount)
-				require.Equal(t, events.RepliesOff, th.Replies)
-			}
+			require.True(t, again.AlreadyImported)
+			require.Equal(t, res.Version, again.Version)
+			var buf bytes.Buffer
+			require.NoError(t, c.ExportThread(ctx, res.Tenant, res.Thread, client.ExportOpenAI, &buf))
+			var back events.Conversation
+			require.NoError(t, json.Unmarshal(buf.Bytes(), &back))
+			want, _ := json.Marshal(conv.Messages)
+			got, _ := json.Marshal(back.Messages)
+			require.JSONEq(t, string(want), string(got), "%s %s", f, conv.ID)
+			require.JSONEq(t, string(conv.Meta), string(back.Meta))
+			th, err := c.Get(ctx, res.Tenant, res.Thread, client.Consistent())
+			require.NoError(t, err)
+			require.Zero(t, th.RejectedCount)
+			require.Equal(t, events.RepliesOff, th.Replies)
 		}
 	}
 	require.Equal(t, set.Total().Conversations, n)

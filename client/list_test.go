@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
@@ -42,15 +41,7 @@ func seedThreads(t *testing.T, js jetstream.JetStream, n int) {
 			events.ThreadCreated{Agent: agent, Owner: owner, Metadata: md, Replies: events.RepliesOff},
 			events.UserMessage{Content: events.Text("hello")},
 		} {
-			ev := events.New("acme", thread, "seed", p)
-			data, err := events.Marshal(ev)
-			require.NoError(t, err)
-			m := nats.NewMsg(subj)
-			m.Data = data
-			for k, v := range events.Headers(ev) {
-				m.Header.Set(k, v)
-			}
-			_, err = js.PublishMsgAsync(m)
+			_, err = js.PublishMsgAsync(clienttest.Msg(t, subj, events.New("acme", thread, "seed", p)))
 			require.NoError(t, err)
 		}
 	}

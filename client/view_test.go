@@ -40,11 +40,7 @@ func TestGetViewIsGetWithoutACopy(t *testing.T) {
 	// Small chunks: a 300-message thread is several chunks and a head.
 	clienttest.RunProjector(t, s.JS, projector.Config{ChunkBytes: 4 << 10, TailBytes: 1 << 10})
 	_, v = clienttest.Thread(t, c, clienttest.RepliesOff("acme", "long"), 0)
-	for i := range 300 {
-		res, err := c.Append(ctx, "acme", "long", []events.Event{clienttest.User(fmt.Sprintf("message %d %s", i, strings.Repeat("x", 100)))}, client.ExpectVersion(v))
-		require.NoError(t, err)
-		v = res.Version
-	}
+	v = clienttest.AppendUsers(t, c, "acme", "long", v, 300, 1, func(i int) string { return fmt.Sprintf("message %d %s", i, strings.Repeat("x", 100)) })
 	var got *client.Thread
 	require.Eventually(t, func() bool {
 		got, err = c.Get(ctx, "acme", "long")
@@ -94,11 +90,7 @@ func TestGetViewDecodesAnUnchangedHeadOnce(t *testing.T) {
 	_, _, v, err := c.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: "kept", ThreadCreated: events.ThreadCreated{
 		Replies: events.RepliesOff, Metadata: map[string]string{"team": "blue"}}})
 	require.NoError(t, err)
-	for i := range 50 {
-		res, err := c.Append(ctx, "acme", "kept", []events.Event{clienttest.User(fmt.Sprintf("message %d %s", i, strings.Repeat("x", 100)))}, client.ExpectVersion(v))
-		require.NoError(t, err)
-		v = res.Version
-	}
+	v = clienttest.AppendUsers(t, c, "acme", "kept", v, 50, 1, func(i int) string { return fmt.Sprintf("message %d %s", i, strings.Repeat("x", 100)) })
 	viewAt := func(version uint64) *client.ThreadView {
 		var view *client.ThreadView
 		require.Eventually(t, func() bool {
@@ -145,15 +137,7 @@ func BenchmarkGetView(b *testing.B) {
 	clienttest.RunProjector(b, s.JS, projector.Config{})
 	thread, v := clienttest.Thread(b, c, clienttest.RepliesOff(events.DefaultTenant, ""), 0)
 	text := strings.Repeat("x", 512)
-	for i := 0; i < 1000; i += client.MaxTurnEvents {
-		evs := make([]events.Event, min(client.MaxTurnEvents, 1000-i))
-		for j := range evs {
-			evs[j] = clienttest.User(text)
-		}
-		res, err := c.Append(ctx, "default", thread, evs, client.ExpectVersion(v))
-		require.NoError(b, err)
-		v = res.Version
-	}
+	v = clienttest.AppendUsers(b, c, "default", thread, v, 1000, client.MaxTurnEvents, func(int) string { return text })
 	require.Eventually(b, func() bool {
 		view, err := c.GetView(ctx, "default", thread)
 		return err == nil && view.FromSnapshot && view.Version == v

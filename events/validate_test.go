@@ -22,6 +22,16 @@ func of(typ events.Type, edit func(e *events.Event)) events.Event {
 	return e
 }
 
+// forked returns the sample thread.forked event with its payload changed
+// by edit.
+func forked(edit func(f *events.Forked)) events.Event {
+	return of(events.TypeForked, func(e *events.Event) {
+		f := e.Payload.(events.Forked)
+		edit(&f)
+		e.Payload = f
+	})
+}
+
 // withPayload returns a valid envelope around p.
 func withPayload(p events.Payload) events.Event { return envelope(p) }
 
@@ -108,16 +118,8 @@ func TestValidate(t *testing.T) {
 		{name: "an image URL that is not UTF-8 is invalid", event: withPayload(events.UserMessage{Content: events.Parts(events.Part{Type: events.PartImage, URL: "https://x/\xff"})}), field: "payload.content[0].url"},
 		{name: "a restored message time after 9999 is invalid", event: restore(events.Message{Role: events.RoleUser, Content: events.Text("x"), Time: time.Date(12000, 1, 1, 0, 0, 0, 0, time.UTC)}), field: "payload.messages[0].time"},
 		{name: "a restored message name that is not UTF-8 is invalid", event: restore(events.Message{Role: events.RoleUser, Content: events.Text("x"), Name: "\xff"}), field: "payload.messages[0].name"},
-		{name: "a fork's state key that is not UTF-8 is invalid", event: of(events.TypeForked, func(e *events.Event) {
-			f := e.Payload.(events.Forked)
-			f.State = map[string]json.RawMessage{"\xff": json.RawMessage("1")}
-			e.Payload = f
-		}), field: `payload.state["\xff"]`},
-		{name: "a fork's owner that is not UTF-8 names the nested field", event: of(events.TypeForked, func(e *events.Event) {
-			f := e.Payload.(events.Forked)
-			f.Created.Owner = "\xff"
-			e.Payload = f
-		}), field: "payload.created.owner"},
+		{name: "a fork's state key that is not UTF-8 is invalid", event: forked(func(f *events.Forked) { f.State = map[string]json.RawMessage{"\xff": json.RawMessage("1")} }), field: `payload.state["\xff"]`},
+		{name: "a fork's owner that is not UTF-8 names the nested field", event: forked(func(f *events.Forked) { f.Created.Owner = "\xff" }), field: "payload.created.owner"},
 		{name: "a system prompt update that is not UTF-8 is invalid", event: withPayload(events.ThreadUpdated{SystemPrompt: strp("\xff")}), field: "payload.system_prompt"},
 
 		// Thread, state, history payloads.
@@ -143,31 +145,11 @@ func TestValidate(t *testing.T) {
 		{name: "a restored tool message without tool_call_id is invalid", event: restore(events.Message{Role: events.RoleTool, Content: events.Text("x")}), field: "payload.messages[0].tool_call_id"},
 		{name: "a restored assistant message with bad arguments names the call", event: restore(events.Message{Role: events.RoleAssistant, ToolCalls: []events.ToolCall{okCall, {ID: "c2", Name: "f", Arguments: "[1,"}}}), field: "payload.messages[0].tool_calls[1].arguments"},
 		{name: "restored metadata that is not JSON is invalid", event: restore(events.Message{Role: events.RoleUser, Content: events.Text("x"), Metadata: json.RawMessage("{")}), field: "payload.messages[0].metadata"},
-		{name: "a fork from a bad source thread is invalid", event: of(events.TypeForked, func(e *events.Event) {
-			f := e.Payload.(events.Forked)
-			f.SourceThread = "a.b"
-			e.Payload = f
-		}), field: "payload.source_thread", reason: `character '.'`},
-		{name: "a fork from a bad source tenant is invalid", event: of(events.TypeForked, func(e *events.Event) {
-			f := e.Payload.(events.Forked)
-			f.SourceTenant = ""
-			e.Payload = f
-		}), field: "payload.source_tenant"},
-		{name: "a fork whose created attributes are invalid names the nested field", event: of(events.TypeForked, func(e *events.Event) {
-			f := e.Payload.(events.Forked)
-			f.Created.PendingPolicy = "merge"
-			e.Payload = f
-		}), field: "payload.created.pending_policy"},
-		{name: "a fork with malformed state names the key", event: of(events.TypeForked, func(e *events.Event) {
-			f := e.Payload.(events.Forked)
-			f.State = map[string]json.RawMessage{"cart": json.RawMessage("{")}
-			e.Payload = f
-		}), field: `payload.state["cart"]`},
-		{name: "a fork with an invalid message names it", event: of(events.TypeForked, func(e *events.Event) {
-			f := e.Payload.(events.Forked)
-			f.Messages = append(f.Messages, events.Message{Role: events.RoleTool})
-			e.Payload = f
-		}), field: "payload.messages[5].tool_call_id"},
+		{name: "a fork from a bad source thread is invalid", event: forked(func(f *events.Forked) { f.SourceThread = "a.b" }), field: "payload.source_thread", reason: `character '.'`},
+		{name: "a fork from a bad source tenant is invalid", event: forked(func(f *events.Forked) { f.SourceTenant = "" }), field: "payload.source_tenant"},
+		{name: "a fork whose created attributes are invalid names the nested field", event: forked(func(f *events.Forked) { f.Created.PendingPolicy = "merge" }), field: "payload.created.pending_policy"},
+		{name: "a fork with malformed state names the key", event: forked(func(f *events.Forked) { f.State = map[string]json.RawMessage{"cart": json.RawMessage("{")} }), field: `payload.state["cart"]`},
+		{name: "a fork with an invalid message names it", event: forked(func(f *events.Forked) { f.Messages = append(f.Messages, events.Message{Role: events.RoleTool}) }), field: "payload.messages[5].tool_call_id"},
 	}
 	require.GreaterOrEqual(t, len(cases), 20)
 	for _, c := range cases {

@@ -221,14 +221,8 @@ func (e *env) publishAsync(t testing.TB, evs []events.Event) []uint64 {
 	t.Helper()
 	futs := make([]jetstream.PubAckFuture, len(evs))
 	for i, ev := range evs {
-		b, err := events.Marshal(ev)
-		require.NoError(t, err)
-		m := nats.NewMsg(fmt.Sprintf("conv.%s.%s", ev.Tenant, ev.Thread))
-		m.Data = b
-		for k, v := range events.Headers(ev) {
-			m.Header.Set(k, v)
-		}
-		futs[i], err = e.js.PublishMsgAsync(m)
+		var err error
+		futs[i], err = e.js.PublishMsgAsync(clienttest.Msg(t, fmt.Sprintf("conv.%s.%s", ev.Tenant, ev.Thread), ev))
 		require.NoError(t, err)
 		if i%3000 == 2999 {
 			select {

@@ -29,15 +29,12 @@ func TestRunnerReproducesEveryTranscript(t *testing.T) {
 	}
 	var convs []conv
 	var all []events.Event
-	for _, f := range transcripts.Files {
-		for c, err := range transcripts.Read(set.Path(f)) {
-			require.NoError(t, err)
-			thread := transcripts.ThreadID(c)
-			evs, err := transcripts.Events(c, "default", thread, "test", time.Unix(1700000000, 0))
-			require.NoError(t, err)
-			all = append(all, evs...)
-			convs = append(convs, conv{c: c, thread: thread, last: len(all) - 1})
-		}
+	for _, c := range set.Conversations(t) {
+		thread := transcripts.ThreadID(c)
+		evs, err := transcripts.Events(c, "default", thread, "test", time.Unix(1700000000, 0))
+		require.NoError(t, err)
+		all = append(all, evs...)
+		convs = append(convs, conv{c: c, thread: thread, last: len(all) - 1})
 	}
 	require.Len(t, convs, set.Total().Conversations)
 	seqs := e.publishAsync(t, all)

@@ -2,7 +2,6 @@ package model
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -40,14 +39,7 @@ func DefaultOfflineConfig() OfflineConfig {
 
 // Validate reports every problem with c.
 func (c OfflineConfig) Validate() error {
-	var errs []error
-	if c.TokenDelay < 0 {
-		errs = append(errs, fmt.Errorf("model: offline: TokenDelay %v is negative", c.TokenDelay))
-	}
-	if len(c.Model) > 256 {
-		errs = append(errs, fmt.Errorf("model: offline: Model is %d bytes, the limit is 256", len(c.Model)))
-	}
-	return errors.Join(errs...)
+	return validateStreamed("offline", c.Model, c.TokenDelay)
 }
 
 // Offline is a deterministic model that needs no network and no key. The

@@ -28,14 +28,7 @@ func DefaultReplayConfig() ReplayConfig { return ReplayConfig{Model: DefaultRepl
 
 // Validate reports every problem with c.
 func (c ReplayConfig) Validate() error {
-	var errs []error
-	if c.TokenDelay < 0 {
-		errs = append(errs, fmt.Errorf("model: replay: TokenDelay %v is negative", c.TokenDelay))
-	}
-	if len(c.Model) > 256 {
-		errs = append(errs, fmt.Errorf("model: replay: Model is %d bytes, the limit is 256", len(c.Model)))
-	}
-	return errors.Join(errs...)
+	return validateStreamed("replay", c.Model, c.TokenDelay)
 }
 
 // Replay plays back the assistant turns of a recorded conversation.

@@ -139,37 +139,34 @@ func TestNewReplayRejectsAnUnconvertibleRecording(t *testing.T) {
 func TestReplayPlaysBackEveryRealTranscript(t *testing.T) {
 	set := transcripts.Load(t)
 	var convs, turns int
-	for _, file := range transcripts.Files {
-		for conv, err := range transcripts.Read(set.Path(file)) {
+	for file, conv := range set.Conversations(t) {
+		convs++
+		p, err := model.NewReplay(conv, model.ReplayConfig{})
+		require.NoError(t, err, "%s %s", file, conv.ID)
+		var history []events.Message
+		played := 0
+		for i, o := range conv.Messages {
+			m, err := events.FromOpenAI(o)
 			require.NoError(t, err)
-			convs++
-			p, err := model.NewReplay(conv, model.ReplayConfig{})
-			require.NoError(t, err, "%s %s", file, conv.ID)
-			var history []events.Message
-			played := 0
-			for i, o := range conv.Messages {
-				m, err := events.FromOpenAI(o)
-				require.NoError(t, err)
-				if m.Role == events.RoleSystem {
-					continue
-				}
-				if m.Role != events.RoleAssistant {
-					history = append(history, m)
-					continue
-				}
-				var acc model.Accumulator
-				resp, err := p.Generate(context.Background(), model.Request{Thread: conv.ID, Messages: history}, acc.Add)
-				require.NoError(t, err, "%s %s message %d", file, conv.ID, i)
-				require.Equal(t, m.Content, resp.Content, "%s %s message %d", file, conv.ID, i)
-				require.Equal(t, m.ToolCalls, resp.ToolCalls, "%s %s message %d", file, conv.ID, i)
-				require.Equal(t, m.Content.String(), acc.Content())
-				am := resp.AssistantMessage()
-				history = append(history, events.Message{Role: events.RoleAssistant, Content: am.Content, ToolCalls: am.ToolCalls, Model: am.Model})
-				played++
+			if m.Role == events.RoleSystem {
+				continue
 			}
-			require.Equal(t, p.Turns(), played)
-			turns += played
+			if m.Role != events.RoleAssistant {
+				history = append(history, m)
+				continue
+			}
+			var acc model.Accumulator
+			resp, err := p.Generate(context.Background(), model.Request{Thread: conv.ID, Messages: history}, acc.Add)
+			require.NoError(t, err, "%s %s message %d", file, conv.ID, i)
+			require.Equal(t, m.Content, resp.Content, "%s %s message %d", file, conv.ID, i)
+			require.Equal(t, m.ToolCalls, resp.ToolCalls, "%s %s message %d", file, conv.ID, i)
+			require.Equal(t, m.Content.String(), acc.Content())
+			am := resp.AssistantMessage()
+			history = append(history, events.Message{Role: events.RoleAssistant, Content: am.Content, ToolCalls: am.ToolCalls, Model: am.Model})
+			played++
 		}
+		require.Equal(t, p.Turns(), played)
+		turns += played
 	}
 	require.Equal(t, set.Total().Conversations, convs)
 	t.Logf("replayed %d assistant turns of %d conversations", turns, convs)

@@ -2,10 +2,31 @@ package model
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 	"unicode"
 	"unicode/utf8"
 )
+
+// maxModelName is the longest model name, in bytes, that the offline and
+// replay models accept in their configuration.
+const maxModelName = 256
+
+// validateStreamed reports every problem with the settings that the
+// offline and replay models share: a negative TokenDelay (the pause of
+// the emitter between streamed pieces) and a Model name longer than
+// maxModelName bytes. kind names the model in the errors.
+func validateStreamed(kind, model string, tokenDelay time.Duration) error {
+	var errs []error
+	if tokenDelay < 0 {
+		errs = append(errs, fmt.Errorf("model: %s: TokenDelay %v is negative", kind, tokenDelay))
+	}
+	if len(model) > maxModelName {
+		errs = append(errs, fmt.Errorf("model: %s: Model is %d bytes, the limit is %d", kind, len(model), maxModelName))
+	}
+	return errors.Join(errs...)
+}
 
 // words splits s into pieces whose concatenation is s: each piece is a run
 // of spaces followed by a run of non-spaces; trailing spaces go with the

@@ -120,40 +120,37 @@ func TestReplayRunnerErrorsAreResults(t *testing.T) {
 func TestReplayRunnerAnswersEveryRealToolCall(t *testing.T) {
 	set := transcripts.Load(t)
 	calls := 0
-	for _, file := range transcripts.Files {
-		for conv, err := range transcripts.Read(set.Path(file)) {
+	for file, conv := range set.Conversations(t) {
+		r, err := tools.NewReplay(conv)
+		require.NoError(t, err)
+		var msgs []events.Message
+		for _, o := range conv.Messages {
+			m, err := events.FromOpenAI(o)
 			require.NoError(t, err)
-			r, err := tools.NewReplay(conv)
-			require.NoError(t, err)
-			var msgs []events.Message
-			for _, o := range conv.Messages {
-				m, err := events.FromOpenAI(o)
-				require.NoError(t, err)
-				msgs = append(msgs, m)
+			msgs = append(msgs, m)
+		}
+		for i, m := range msgs {
+			if m.Role != events.RoleAssistant {
+				continue
 			}
-			for i, m := range msgs {
-				if m.Role != events.RoleAssistant {
-					continue
-				}
-				for _, c := range m.ToolCalls {
-					var want *events.Message
-					for k := i + 1; k < len(msgs) && msgs[k].Role == events.RoleTool; k++ {
-						if msgs[k].ToolCallID == c.ID {
-							want = &msgs[k]
-							break
-						}
+			for _, c := range m.ToolCalls {
+				var want *events.Message
+				for k := i + 1; k < len(msgs) && msgs[k].Role == events.RoleTool; k++ {
+					if msgs[k].ToolCallID == c.ID {
+						want = &msgs[k]
+						break
 					}
-					for _, hist := range [][]events.Message{msgs[:i], msgs[:i+1]} {
-						res := r.Run(context.Background(), c, tools.Env{History: hist})
-						if want == nil {
-							require.True(t, res.IsError, "%s %s message %d: a call never answered in the recording", file, conv.ID, i)
-							continue
-						}
-						require.False(t, res.IsError, "%s %s message %d: %s", file, conv.ID, i, res.Content.String())
-						require.Equal(t, want.Content, res.Content, "%s %s message %d", file, conv.ID, i)
-					}
-					calls++
 				}
+				for _, hist := range [][]events.Message{msgs[:i], msgs[:i+1]} {
+					res := r.Run(context.Background(), c, tools.Env{History: hist})
+					if want == nil {
+						require.True(t, res.IsError, "%s %s message %d: a call never answered in the recording", file, conv.ID, i)
+						continue
+					}
+					require.False(t, res.IsError, "%s %s message %d: %s", file, conv.ID, i, res.Content.String())
+					require.Equal(t, want.Content, res.Content, "%s %s message %d", file, conv.ID, i)
+				}
+				calls++
 			}
 		}
 	}

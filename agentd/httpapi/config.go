@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -300,46 +301,22 @@ func DefaultConfig() Config {
 
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
-	if c.MaxBlobBytes == 0 {
-		c.MaxBlobBytes = client.DefaultMaxBlobBytes
-	}
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = d.MaxBodyBytes
-	}
-	if c.AnswerTimeout == 0 {
-		c.AnswerTimeout = d.AnswerTimeout
-	}
-	if c.Heartbeat == 0 {
-		c.Heartbeat = d.Heartbeat
-	}
-	if c.WriteTimeout == 0 {
-		c.WriteTimeout = d.WriteTimeout
-	}
-	if c.Producer == "" {
-		c.Producer = d.Producer
-	}
-	if c.StreamBufferBytes == 0 {
-		c.StreamBufferBytes = d.StreamBufferBytes
-	}
-	if c.StreamTotalBytes == 0 {
-		c.StreamTotalBytes = max(d.StreamTotalBytes, c.StreamBufferBytes)
-	}
-	for _, f := range []struct {
-		v *time.Duration
-		d time.Duration
-	}{
-		{&c.ReadHeaderTimeout, d.ReadHeaderTimeout}, {&c.ReadTimeout, d.ReadTimeout},
-		{&c.ResponseTimeout, d.ResponseTimeout}, {&c.IdleTimeout, d.IdleTimeout}} {
-		if *f.v == 0 {
-			*f.v = f.d
-		}
-	}
+	c.MaxBlobBytes = cmp.Or(c.MaxBlobBytes, client.DefaultMaxBlobBytes)
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, d.MaxBodyBytes)
+	c.AnswerTimeout = cmp.Or(c.AnswerTimeout, d.AnswerTimeout)
+	c.Heartbeat = cmp.Or(c.Heartbeat, d.Heartbeat)
+	c.WriteTimeout = cmp.Or(c.WriteTimeout, d.WriteTimeout)
+	c.Producer = cmp.Or(c.Producer, d.Producer)
+	c.StreamBufferBytes = cmp.Or(c.StreamBufferBytes, d.StreamBufferBytes)
+	c.StreamTotalBytes = cmp.Or(c.StreamTotalBytes, max(d.StreamTotalBytes, c.StreamBufferBytes))
+	c.ReadHeaderTimeout = cmp.Or(c.ReadHeaderTimeout, d.ReadHeaderTimeout)
+	c.ReadTimeout = cmp.Or(c.ReadTimeout, d.ReadTimeout)
+	c.ResponseTimeout = cmp.Or(c.ResponseTimeout, d.ResponseTimeout)
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, d.IdleTimeout)
 	if c.MaxConns == 0 {
 		c.MaxConns, _ = maxConnsAllowed(0)
 	}
-	if c.MaxConnsPerAddr == 0 {
-		c.MaxConnsPerAddr = max(c.MaxConns/4, min(c.MaxConns, DefaultMinConnsPerAddr))
-	}
+	c.MaxConnsPerAddr = cmp.Or(c.MaxConnsPerAddr, max(c.MaxConns/4, min(c.MaxConns, DefaultMinConnsPerAddr)))
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

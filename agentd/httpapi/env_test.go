@@ -205,6 +205,17 @@ func (e *env) createThread(body map[string]any) string {
 	return th.Thread
 }
 
+// appendUser appends a user message of text to thread of tenant acme over
+// HTTP, requires 201 Created, and returns the thread's new version.
+func (e *env) appendUser(thread, text string) uint64 {
+	e.t.Helper()
+	r := e.do("POST", "/v1/threads/"+thread+"/events", keyAcme, map[string]any{"events": []any{userEvent(text)}})
+	require.Equal(e.t, http.StatusCreated, r.status, "%s", r.body)
+	var ap appendOut
+	r.json(e.t, &ap)
+	return ap.Version
+}
+
 // userEvent is the JSON of a user message event.
 func userEvent(text string) map[string]any {
 	return map[string]any{"type": "message.user", "payload": map[string]any{"content": text}}

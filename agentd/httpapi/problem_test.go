@@ -20,13 +20,9 @@ import (
 func TestProblemBadRequestsChangeNothing(t *testing.T) {
 	e := newEnv(t)
 	th := e.createThread(map[string]any{"replies": "off"})
-	r := e.do("POST", "/v1/threads/"+th+"/events", keyAcme, map[string]any{"events": []any{userEvent("hello")}})
-	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
-	var ap appendOut
-	r.json(t, &ap)
-	version := ap.Version
+	version := e.appendUser(th, "hello")
 
-	r = e.do("POST", "/v1/threads", keyGlobex, map[string]any{})
+	r := e.do("POST", "/v1/threads", keyGlobex, map[string]any{})
 	require.Equal(t, http.StatusCreated, r.status)
 	var gth threadOut
 	r.json(t, &gth)

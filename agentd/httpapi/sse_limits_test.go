@@ -315,11 +315,7 @@ func slowReaders(t testing.TB) (quietP99, loadedP99 time.Duration) {
 func TestEventsAfterBeyondTheVersion(t *testing.T) {
 	e := newEnv(t, withoutWorkers())
 	thread := e.createThread(map[string]any{"replies": "off"})
-	r := e.do("POST", "/v1/threads/"+thread+"/events", keyAcme, map[string]any{"events": []any{userEvent("hi")}})
-	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
-	var ap appendOut
-	r.json(t, &ap)
-	v := ap.Version
+	v := e.appendUser(thread, "hi")
 	maxU := strconv.FormatUint(math.MaxUint64, 10)
 	sse := []string{"Accept", "text/event-stream"}
 	for _, tc := range []struct {
@@ -345,11 +341,7 @@ func TestEventsAfterBeyondTheVersion(t *testing.T) {
 	t.Run("after the version is an empty page that does not go backwards", func(t *testing.T) {
 		r := e.do("GET", "/v1/threads/"+thread+"/events?after="+strconv.FormatUint(v, 10), keyAcme, nil)
 		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
-		var page struct {
-			Events    []json.RawMessage `json:"events"`
-			NextAfter uint64            `json:"next_after"`
-			More      bool              `json:"more"`
-		}
+		var page eventsPage
 		r.json(t, &page)
 		require.Empty(t, page.Events)
 		require.Equal(t, v, page.NextAfter)

@@ -203,8 +203,7 @@ func TestSSEDeltasHeadersAndHeartbeats(t *testing.T) {
 	require.Equal(t, "no-cache", res.Header.Get("Cache-Control"))
 	require.Equal(t, "no", res.Header.Get("X-Accel-Buffering"))
 
-	r := e.do("POST", "/v1/threads/"+thread+"/events", keyAcme, map[string]any{"events": []any{userEvent("stream me some tokens please")}})
-	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	e.appendUser(thread, "stream me some tokens please")
 	var deltas, heartbeats int
 	var deltaText strings.Builder
 	for {

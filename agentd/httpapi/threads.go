@@ -16,7 +16,6 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/fold"
 )
 
 // idemNamespace is the UUIDv5 namespace of ids derived from Idempotency-Key.
@@ -145,54 +144,17 @@ func storedJSON(st events.Stored, decodeErr error) []byte {
 }
 
 // threadBody is a thread as the API returns it (openapi.json's Thread):
-// the client's read model field by field, the message count and, when
-// asked, the raw events.
+// the client's read model, whose JSON field names are the API's, with the
+// message count and, when asked, the raw events in place of the decoded
+// ones (the shallower Events field hides the read model's).
 type threadBody struct {
-	Tenant           string                     `json:"tenant"`
-	Thread           string                     `json:"thread"`
-	Version          uint64                     `json:"version"`
-	Exists           bool                       `json:"exists"`
-	Deleted          bool                       `json:"deleted,omitempty"`
-	Erased           bool                       `json:"erased,omitempty"`
-	Owner            string                     `json:"owner,omitempty"`
-	Agent            string                     `json:"agent,omitempty"`
-	SystemPrompt     *string                    `json:"system_prompt,omitempty"`
-	Title            string                     `json:"title,omitempty"`
-	Metadata         map[string]string          `json:"metadata,omitempty"`
-	Replies          events.ReplyMode           `json:"replies,omitempty"`
-	PendingPolicy    events.PendingPolicy       `json:"pending_policy,omitempty"`
-	ForkedFrom       *client.ForkRef            `json:"forked_from,omitempty"`
-	ExternalID       string                     `json:"external_id,omitempty"`
-	Lifetime         int                        `json:"lifetime,omitempty"`
-	LifetimeSeq      uint64                     `json:"lifetime_seq,omitempty"`
-	CreatedAt        time.Time                  `json:"created_at"`
-	UpdatedAt        time.Time                  `json:"updated_at"`
-	Generation       uint64                     `json:"generation"`
-	Base             int                        `json:"base"`
-	Messages         []events.Message           `json:"messages"`
-	Pending          []client.PendingCall       `json:"pending,omitempty"`
-	KV               map[string]json.RawMessage `json:"kv,omitempty"`
-	AgentTurns       map[string]int             `json:"agent_turns,omitempty"`
-	LastUser         *client.MessageRef         `json:"last_user,omitempty"`
-	LastUserAnswered bool                       `json:"last_user_answered,omitempty"`
-	RejectedCount    uint64                     `json:"rejected_count,omitempty"`
-	Rejections       []client.Rejection         `json:"rejections,omitempty"`
-	Redactions       []fold.Redaction           `json:"redactions,omitempty"`
-	MessageCount     int                        `json:"message_count"`
-	Events           []json.RawMessage          `json:"events,omitempty"`
+	*client.Thread
+	MessageCount int               `json:"message_count"`
+	Events       []json.RawMessage `json:"events,omitempty"`
 }
 
 func threadJSON(th *client.Thread) threadBody {
-	b := threadBody{
-		Tenant: th.Tenant, Thread: th.Thread, Version: th.Version, Exists: th.Exists, Deleted: th.Deleted, Erased: th.Erased,
-		Owner: th.Owner, Agent: th.Agent, SystemPrompt: th.SystemPrompt, Title: th.Title, Metadata: th.Metadata,
-		Replies: th.Replies, PendingPolicy: th.PendingPolicy, ForkedFrom: th.ForkedFrom,
-		ExternalID: th.ExternalID, Lifetime: th.Lifetime, LifetimeSeq: th.LifetimeSeq,
-		CreatedAt: th.CreatedAt, UpdatedAt: th.UpdatedAt, Generation: th.Generation, Base: th.Base,
-		Messages: th.Messages, Pending: th.Pending, KV: th.KV, AgentTurns: th.AgentTurns,
-		LastUser: th.LastUser, LastUserAnswered: th.LastUserAnswered,
-		RejectedCount: th.RejectedCount, Rejections: th.Rejections, Redactions: th.Redactions, MessageCount: th.MessageCount(),
-	}
+	b := threadBody{Thread: th, MessageCount: th.MessageCount()}
 	if th.Events != nil {
 		b.Events = make([]json.RawMessage, 0, len(th.Events))
 		for _, st := range th.Events {

@@ -42,6 +42,13 @@ type threadOut struct {
 	} `json:"forked_from"`
 }
 
+// eventsPage is the JSON page of GET /v1/threads/{id}/events.
+type eventsPage struct {
+	Events    []json.RawMessage `json:"events"`
+	NextAfter uint64            `json:"next_after"`
+	More      bool              `json:"more"`
+}
+
 type appendOut struct {
 	Version   uint64 `json:"version"`
 	Duplicate bool   `json:"duplicate"`
@@ -109,11 +116,7 @@ func TestHTTPThreadLifecycle(t *testing.T) {
 	// The JSON page of events (no text/event-stream in Accept).
 	r = e.do("GET", "/v1/threads/"+id+"/events?limit=2", keyAcme, nil)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
-	var page struct {
-		Events    []json.RawMessage `json:"events"`
-		NextAfter uint64            `json:"next_after"`
-		More      bool              `json:"more"`
-	}
+	var page eventsPage
 	r.json(t, &page)
 	require.Len(t, page.Events, 2)
 	require.True(t, page.More)

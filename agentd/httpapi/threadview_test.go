@@ -24,15 +24,7 @@ func TestGetThreadFromAViewIsTheWholeThread(t *testing.T) {
 	id, v := clienttest.Thread(t, e.c, clienttest.RepliesOff("acme", ""), 0)
 	// 200 messages of 512 bytes: more than a tail (32 KiB), so the
 	// snapshot's history is in chunks.
-	for i := 0; i < 200; i += client.MaxTurnEvents {
-		evs := make([]events.Event, min(client.MaxTurnEvents, 200-i))
-		for j := range evs {
-			evs[j] = events.Event{Payload: events.UserMessage{Content: events.Text(fmt.Sprintf("%03d %s", i+j, strings.Repeat("x", 508)))}}
-		}
-		res, err := e.c.Append(ctx, "acme", id, evs, client.ExpectVersion(v))
-		require.NoError(t, err)
-		v = res.Version
-	}
+	v = clienttest.AppendUsers(t, e.c, "acme", id, v, 200, client.MaxTurnEvents, func(i int) string { return fmt.Sprintf("%03d %s", i, strings.Repeat("x", 508)) })
 	path := "/v1/threads/" + id
 	type body struct {
 		Version      uint64           `json:"version"`

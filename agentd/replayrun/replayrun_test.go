@@ -15,11 +15,8 @@ import (
 func load(t *testing.T) []events.Conversation {
 	set := transcripts.Load(t)
 	var convs []events.Conversation
-	for _, f := range transcripts.Files {
-		for c, err := range transcripts.Read(set.Path(f)) {
-			require.NoError(t, err)
-			convs = append(convs, c)
-		}
+	for _, c := range set.Conversations(t) {
+		convs = append(convs, c)
 	}
 	require.Len(t, convs, set.Total().Conversations)
 	return convs

@@ -18,6 +18,7 @@ import (
 	"github.com/convlog/convlog/audit"
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/clienttest"
 )
 
 var updateScreenshots = flag.Bool("update-screenshots", false, "save screenshots of the page to docs/ (README)")
@@ -53,16 +54,9 @@ func publishRejected(t *testing.T, s *stack, thread string) uint64 {
 	t.Helper()
 	ev := events.New("default", thread, "rogue-tool-runner",
 		events.ToolResult{ToolCallID: "call_never_made", Name: "clock", Content: events.Text("12:00")})
-	b, err := events.Marshal(ev)
-	require.NoError(t, err)
 	subj, err := s.c.Subjects().Thread("default", thread)
 	require.NoError(t, err)
-	m := nats.NewMsg(subj)
-	m.Data = b
-	for k, v := range events.Headers(ev) {
-		m.Header.Set(k, v)
-	}
-	ack, err := s.c.JetStream().PublishMsg(t.Context(), m)
+	ack, err := s.c.JetStream().PublishMsg(t.Context(), clienttest.Msg(t, subj, ev))
 	require.NoError(t, err)
 	return ack.Sequence
 }

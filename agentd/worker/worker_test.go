@@ -25,8 +25,8 @@ func setup(t *testing.T) (*client.Client, *natstest.Server, map[string]*worker.A
 	return e.Client, e.Server, agenttest.Demo(t, 0)
 }
 
-// Answered reports whether every user message of th is followed by a final
-// assistant answer, and counts final answers per user message.
+// finalAnswers reports whether every user message of th is followed by a
+// final assistant answer, and counts the user messages and final answers.
 func finalAnswers(th *client.Thread) (users, finals int, ok bool) {
 	ok = true
 	pendingUser := false
@@ -47,6 +47,18 @@ func finalAnswers(th *client.Thread) (users, finals int, ok bool) {
 		}
 	}
 	return users, finals, ok && !pendingUser
+}
+
+// answered reads thread th of the default tenant (consistent) and reports
+// whether it holds n user messages, each followed by its final answer; a
+// failed read is not answered yet.
+func answered(ctx context.Context, c *client.Client, th string, n int) bool {
+	got, err := c.Get(ctx, "default", th, client.Consistent())
+	if err != nil {
+		return false
+	}
+	u, f, ok := finalAnswers(got)
+	return ok && u == n && f == n
 }
 
 func TestWorkersAnswerEveryUserMessageOnce(t *testing.T) {
@@ -79,14 +91,7 @@ func TestWorkersAnswerEveryUserMessageOnce(t *testing.T) {
 					text = "what time is it?"
 				}
 				// Wait until the previous message is answered, then ask the next.
-				require.Eventually(t, func() bool {
-					got, err := c.Get(ctx, "default", th, client.Consistent())
-					if err != nil {
-						return false
-					}
-					u, f, ok := finalAnswers(got)
-					return ok && u == j && f == j
-				}, 120*time.Second, 100*time.Millisecond)
+				require.Eventually(t, func() bool { return answered(ctx, c, th, j) }, 120*time.Second, 100*time.Millisecond)
 				_, err := c.Append(ctx, "default", th, []events.Event{{Payload: events.UserMessage{Content: events.Text(text)}}}, client.AnyVersion())
 				require.NoError(t, err)
 			}
@@ -138,14 +143,7 @@ func TestWorkerCancelledAtRandomPointsAnswersOnce(t *testing.T) {
 		p2ctx, cancel2 := context.WithCancel(ctx)
 		done2 := make(chan struct{})
 		go func() { defer close(done2); _ = p2.Run(p2ctx) }()
-		require.Eventually(t, func() bool {
-			got, err := c.Get(ctx, "default", th, client.Consistent())
-			if err != nil {
-				return false
-			}
-			u, f, ok := finalAnswers(got)
-			return ok && u == 1 && f == 1
-		}, 30*time.Second, 5*time.Millisecond, "round %d", i)
+		require.Eventually(t, func() bool { return answered(ctx, c, th, 1) }, 30*time.Second, 5*time.Millisecond, "round %d", i)
 		cancel2()
 		<-done2
 		got, err := c.Get(ctx, "default", th, client.Consistent())
@@ -198,14 +196,7 @@ func TestToolStepIsGeneratedOnce(t *testing.T) {
 		ids = append(ids, th)
 	}
 	for _, th := range ids {
-		require.Eventually(t, func() bool {
-			got, err := c.Get(ctx, "default", th, client.Consistent())
-			if err != nil {
-				return false
-			}
-			u, f, ok := finalAnswers(got)
-			return ok && u == 1 && f == 1
-		}, 30*time.Second, 10*time.Millisecond)
+		require.Eventually(t, func() bool { return answered(ctx, c, th, 1) }, 30*time.Second, 10*time.Millisecond)
 	}
 	require.Equal(t, int64(2*turns), cp.n.Load())
 }

@@ -3,21 +3,18 @@ package ag2b_test
 import (
 	"context"
 	"fmt"
-	"os"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/client/ag2b"
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/internal/embedded"
+	"github.com/convlog/convlog/internal/natstest"
 )
 
 // Reading, subscribing, resetting and restoring, as in AG2B's docs; the
 // messages are appended by another service (an agent worker) through the
 // log, and the History sees them.
 func Example() {
-	nc, stop := runNATS() // an embedded JetStream, as `agentd serve` runs
+	nc, stop := natstest.RunExample() // an embedded JetStream, as `agentd serve` runs
 	defer stop()
 	ctx := context.Background()
 	c, err := client.New(ctx, nc, client.Config{Provision: true})
@@ -99,23 +96,4 @@ func waitFor(rendered <-chan int, n int) {
 			return
 		}
 	}
-}
-
-// runNATS starts an embedded JetStream server in a temporary directory
-// for the examples, and returns a connection and a function that stops
-// both.
-func runNATS() (*nats.Conn, func()) {
-	dir, err := os.MkdirTemp("", "convlog-example-")
-	if err != nil {
-		panic(err)
-	}
-	s, err := embedded.Start(embedded.Config{StoreDir: dir})
-	if err != nil {
-		panic(err)
-	}
-	nc, err := s.Connect()
-	if err != nil {
-		panic(err)
-	}
-	return nc, func() { nc.Close(); s.Shutdown(); os.RemoveAll(dir) }
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/convlog/convlog/client/ag2b"
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/fold"
+	"github.com/convlog/convlog/internal/clienttest"
 	"github.com/convlog/convlog/internal/natstest"
 )
 
@@ -27,16 +28,8 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	s := natstest.Run(t)
-	ctx := context.Background()
-	c, err := client.New(ctx, s.NC, client.Config{Provision: true})
-	require.NoError(t, err)
-	nc2, err := s.Connect()
-	require.NoError(t, err)
-	t.Cleanup(nc2.Close)
-	other, err := client.New(ctx, nc2, client.Config{})
-	require.NoError(t, err)
-	return &env{s: s, c: c, other: other}
+	e := clienttest.New(t)
+	return &env{s: e.Server, c: e.Client, other: e.Another(t, client.Config{})}
 }
 
 // thread creates a thread with the given user messages.

@@ -7,6 +7,7 @@ import (
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/client/agentkit"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/natstest"
 )
 
 // Persisting an agent's conversations: the adapter is created once and
@@ -14,7 +15,7 @@ import (
 // createThread hook; a follow-up passes the thread id, and the history is
 // loaded from the log before the run.
 func Example() {
-	nc, stop := runNATS() // an embedded JetStream, as `agentd serve` runs
+	nc, stop := natstest.RunExample() // an embedded JetStream, as `agentd serve` runs
 	defer stop()
 	ctx := context.Background()
 	c, err := client.New(ctx, nc, client.Config{Provision: true})
@@ -75,7 +76,7 @@ func Example() {
 // Client-provided history: the UI already holds the conversation and sends
 // it with the thread id, so the run starts without reading the log.
 func ExampleHistory_Begin_clientProvidedHistory() {
-	nc, stop := runNATS()
+	nc, stop := natstest.RunExample()
 	defer stop()
 	ctx := context.Background()
 	c, err := client.New(ctx, nc, client.Config{Provision: true})
@@ -98,7 +99,7 @@ func ExampleHistory_Begin_clientProvidedHistory() {
 // The seed's key-value store, kept on the thread: it outlives the run and
 // every service on the thread sees it.
 func ExampleState() {
-	nc, stop := runNATS()
+	nc, stop := natstest.RunExample()
 	defer stop()
 	ctx := context.Background()
 	c, err := client.New(ctx, nc, client.Config{Provision: true})

@@ -2,35 +2,12 @@ package agentkit_test
 
 import (
 	"context"
-	"os"
 	"sync/atomic"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/client/agentkit"
 	"github.com/convlog/convlog/events"
-	"github.com/convlog/convlog/internal/embedded"
 )
-
-// runNATS starts an embedded JetStream server in a temporary directory
-// (what `agentd serve` runs) for the examples, and returns a connection
-// and a function that stops both.
-func runNATS() (*nats.Conn, func()) {
-	dir, err := os.MkdirTemp("", "convlog-example-")
-	if err != nil {
-		panic(err)
-	}
-	s, err := embedded.Start(embedded.Config{StoreDir: dir})
-	if err != nil {
-		panic(err)
-	}
-	nc, err := s.Connect()
-	if err != nil {
-		panic(err)
-	}
-	return nc, func() { nc.Close(); s.Shutdown(); os.RemoveAll(dir) }
-}
 
 // countingLog counts the reads made through it.
 type countingLog struct {

@@ -12,7 +12,6 @@ import (
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/fold"
 	"github.com/convlog/convlog/internal/clienttest"
-	"github.com/convlog/convlog/internal/natstest"
 )
 
 type files map[string]string
@@ -101,15 +100,9 @@ func TestStateKeyValueStore(t *testing.T) {
 // Unlike AgentKit's kv, the state outlives the run and is shared: another
 // service's client, on another connection, reads what this one set.
 func TestStateIsSharedAcrossClients(t *testing.T) {
-	s := natstest.Run(t)
+	e := clienttest.New(t)
 	ctx := context.Background()
-	c1, err := client.New(ctx, s.NC, client.Config{Provision: true})
-	require.NoError(t, err)
-	nc2, err := s.Connect()
-	require.NoError(t, err)
-	t.Cleanup(nc2.Close)
-	c2, err := client.New(ctx, nc2, client.Config{})
-	require.NoError(t, err)
+	c1, c2 := e.Client, e.Another(t, client.Config{})
 
 	ref, err := agentkit.NewHistory(c1, agentkit.Config{}).CreateThread(ctx, agentkit.CreateThreadRequest{ThreadID: "shared"})
 	require.NoError(t, err)

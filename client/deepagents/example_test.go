@@ -7,6 +7,7 @@ import (
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/client/deepagents"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/natstest"
 )
 
 // run is a stand-in for agent.run(messages, threadId): it loads the
@@ -29,7 +30,7 @@ func run(ctx context.Context, memory deepagents.Checkpointer, threadID, input st
 // Wiring a durable checkpointer: with a thread id, a follow-up run picks up
 // where the previous one left off; without one, the run is stateless.
 func ExampleLogCheckpointer() {
-	nc, stop := runNATS() // an embedded JetStream, as `agentd serve` runs
+	nc, stop := natstest.RunExample() // an embedded JetStream, as `agentd serve` runs
 	defer stop()
 	ctx := context.Background()
 	c, err := client.New(ctx, nc, client.Config{Provision: true})

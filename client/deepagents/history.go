@@ -63,52 +63,49 @@ func Validate(messages []events.Message) error {
 	return nil
 }
 
-// checkFields checks that m has only the fields its role stores.
+// roleFields are the message fields that only some roles store, in the
+// order checkFields names them, each with the roles that store it.
+var roleFields = []struct {
+	name  string
+	set   func(events.Message) bool
+	roles []events.Role
+}{
+	{"reasoning", func(m events.Message) bool { return m.Reasoning != "" }, []events.Role{events.RoleAssistant}},
+	{"tool_calls", func(m events.Message) bool { return len(m.ToolCalls) > 0 }, []events.Role{events.RoleAssistant}},
+	{"tool_call_id", func(m events.Message) bool { return m.ToolCallID != "" }, []events.Role{events.RoleTool}},
+	{"is_error", func(m events.Message) bool { return m.IsError }, []events.Role{events.RoleTool}},
+	{"agent", func(m events.Message) bool { return m.Agent != "" }, []events.Role{events.RoleAssistant}},
+	{"model", func(m events.Message) bool { return m.Model != "" }, []events.Role{events.RoleAssistant}},
+	{"usage", func(m events.Message) bool { return m.Usage != nil }, []events.Role{events.RoleAssistant}},
+	{"metadata", func(m events.Message) bool { return len(m.Metadata) > 0 },
+		[]events.Role{events.RoleUser, events.RoleAssistant, events.RoleSystem}},
+}
+
+// checkFields checks that m has what its role needs and only the fields
+// its role stores ([roleFields]).
 func checkFields(m events.Message) error {
-	var extra []string
-	add := func(set bool, name string) {
-		if set {
-			extra = append(extra, name)
-		}
-	}
 	switch m.Role {
 	case events.RoleUser:
 		if m.Content.IsNull() {
 			return errors.New("a user message needs content")
 		}
-		add(m.Reasoning != "", "reasoning")
-		add(len(m.ToolCalls) > 0, "tool_calls")
-		add(m.ToolCallID != "", "tool_call_id")
-		add(m.IsError, "is_error")
-		add(m.Agent != "", "agent")
-		add(m.Model != "", "model")
-		add(m.Usage != nil, "usage")
 	case events.RoleAssistant:
 		if m.Content.IsNull() && len(m.ToolCalls) == 0 && m.Reasoning == "" {
 			return errors.New("an assistant message needs content, reasoning or tool calls")
 		}
-		add(m.ToolCallID != "", "tool_call_id")
-		add(m.IsError, "is_error")
 	case events.RoleTool:
 		if m.ToolCallID == "" {
 			return errors.New("a tool message needs tool_call_id")
 		}
-		add(m.Reasoning != "", "reasoning")
-		add(len(m.ToolCalls) > 0, "tool_calls")
-		add(m.Agent != "", "agent")
-		add(m.Model != "", "model")
-		add(m.Usage != nil, "usage")
-		add(len(m.Metadata) > 0, "metadata")
 	case events.RoleSystem:
-		add(m.Reasoning != "", "reasoning")
-		add(len(m.ToolCalls) > 0, "tool_calls")
-		add(m.ToolCallID != "", "tool_call_id")
-		add(m.IsError, "is_error")
-		add(m.Agent != "", "agent")
-		add(m.Model != "", "model")
-		add(m.Usage != nil, "usage")
 	default:
 		return fmt.Errorf("role must be user, assistant, tool or system, got %q", m.Role)
+	}
+	var extra []string
+	for _, f := range roleFields {
+		if f.set(m) && !slices.Contains(f.roles, m.Role) {
+			extra = append(extra, f.name)
+		}
 	}
 	if len(extra) > 0 {
 		return fmt.Errorf("%v not stored for this role", extra)

@@ -3,10 +3,8 @@ package deepagents_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/client"
@@ -14,7 +12,6 @@ import (
 	"github.com/convlog/convlog/client/deepagents/checkpointertest"
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/internal/clienttest"
-	"github.com/convlog/convlog/internal/embedded"
 )
 
 func TestLogCheckpointerConformance(t *testing.T) {
@@ -244,23 +241,4 @@ func TestValidateNamesTheProblem(t *testing.T) {
 		})
 	}
 	require.NoError(t, deepagents.Validate(nil))
-}
-
-// runNATS starts an embedded JetStream server in a temporary directory
-// (what `agentd serve` runs) for the examples, and returns a connection
-// and a function that stops both.
-func runNATS() (*nats.Conn, func()) {
-	dir, err := os.MkdirTemp("", "convlog-example-")
-	if err != nil {
-		panic(err)
-	}
-	s, err := embedded.Start(embedded.Config{StoreDir: dir})
-	if err != nil {
-		panic(err)
-	}
-	nc, err := s.Connect()
-	if err != nil {
-		panic(err)
-	}
-	return nc, func() { nc.Close(); s.Shutdown(); os.RemoveAll(dir) }
 }

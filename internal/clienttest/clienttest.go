@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
@@ -65,6 +66,20 @@ func New(t testing.TB, opts ...Option) *Env {
 	return &Env{Server: s, Client: c}
 }
 
+// Another returns a second client of the server, configured by cfg (as
+// given: it provisions nothing unless cfg says so), on a connection of
+// its own, as another service runs one. Both close at the test's cleanup.
+func (e *Env) Another(t testing.TB, cfg client.Config) *client.Client {
+	t.Helper()
+	nc, err := e.Connect()
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	c, err := client.New(context.Background(), nc, cfg)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
 // Projector is a projector running until [Projector.Stop] or the end of
 // the test.
 type Projector struct {
@@ -104,6 +119,21 @@ func (p *Projector) Stop() error {
 	return p.err
 }
 
+// Msg is the NATS message of ev on subject as the client publishes it:
+// the event's bytes ([events.Marshal]) and convlog's headers
+// ([events.Headers]). t fails if ev does not encode.
+func Msg(t testing.TB, subject string, ev events.Event) *nats.Msg {
+	t.Helper()
+	data, err := events.Marshal(ev)
+	require.NoError(t, err)
+	m := nats.NewMsg(subject)
+	m.Data = data
+	for k, v := range events.Headers(ev) {
+		m.Header.Set(k, v)
+	}
+	return m
+}
+
 // User is a user message of text.
 func User(text string) events.Event {
 	return events.Event{Payload: events.UserMessage{Content: events.Text(text)}}
@@ -120,13 +150,25 @@ func RepliesOff(tenant, thread string) client.CreateOptions {
 // returns the thread's id and version.
 func Thread(t testing.TB, c *client.Client, opts client.CreateOptions, n int) (thread string, version uint64) {
 	t.Helper()
-	ctx := context.Background()
-	tenant, thread, v, err := c.CreateThread(ctx, opts)
+	tenant, thread, v, err := c.CreateThread(context.Background(), opts)
 	require.NoError(t, err)
-	for i := range n {
-		res, err := c.Append(ctx, tenant, thread, []events.Event{User(fmt.Sprintf("message %d", i))}, client.ExpectVersion(v))
+	return thread, AppendUsers(t, c, tenant, thread, v, n, 1, func(i int) string { return fmt.Sprintf("message %d", i) })
+}
+
+// AppendUsers appends n user messages to tenant/thread through c, text(i)
+// the i-th, in appends of batch events (the last one shorter), each
+// expecting the version the one before returned and the first v; it
+// returns the thread's version after the last. t fails on any error.
+func AppendUsers(t testing.TB, c *client.Client, tenant, thread string, v uint64, n, batch int, text func(i int) string) uint64 {
+	t.Helper()
+	for i := 0; i < n; i += batch {
+		evs := make([]events.Event, min(batch, n-i))
+		for j := range evs {
+			evs[j] = User(text(i + j))
+		}
+		res, err := c.Append(context.Background(), tenant, thread, evs, client.ExpectVersion(v))
 		require.NoError(t, err)
 		v = res.Version
 	}
-	return thread, v
+	return v
 }

@@ -19,6 +19,7 @@
 package provision
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -114,51 +115,21 @@ func DefaultConfig() Config {
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
 	d := DefaultConfig()
-	if c.Stream == "" {
-		c.Stream = d.Stream
-	}
-	if c.SubjectPrefix == "" {
-		c.SubjectPrefix = d.SubjectPrefix
-	}
-	if c.SnapshotBucket == "" {
-		c.SnapshotBucket = d.SnapshotBucket
-	}
-	if c.IndexBucket == "" {
-		c.IndexBucket = d.IndexBucket
-	}
-	if c.BlobBucket == "" {
-		c.BlobBucket = d.BlobBucket
-	}
-	if c.KeyBucket == "" {
-		c.KeyBucket = d.KeyBucket
-	}
-	if c.Replicas == 0 {
-		c.Replicas = d.Replicas
-	}
-	if c.MaxBytes == 0 {
-		c.MaxBytes = d.MaxBytes
-	}
-	if c.Duplicates == 0 {
-		c.Duplicates = d.Duplicates
-	}
-	if c.MaxMsgSize == 0 {
-		c.MaxMsgSize = d.MaxMsgSize
-	}
-	if c.TenantBucket == "" {
-		c.TenantBucket = d.TenantBucket
-	}
-	if c.UsageBucket == "" {
-		c.UsageBucket = d.UsageBucket
-	}
-	if c.TenantAPI == "" {
-		c.TenantAPI = d.TenantAPI
-	}
-	if c.ConfigBucket == "" {
-		c.ConfigBucket = d.ConfigBucket
-	}
-	if c.AttemptTimeout == 0 {
-		c.AttemptTimeout = d.AttemptTimeout
-	}
+	c.Stream = cmp.Or(c.Stream, d.Stream)
+	c.SubjectPrefix = cmp.Or(c.SubjectPrefix, d.SubjectPrefix)
+	c.SnapshotBucket = cmp.Or(c.SnapshotBucket, d.SnapshotBucket)
+	c.IndexBucket = cmp.Or(c.IndexBucket, d.IndexBucket)
+	c.BlobBucket = cmp.Or(c.BlobBucket, d.BlobBucket)
+	c.KeyBucket = cmp.Or(c.KeyBucket, d.KeyBucket)
+	c.Replicas = cmp.Or(c.Replicas, d.Replicas)
+	c.MaxBytes = cmp.Or(c.MaxBytes, d.MaxBytes)
+	c.Duplicates = cmp.Or(c.Duplicates, d.Duplicates)
+	c.MaxMsgSize = cmp.Or(c.MaxMsgSize, d.MaxMsgSize)
+	c.TenantBucket = cmp.Or(c.TenantBucket, d.TenantBucket)
+	c.UsageBucket = cmp.Or(c.UsageBucket, d.UsageBucket)
+	c.TenantAPI = cmp.Or(c.TenantAPI, d.TenantAPI)
+	c.ConfigBucket = cmp.Or(c.ConfigBucket, d.ConfigBucket)
+	c.AttemptTimeout = cmp.Or(c.AttemptTimeout, d.AttemptTimeout)
 	return c
 }
 

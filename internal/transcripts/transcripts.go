@@ -152,6 +152,25 @@ func Load(t testing.TB) Set {
 	return s
 }
 
+// Conversations yields every conversation of the set with the name of its
+// file, file by file in [Files] order; a line that does not read fails t
+// (t.Fatal, from the test's goroutine), which ends the test.
+func (s Set) Conversations(t testing.TB) iter.Seq2[string, events.Conversation] {
+	return func(yield func(string, events.Conversation) bool) {
+		for _, f := range Files {
+			for c, err := range Read(s.Path(f)) {
+				if err != nil {
+					t.Helper()
+					t.Fatal(err)
+				}
+				if !yield(f, c) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // underRoot returns dir as a path that lexically starts with root (root,
 // then ".." up to where dir branches off): the form the go command checks
 // for its test cache. Nothing cleans it.
