@@ -19,10 +19,12 @@ import (
 // the HTTP limits and the audit flags have types of their own that
 // config copies into it.
 type serveFlags struct {
-	cfg        serve.Config
-	Check      bool
-	HTTPLimits httpLimitFlags
-	Audit      auditFlags
+	cfg   serve.Config
+	Check bool
+	// MemoryLimitMiB is --memory-limit-mib (serve.Config.MemoryLimit in MiB).
+	MemoryLimitMiB int64
+	HTTPLimits     httpLimitFlags
+	Audit          auditFlags
 }
 
 func newServeCmd(lf *logFlags) *cobra.Command {
@@ -78,6 +80,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&c.HTTP.TLSKey, "http-tls-key", envOr("CONVLOG_HTTP_TLS_KEY", ""), "key file of --http-tls-cert (PEM; env CONVLOG_HTTP_TLS_KEY)")
 	fs.DurationVar(&c.TokenDelay, "token-delay", 0, "offline model: pause between streamed tokens (demo pacing)")
 	fs.DurationVar(&c.AckWait, "worker-ack-wait", d.AckWait, "time before work held by a crashed worker is redelivered")
+	fs.Int64Var(&f.MemoryLimitMiB, "memory-limit-mib", 0, "soft memory limit of this process in MiB (runtime/debug.SetMemoryLimit); 0 = GOMEMLIMIT if set, else 90% of the cgroup's memory.max, else half the machine's memory; -1 = none")
 	fs.DurationVar(&c.Rebalance, "rebalance-interval", d.Rebalance, "with partitions on a cluster: how often the partitions' leaders are moved back to one node each after a node failure moved them (a leader step-down per move); 0 = never")
 	f.HTTPLimits.register(fs)
 	f.Audit.register(fs)
@@ -90,6 +93,10 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 func (f *serveFlags) config(logger *slog.Logger, out io.Writer) serve.Config {
 	c := f.cfg
 	c.Logger, c.Out = logger, out
+	c.MemoryLimit = f.MemoryLimitMiB << 20
+	if f.MemoryLimitMiB < 0 {
+		c.MemoryLimit = -1
+	}
 	c.HTTP.APIKeysEnv = "CONVLOG_API_KEYS"
 	f.HTTPLimits.apply(&c.HTTP.Limits)
 	c.Audit = serve.AuditConfig{Enabled: f.Audit.Enabled, KeyFile: f.Audit.KeyFile}

@@ -90,7 +90,7 @@ func appenders(e *Env, b *Baselines) ([]appender, error) {
 				return &appendThread{id: id, subject: rawPrefix + "." + tenant + "." + id}, nil
 			},
 			append: func(ctx context.Context, t *appendThread) error {
-				ack, err := e.JS.PublishMsg(ctx, &nats.Msg{Subject: t.subject, Data: sample, Header: nats.Header{
+				ack, err := publishRaw(ctx, e.JS.PublishMsg, &nats.Msg{Subject: t.subject, Data: sample, Header: nats.Header{
 					events.HeaderType:                   {string(events.TypeUserMessage)},
 					events.HeaderSchema:                 {schemaVersion},
 					jetstream.MsgIDHeader:               {events.NewID()},
@@ -120,7 +120,7 @@ func appenders(e *Env, b *Baselines) ([]appender, error) {
 			if err != nil {
 				return err
 			}
-			ack, err := e.JS.PublishMsg(ctx, &nats.Msg{Subject: t.subject, Data: data, Header: nats.Header{
+			ack, err := publishRaw(ctx, e.JS.PublishMsg, &nats.Msg{Subject: t.subject, Data: data, Header: nats.Header{
 				events.HeaderType:                   {string(events.TypeUserMessage)},
 				events.HeaderSchema:                 {schemaVersion},
 				jetstream.MsgIDHeader:               {ev.ID},

@@ -141,7 +141,7 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 	if err != nil {
 		return AppendResult{}, err
 	}
-	ctx, cancel := c.withTimeout(ctx)
+	ctx, cancel := c.withCallTimeout(ctx)
 	defer cancel()
 	if err := c.checkQuota(ctx, tenant, evs); err != nil {
 		return AppendResult{}, err

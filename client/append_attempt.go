@@ -143,7 +143,7 @@ func (a *appendRun) stored(ctx context.Context, s *fold.State, seqs []uint64, du
 		a.c.logDuplicate(a.p, "duplicate_ack", 0, res.Version)
 		return a.c.sameAsStored(ctx, a.p, res)
 	}
-	key := a.p.tenant + "." + a.p.thread
+	key := threadRef{a.p.tenant, a.p.thread}
 	if folded != nil {
 		// The events were folded into a copy of the window when
 		// checked: give them their stored sequences and keep it.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/threadkey"
@@ -30,6 +31,15 @@ type prepared struct {
 	// keyDestroyed: the thread's data key was destroyed (it was erased);
 	// the events are not sealed and must not be published.
 	keyDestroyed bool
+	// one holds the slices' arrays, the message and the sequence of an
+	// append of one event, so that it allocates none of them apart.
+	one struct {
+		events [1]events.Event
+		msgs   [1]*nats.Msg
+		msg    nats.Msg
+		ids    [1]string
+		seqs   [1]uint64
+	}
 }
 
 // result builds the AppendResult for events stored at seqs (times are the
@@ -57,8 +67,12 @@ func (p *prepared) result(seqs []uint64, stored []*RawEvent, dup bool) AppendRes
 func (c *Client) prepare(ctx context.Context, tenant, thread, subject string, evs []events.Event) (*prepared, error) {
 	limit := c.maxEventSize()
 	now := time.Now().UTC()
-	p := &prepared{tenant: tenant, thread: thread, subject: subject, fresh: true,
-		events: make([]events.Event, len(evs)), msgs: make([]*nats.Msg, len(evs)), ids: make([]string, len(evs))}
+	p := &prepared{tenant: tenant, thread: thread, subject: subject, fresh: true}
+	if len(evs) == 1 {
+		p.events, p.msgs, p.ids = p.one.events[:], p.one.msgs[:], p.one.ids[:]
+	} else {
+		p.events, p.msgs, p.ids = make([]events.Event, len(evs)), make([]*nats.Msg, len(evs)), make([]string, len(evs))
+	}
 	for i, e := range evs {
 		if e.ID == "" {
 			e.ID = events.NewID()
@@ -114,23 +128,35 @@ func (c *Client) prepare(ctx context.Context, tenant, thread, subject string, ev
 		if len(data) > limit {
 			return nil, &TooLargeError{Tenant: tenant, Thread: thread, EventID: e.ID, Size: len(data), Limit: limit}
 		}
-		m := &nats.Msg{Subject: subject, Data: data, Header: eventHeader(e)}
+		m := &p.one.msg
+		if len(evs) > 1 {
+			m = new(nats.Msg)
+		}
+		m.Subject, m.Data, m.Header = subject, data, eventHeader(e, len(evs) == 1)
 		p.events[i], p.msgs[i], p.ids[i] = e, m, e.ID
 	}
 	return p, nil
 }
 
 // eventHeader returns the NATS headers of e (events.Headers: type, schema
-// version, Nats-Msg-Id), with room for the OCC and stream headers.
-func eventHeader(e events.Event) nats.Header {
+// version, Nats-Msg-Id), with room for the OCC and stream headers. When
+// single (an append of one event) and e is of the current schema, the
+// expected last sequence and stream headers are there too, empty, with
+// their values in the same array as the others', for publishOnce to fill
+// in place.
+func eventHeader(e events.Event, single bool) nats.Header {
 	h := make(nats.Header, 5)
 	if e.SchemaVersion == events.SchemaVersion && e.ID != "" {
 		// The common case, without the map events.Headers builds.
-		// One backing array for the three values (one allocation).
-		v := &[3]string{string(e.Type), schemaHeader, e.ID}
+		// One backing array for the values (one allocation).
+		v := &[5]string{string(e.Type), schemaHeader, e.ID}
 		h[events.HeaderType] = v[0:1:1]
 		h[events.HeaderSchema] = v[1:2:2]
 		h[events.HeaderMsgID] = v[2:3:3]
+		if single {
+			h[jetstream.ExpectedLastSubjSeqHeader] = v[3:4:4]
+			h[jetstream.ExpectedStreamHeader] = v[4:5:5]
+		}
 		return h
 	}
 	for k, v := range events.Headers(e) {

@@ -152,20 +152,21 @@ func (c *Client) attemptTimeout() time.Duration {
 
 func (c *Client) publishOnce(ctx context.Context, p *prepared, expect uint64) ([]uint64, bool, error) {
 	timeout := c.attemptTimeout()
-	actx, cancel := context.WithTimeout(ctx, timeout)
+	actx, cancel := attemptContext(ctx, timeout)
 	defer cancel()
 	exp := strconv.FormatUint(expect, 10)
 	if len(p.msgs) == 1 {
 		m := p.msgs[0]
 		// Headers set here rather than with publish options: the message is
-		// reused as is by retries.
-		m.Header[jetstream.ExpectedLastSubjSeqHeader] = []string{exp}
-		m.Header[jetstream.ExpectedStreamHeader] = []string{c.stream}
-		ack, err := c.js.PublishMsg(actx, m)
+		// reused as is by retries. In place when eventHeader made room.
+		setHeader(m.Header, jetstream.ExpectedLastSubjSeqHeader, exp)
+		setHeader(m.Header, jetstream.ExpectedStreamHeader, c.stream)
+		seq, dup, err := c.publishMsg(actx, m)
 		if err != nil {
 			return nil, false, err
 		}
-		return []uint64{ack.Sequence}, ack.Duplicate, nil
+		p.one.seqs[0] = seq
+		return p.one.seqs[:], dup, nil
 	}
 	batch := make([]*nats.Msg, len(p.msgs))
 	for i, m := range p.msgs {
@@ -186,6 +187,16 @@ func (c *Client) publishOnce(ctx context.Context, p *prepared, expect uint64) ([
 		seqs[i] = ack.Sequence - uint64(len(p.msgs)-1-i)
 	}
 	return seqs, false, nil
+}
+
+// setHeader sets h's key to the one value v, in place when h has one
+// value for key already.
+func setHeader(h nats.Header, key, v string) {
+	if old := h[key]; len(old) == 1 {
+		old[0] = v
+		return
+	}
+	h[key] = []string{v}
 }
 
 func copyMsg(m *nats.Msg) *nats.Msg {

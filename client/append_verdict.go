@@ -97,7 +97,7 @@ func windowCopy(s *fold.State, window, extra int) *fold.State {
 // remember folds appended events into a copy of s (the state they were
 // checked on, which may be shared with the cache and is not changed) and
 // caches the copy.
-func (c *Client) remember(key string, s *fold.State, stored []events.Stored) {
+func (c *Client) remember(key threadRef, s *fold.State, stored []events.Stored) {
 	// Copy only what the cache keeps (the newest windowSize messages), into
 	// a slice with room for the new ones so that the fold does not grow it.
 	w := windowCopy(s, max(windowSize-len(stored), 0), len(stored))
@@ -116,7 +116,7 @@ func (c *Client) remember(key string, s *fold.State, stored []events.Stored) {
 // conflict makes the next attempt read) -- shared with the cache: read only;
 // else the snapshot plus the stream's tail (a private copy).
 func (c *Client) stateFor(ctx context.Context, tenant, thread string, o appendOptions, attempt int) (*fold.State, error) {
-	key := tenant + "." + thread
+	key := threadRef{tenant, thread}
 	if o.any && attempt == 1 {
 		if s := c.cache.peek(key); s != nil {
 			return s, nil
@@ -179,6 +179,6 @@ func (c *Client) catchUp(ctx context.Context, s *fold.State, expect uint64) (*fo
 			return nil, err
 		}
 	}
-	c.cache.put(s.Tenant+"."+s.Thread, s)
+	c.cache.put(threadRef{s.Tenant, s.Thread}, s)
 	return trim(s), nil
 }

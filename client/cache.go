@@ -24,11 +24,15 @@ const stateCacheBytes = 32 << 20
 // them. States in the cache are never mutated: get returns a private copy.
 type stateCache struct {
 	max int
-	c   *lru.Cache[string, *fold.State]
+	c   *lru.Cache[threadRef, *fold.State]
 }
 
+// threadRef names a thread in the state cache: comparable as it is, so
+// that a look-up builds no key.
+type threadRef struct{ tenant, thread string }
+
 func newStateCache(max int) *stateCache {
-	return &stateCache{max: max, c: lru.New[string, *fold.State](max, stateCacheBytes)}
+	return &stateCache{max: max, c: lru.New[threadRef, *fold.State](max, stateCacheBytes)}
 }
 
 // stateCost estimates the memory of a windowed state in bytes: a fixed
@@ -55,7 +59,7 @@ func stateCost(s *fold.State) int64 {
 	return int64(n)
 }
 
-func (c *stateCache) get(key string) *fold.State {
+func (c *stateCache) get(key threadRef) *fold.State {
 	if s := c.peek(key); s != nil {
 		return trim(s)
 	}
@@ -63,7 +67,7 @@ func (c *stateCache) get(key string) *fold.State {
 }
 
 // put stores s if it is newer than what is cached.
-func (c *stateCache) put(key string, s *fold.State) {
+func (c *stateCache) put(key threadRef, s *fold.State) {
 	if c.max <= 0 || s == nil {
 		return
 	}
@@ -72,13 +76,13 @@ func (c *stateCache) put(key string, s *fold.State) {
 
 // store keeps w (owned by the cache from now on) if it is not older than
 // what is cached, evicting the least recently used entries beyond max.
-func (c *stateCache) store(key string, w *fold.State) {
+func (c *stateCache) store(key threadRef, w *fold.State) {
 	c.c.PutIf(key, w, stateCost(w), func(old *fold.State) bool { return old.Version <= w.Version })
 }
 
 // peek returns the cached state of key itself, not a copy: callers must
 // not change it. Used by the append hot path with [stateCache.own].
-func (c *stateCache) peek(key string) *fold.State {
+func (c *stateCache) peek(key threadRef) *fold.State {
 	if c.max <= 0 {
 		return nil
 	}
@@ -88,7 +92,7 @@ func (c *stateCache) peek(key string) *fold.State {
 
 // own is [stateCache.put] without the copy: the cache takes s, which must
 // hold at most windowSize messages and not be changed by anyone after.
-func (c *stateCache) own(key string, s *fold.State) {
+func (c *stateCache) own(key threadRef, s *fold.State) {
 	if c.max <= 0 || s == nil {
 		return
 	}
@@ -99,7 +103,7 @@ func (c *stateCache) own(key string, s *fold.State) {
 	c.store(key, s)
 }
 
-func (c *stateCache) drop(key string) { c.c.Remove(key) }
+func (c *stateCache) drop(key threadRef) { c.c.Remove(key) }
 
 // trim returns a copy of s with at most windowSize newest messages.
 func trim(s *fold.State) *fold.State {

@@ -21,9 +21,9 @@ func TestStateCacheIsBoundedByBytes(t *testing.T) {
 		s := fold.NewState("acme", fmt.Sprint("t", i))
 		s.Version = uint64(i + 1)
 		s.Messages = []events.Message{{Role: events.RoleUser, Content: events.Parts(events.Part{Type: "image_url", URL: image})}}
-		c.put(fmt.Sprint("acme.t", i), s)
+		c.put(threadRef{"acme", fmt.Sprint("t", i)}, s)
 	}
 	require.LessOrEqual(t, c.c.Cost(), int64(stateCacheBytes))
 	require.Less(t, c.c.Len(), 40, "200 states of 1 MiB each do not all stay")
-	require.NotNil(t, c.get("acme.t199"), "the newest stays")
+	require.NotNil(t, c.get(threadRef{"acme", "t199"}), "the newest stays")
 }

@@ -219,7 +219,7 @@ func (c *Client) Erase(ctx context.Context, tenant, thread, reason string) (Eras
 	if err := c.st.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
 		return rep, fmt.Errorf("client: erase %s/%s: purge: %w", tenant, thread, err)
 	}
-	c.cache.drop(tenant + "." + thread)
+	c.cache.drop(threadRef{tenant, thread})
 	if rep.KeyDestroyed, err = c.keys.Destroy(ctx, tenant, thread); err != nil {
 		return rep, fmt.Errorf("client: erase %s/%s: events purged, data key not destroyed: %w", tenant, thread, err)
 	}
@@ -232,7 +232,7 @@ func (c *Client) Erase(ctx context.Context, tenant, thread, reason string) (Eras
 	if err != nil {
 		return rep, fmt.Errorf("client: erase %s/%s: %w", tenant, thread, err)
 	}
-	c.cache.drop(tenant + "." + thread)
+	c.cache.drop(threadRef{tenant, thread})
 	if rep.Blobs, err = c.eraseBlobs(ctx, tenant, thread); err != nil {
 		return rep, fmt.Errorf("client: erase %s/%s: events purged, blobs: %w", tenant, thread, err)
 	}
@@ -270,7 +270,7 @@ func (c *Client) dropForkSnapshots(ctx context.Context, tenant, thread string) (
 		if _, err := snapstore.PurgeSnapshot(ctx, c.js, c.snapshots, tenant, fork); err != nil {
 			return forks, err
 		}
-		c.cache.drop(tenant + "." + fork)
+		c.cache.drop(threadRef{tenant, fork})
 		forks = append(forks, fork)
 		todo = append(todo, children[fork]...)
 	}

@@ -179,7 +179,7 @@ func (c *Client) redact(ctx context.Context, tenant, thread, subject string, rep
 		return 0, nil, fmt.Errorf("client: redact %s/%s: purge snapshot: %w", tenant, thread, err)
 	}
 	purged := append(p.SnapshotKeys, p.IndexKeys...)
-	c.cache.drop(tenant + "." + thread)
+	c.cache.drop(threadRef{tenant, thread})
 	res, err := c.Append(ctx, tenant, thread, []events.Event{{Payload: rec}},
 		AnyVersion(), func(o *appendOptions) { o.redaction = true })
 	if err != nil {

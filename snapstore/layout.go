@@ -210,7 +210,7 @@ func encodeHead(h *head, tail []byte) ([]byte, error) {
 	// Integers in their shortest form: a head lists a chunk reference per
 	// delta, whose sequences are uint64 (9 bytes each otherwise).
 	enc.UseCompactInts(true)
-	if err := enc.Encode(&w); err != nil {
+	if err := writeHead(enc, &w); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil

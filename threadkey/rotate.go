@@ -274,7 +274,7 @@ func (k *Keys) BeginRotation(ctx context.Context, tenant, thread string) (*Rotat
 		return nil, fmt.Errorf("threadkey: rotate key of %s/%s: %w", tenant, thread, err)
 	}
 	next.rev = rev
-	k.forget(name)
+	k.forget(tenant, thread)
 	return &Rotation{k: k, tenant: tenant, thread: thread, begun: next}, nil
 }
 
@@ -345,7 +345,7 @@ func (r *Rotation) Finish(ctx context.Context, stored [][]byte, replacements map
 	if err != nil {
 		return fmt.Errorf("threadkey: finish the rotation of %s/%s: %w", r.tenant, r.thread, err)
 	}
-	r.k.forget(name)
+	r.k.forget(r.tenant, r.thread)
 	return r.k.eraseOlder(ctx, name, rev)
 }
 
@@ -370,12 +370,12 @@ func (k *Keys) eraseOlder(ctx context.Context, name string, rev uint64) error {
 	return nil
 }
 
-func (k *Keys) forget(name string) {
+func (k *Keys) forget(tenant, thread string) {
 	if k.cache != nil {
-		k.cache.Remove(name)
+		k.cache.Remove(threadName{tenant, thread})
 	}
 }
 
 // Forget drops tenant/thread's key from this Keys' cache, so that the next
 // use reads the record again (after a rotation another process made).
-func (k *Keys) Forget(tenant, thread string) { k.forget(Key(tenant, thread)) }
+func (k *Keys) Forget(tenant, thread string) { k.forget(tenant, thread) }

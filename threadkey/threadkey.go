@@ -145,8 +145,12 @@ type Keys struct {
 	js    jetstream.JetStream
 	stMu  sync.Mutex
 	st    jetstream.Stream // the bucket's stream, see stream
-	cache *lru.Cache[string, *threadKey]
+	cache *lru.Cache[threadName, *threadKey]
 }
+
+// threadName is a key cache's key: comparable without building the
+// record's name, which [Keys.get] would otherwise do on every use.
+type threadName struct{ tenant, thread string }
 
 // threadKey is one thread's key with its value cipher.
 type threadKey struct {
@@ -189,7 +193,7 @@ func New(_ context.Context, js jetstream.JetStream, kv jetstream.KeyValue, cache
 	}
 	k := &Keys{kv: kv, js: js}
 	if cacheThreads > 0 {
-		k.cache = lru.New[string, *threadKey](cacheThreads, CacheBytes)
+		k.cache = lru.New[threadName, *threadKey](cacheThreads, CacheBytes)
 	}
 	return k, nil
 }
@@ -229,12 +233,13 @@ func Key(tenant, thread string) string { return tenant + "." + thread }
 // (0: read it again in any case). Errors: [ErrNoKey] (not create), or
 // NATS errors.
 func (k *Keys) get(ctx context.Context, tenant, thread string, create bool, maxAge time.Duration) (*threadKey, error) {
-	name := Key(tenant, thread)
+	cached := threadName{tenant, thread}
 	if k.cache != nil && maxAge > 0 {
-		if tk, ok := k.cache.Get(name); ok && time.Since(tk.fetched) < maxAge {
+		if tk, ok := k.cache.Get(cached); ok && time.Since(tk.fetched) < maxAge {
 			return tk, nil
 		}
 	}
+	name := Key(tenant, thread)
 	for attempt := 0; ; attempt++ {
 		e, err := k.kv.Get(ctx, name)
 		if err == nil && isTombstone(e.Value()) {
@@ -248,7 +253,7 @@ func (k *Keys) get(ctx context.Context, tenant, thread string, create bool, maxA
 			if err != nil {
 				return nil, fmt.Errorf("threadkey: key of %s/%s: %w", tenant, thread, err)
 			}
-			k.remember(name, tk)
+			k.remember(cached, tk)
 			return tk, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -276,12 +281,12 @@ func (k *Keys) get(ctx context.Context, tenant, thread string, create bool, maxA
 		if err != nil {
 			return nil, err
 		}
-		k.remember(name, tk)
+		k.remember(cached, tk)
 		return tk, nil
 	}
 }
 
-func (k *Keys) remember(name string, tk *threadKey) {
+func (k *Keys) remember(name threadName, tk *threadKey) {
 	tk.fetched = time.Now()
 	if k.cache != nil {
 		k.cache.Put(name, tk, tk.cost())
@@ -377,8 +382,8 @@ func (k *Keys) Destroy(ctx context.Context, tenant, thread string) (bool, error)
 	destroyed := false
 	// Dropped from the cache before the record is read and after the
 	// tombstone is written, so that no use here races the destruction.
-	k.forget(name)
-	defer k.forget(name)
+	k.forget(tenant, thread)
+	defer k.forget(tenant, thread)
 	for attempt := 0; attempt < 10; attempt++ {
 		e, err := k.kv.Get(ctx, name)
 		switch {

@@ -23,7 +23,7 @@ type env struct {
 	dir string
 }
 
-func newKeys(t *testing.T) (*threadkey.Keys, env) {
+func newKeys(t testing.TB) (*threadkey.Keys, env) {
 	t.Helper()
 	dir := t.TempDir()
 	s := natstest.RunConfig(t, embedded.Config{StoreDir: dir})
@@ -36,7 +36,7 @@ func newKeys(t *testing.T) (*threadkey.Keys, env) {
 	return k, env{Server: s, kv: r.Keys, dir: dir}
 }
 
-func event(t *testing.T, thread, text string) []byte {
+func event(t testing.TB, thread, text string) []byte {
 	t.Helper()
 	b, err := events.Marshal(events.New("acme", thread, "test", events.UserMessage{Content: events.Text(text)}))
 	require.NoError(t, err)

@@ -22,6 +22,9 @@ import (
 // error of a part that failed to start, or that of the part whose failure
 // ended the run (nil when ctx ended it).
 //
+// Before it starts anything, Run sets the process's soft memory limit
+// (Config.MemoryLimit) and puts the previous one back when it returns.
+//
 // Start order: NATS, provisioning, the projectors, the audit
 // checkpointers, the retention enforcer, the tenant service, the leader
 // rebalancer, the usage meters, the workers, the HTTP server.
@@ -40,6 +43,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	s := newServer(cfg)
+	defer setMemoryLimit(cfg.MemoryLimit, s.log)()
 	// 1. NATS
 	s.cfg.NATS.OnStorage = s.onStorage
 	cn, err := s.cfg.NATS.Open(s.log, "agentd", natsconn.RoleServe)

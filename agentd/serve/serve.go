@@ -73,6 +73,11 @@ type Config struct {
 	Audit AuditConfig
 	// HTTP is the HTTP API's server.
 	HTTP HTTPConfig
+	// MemoryLimit is the process's soft memory limit in bytes
+	// (runtime/debug.SetMemoryLimit), which Run sets for its life: 0
+	// chooses one ([MemoryLimit]: none when GOMEMLIMIT is set, else from
+	// the cgroup's limit or the machine's memory), negative sets none.
+	MemoryLimit int64
 }
 
 // HTTPConfig is the HTTP server of [Config].

@@ -1,0 +1,93 @@
+package client
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// callContext is the context of an Append whose caller's ctx has no
+// deadline: the caller's ctx with the deadline Config.Timeout gives the
+// call. Its timer is started only when something waits on it (Done, Err,
+// Value, a context derived from it). An append whose thread state and key
+// are cached blocks only in its publish, and the publish's attempt context
+// carries the call's deadline itself (attemptContext), so such an append
+// starts one timer rather than one for the call and one per attempt.
+//
+// Safe for concurrent use, as every context.
+type callContext struct {
+	context.Context // the caller's, without a deadline
+	deadline        time.Time
+	once            sync.Once
+	timed           context.Context // the caller's with deadline, from start
+	cancel          context.CancelFunc
+}
+
+// withCallTimeout returns ctx when it has a deadline, else ctx with a
+// deadline Config.Timeout from now (a *callContext). Call the returned
+// cancel when the call ends.
+func (c *Client) withCallTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	cc := &callContext{Context: ctx, deadline: time.Now().Add(c.cfg.Timeout)}
+	return cc, cc.stop
+}
+
+func (cc *callContext) start() context.Context {
+	cc.once.Do(func() { cc.timed, cc.cancel = context.WithDeadline(cc.Context, cc.deadline) })
+	return cc.timed
+}
+
+// stop releases the timer if one was started; a context whose timer never
+// started is from then on ended (ended) without making one.
+func (cc *callContext) stop() {
+	cc.once.Do(func() { cc.timed = ended })
+	if cc.cancel != nil {
+		cc.cancel()
+	}
+}
+
+// ended is the context of a call that ended without starting its timer:
+// canceled, with no values.
+var ended = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+// Deadline returns the call's deadline.
+func (cc *callContext) Deadline() (time.Time, bool) { return cc.deadline, true }
+
+// Done is closed when the caller's ctx ends, the deadline passes or the
+// call ends.
+func (cc *callContext) Done() <-chan struct{} { return cc.start().Done() }
+
+// Err is the caller's ctx's error, context.DeadlineExceeded after the
+// deadline, or context.Canceled after the call ended.
+func (cc *callContext) Err() error { return cc.start().Err() }
+
+// Value is the caller's ctx's value (through the timed context, so that
+// context.Cause sees this context's own cancellation).
+func (cc *callContext) Value(key any) any { return cc.start().Value(key) }
+
+// AfterFunc runs f when the context ends; context.WithCancel and the others
+// use it to propagate cancellation without a goroutine.
+func (cc *callContext) AfterFunc(f func()) func() bool {
+	return context.AfterFunc(cc.start(), f)
+}
+
+// attemptContext returns a context for one publish attempt of a call
+// whose context is ctx: ctx's end and at most timeout from now. Of a
+// *callContext it is made from the caller's ctx with the call's deadline,
+// so that the call's own timer need not start.
+func attemptContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	d := time.Now().Add(timeout)
+	if cc, ok := ctx.(*callContext); ok {
+		if cc.deadline.Before(d) {
+			d = cc.deadline
+		}
+		return context.WithDeadline(cc.Context, d)
+	}
+	return context.WithDeadline(ctx, d)
+}
