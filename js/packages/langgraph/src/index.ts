@@ -6,9 +6,9 @@
  * string: convlog maps ids outside `[A-Za-z0-9_-]{1,128}` and reports
  * both), created with `replies: "off"`, `pending_policy: "cancel"` and the
  * metadata `source` (default `"langgraph"`) that marks the saver's threads.
- * - `put` is one atomic append: a `checkpoint.saved` event holding the
- *   whole checkpoint (its channel values, metadata and parent), preceded
- *   by the graph's new messages as convlog message events (below).
+ * - `put` is one append: a `checkpoint.saved` event holding the whole
+ *   checkpoint (its channel values, metadata and parent) and the graph's
+ *   new messages (below).
  * - `putWrites` is one append: a `checkpoint.writes` event.
  * - Values are what LangGraph's serializer produced, as value objects:
  *   inline (`{type, json}` for JSON, `{type, base64}` for other bytes) up
@@ -27,16 +27,21 @@
  *   at once).
  *
  * Messages: on `put` in the root namespace, the messages of the
- * `messages` channel that the parent checkpoint did not hold are appended
- * before the checkpoint, in the same atomic append, as convlog messages: a
- * human message as `message.user`, an AI message as `message.assistant`
- * (with its tool calls), a tool message as `tool.result`; system and
- * other messages are not copied. With `messagesAs: "checkpoint"` they
- * travel inside the `checkpoint.saved` event instead, and convlog's fold
- * appends them to the history by the same rules (one event per put: an
- * atomic append of several events costs more on a single-replica
- * stream). So the thread's history, SSE stream and web page show the
- * conversation. convlog's fold enforces tool-call matching: when it
+ * `messages` channel that the parent checkpoint did not hold become the
+ * thread's messages: a human message a user message, an AI message an
+ * assistant message (with its tool calls), a tool message a tool result;
+ * system and other messages are not copied. By default
+ * (`messagesAs: "checkpoint"`) they travel inside the `checkpoint.saved`
+ * event (its `payload.messages`) and convlog's fold appends them to the
+ * history, so every put is a single-event append. With
+ * `messagesAs: "events"` they are `message.user`, `message.assistant`
+ * and `tool.result` events before the checkpoint in the same atomic
+ * append, which costs more: an atomic append of several events is
+ * staged and synced by the server on a single-replica stream. Either
+ * way the thread's history (`GET /v1/threads/{id}`), web page and
+ * exports show the conversation; SSE readers find the messages in
+ * `checkpoint.saved`'s `payload.messages`, or as message events with
+ * `"events"`. convlog's fold enforces tool-call matching: when it
  * refuses the messages (a tool result for a call that is not pending),
  * the checkpoint is appended without them. A graph run from an older
  * checkpoint (time travel) appends the messages of the new branch after
@@ -89,13 +94,16 @@ export interface ConvlogSaverOptions {
   /** The channel whose messages are copied to the thread's messages; `false` copies none. Default `"messages"`. */
   messagesChannel?: string | false;
   /**
-   * How a put carries the new messages: `"events"` (default) as
-   * `message.user`, `message.assistant` and `tool.result` events in the
-   * same atomic append as the checkpoint; `"checkpoint"` inside the
-   * `checkpoint.saved` event (its `messages`), which convlog's fold
-   * appends to the history by the same rules, so every put is a
-   * single-event append. The thread's history is the same either way;
-   * SSE readers of message events see them only with `"events"`.
+   * How a put carries the new messages. `"checkpoint"` (default): inside
+   * the `checkpoint.saved` event (its `payload.messages`), which convlog's
+   * fold appends to the thread's history, so every put is a single-event
+   * append. `"events"`: as `message.user`, `message.assistant` and
+   * `tool.result` events in the same atomic append as the checkpoint,
+   * which costs more (the server stages and syncs an atomic append of
+   * several events on a single-replica stream). The thread's history,
+   * web page and exports are the same either way; SSE readers find the
+   * messages in `checkpoint.saved` events with `"checkpoint"` and as
+   * message events with `"events"`.
    */
   messagesAs?: "events" | "checkpoint";
 }
@@ -153,7 +161,7 @@ export class ConvlogSaver extends BaseCheckpointSaver {
     this.source = opts.source ?? "langgraph";
     this.inlineBytes = opts.inlineBytes ?? INLINE_VALUE_BYTES;
     this.messagesChannel = opts.messagesChannel ?? "messages";
-    this.messagesAs = opts.messagesAs ?? "events";
+    this.messagesAs = opts.messagesAs ?? "checkpoint";
   }
 
   /** The checkpoint of `config` (its `checkpoint_id`, else the newest of its namespace); undefined when there is none. */
