@@ -184,6 +184,10 @@ export class ConvlogSaver extends BaseCheckpointSaver {
     const id = config.configurable?.checkpoint_id as string | undefined;
     const beforeId = before?.configurable?.checkpoint_id as string | undefined;
     const threads = threadId !== undefined ? [threadId] : await this.threadIds();
+    // The messages of one call's checkpoints are mostly the same: each is
+    // deserialized once per call (a list of n checkpoints of m messages
+    // deserializes about m messages, not n * m).
+    const memo = new Map<string, unknown>();
     for (const t of threads) {
       let cursor = beforeId;
       for (;;) {
@@ -191,7 +195,7 @@ export class ConvlogSaver extends BaseCheckpointSaver {
         const want = filter ? 100 : Math.min(limit ?? 100, 100);
         const page = await this.read(t, { ns, checkpoint_id: id || undefined, before: cursor, limit: want });
         for (const c of page) {
-          const tuple = await this.tuple(t, c);
+          const tuple = await this.tuple(t, c, undefined, memo);
           if (filter && !Object.entries(filter).every(([k, v]) => (tuple.metadata as Record<string, unknown> | undefined)?.[k] === v)) continue;
           if (limit !== undefined) {
             if (limit <= 0) return;
@@ -432,8 +436,41 @@ export class ConvlogSaver extends BaseCheckpointSaver {
     return this.serde.loadsTyped(v.type, bytes);
   }
 
-  /** The tuple of a stored checkpoint. */
-  private async tuple(threadId: string, c: StoredCheckpoint, config?: RunnableConfig): Promise<CheckpointTuple> {
+  /**
+   * The value of v, a JSON list, deserialized element by element, each
+   * distinct element (by its JSON text) once per memo; any other value
+   * as decode does. LangGraph's JSON serializer revives each element of a
+   * list on its own, so the list is the one decode returns.
+   */
+  private async decodeList(threadId: string, v: Value, memo: Map<string, unknown>): Promise<unknown> {
+    if (v.type !== "json" || v.base64 !== undefined) return this.decode(threadId, v);
+    let list = v.json;
+    if (v.blob !== undefined) {
+      const b = await this.client.getBlob(threadId, v.blob);
+      if (b === undefined) throw new Error(`@convlog/langgraph: blob ${v.blob} of thread ${threadId} is missing`);
+      list = JSON.parse(dec.decode(b));
+    }
+    if (!Array.isArray(list)) return this.serde.loadsTyped(v.type, enc.encode(JSON.stringify(list ?? null)));
+    return Promise.all(
+      list.map((el) => {
+        const text = JSON.stringify(el);
+        let got = memo.get(text);
+        if (got === undefined) {
+          got = this.serde.loadsTyped("json", enc.encode(text));
+          memo.set(text, got);
+        }
+        return got;
+      }),
+    );
+  }
+
+  /**
+   * The tuple of a stored checkpoint. With `memo` (shared by the tuples of
+   * one list call), the messages channel's messages are deserialized once
+   * per distinct message: the tuples' lists are their own arrays holding
+   * the same message objects.
+   */
+  private async tuple(threadId: string, c: StoredCheckpoint, config?: RunnableConfig, memo?: Map<string, unknown>): Promise<CheckpointTuple> {
     const p = payloadOf<SavedPayload>(c);
     const ns = p.ns ?? "";
     const [checkpoint, metadata, pendingWrites] = await Promise.all([
@@ -444,7 +481,7 @@ export class ConvlogSaver extends BaseCheckpointSaver {
     const values: Record<string, unknown> = {};
     await Promise.all(
       Object.entries(p.channels ?? {}).map(async ([ch, v]) => {
-        values[ch] = await this.decode(threadId, v);
+        values[ch] = memo && ns === "" && ch === this.messagesChannel ? await this.decodeList(threadId, v, memo) : await this.decode(threadId, v);
       }),
     );
     (checkpoint as { channel_values: Record<string, unknown> }).channel_values = values;
