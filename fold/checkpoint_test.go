@@ -148,6 +148,20 @@ func TestRenumberGivesTheIndexTheStoredSequences(t *testing.T) {
 	}, s.Checkpoints.Entries)
 }
 
+// Renumber gives the entries of Latest their stored sequences too.
+func TestRenumberGivesLatestTheStoredSequences(t *testing.T) {
+	s, apply := checkpointThread(t)
+	apply(saved("sub", "s", ""))
+	for i := range fold.MaxCheckpointsIndexed {
+		apply(saved("", fmt.Sprintf("cp-%05d", i), ""))
+	}
+	require.Len(t, s.Checkpoints.Latest, 1)
+	from := s.Version
+	apply(writes("sub", "s"))
+	s.Renumber(from, []uint64{500})
+	require.Equal(t, []fold.CheckpointEntry{{NS: "sub", ID: "s", Seq: 2, Writes: []uint64{500}}}, s.Checkpoints.Latest)
+}
+
 // A new lifetime of a soft-deleted thread starts with no checkpoints.
 func TestANewLifetimeStartsWithNoCheckpoints(t *testing.T) {
 	s, apply := checkpointThread(t)
