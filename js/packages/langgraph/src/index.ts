@@ -16,7 +16,8 @@
  *   a blob of the thread named by the SHA-256 of the bytes, so a large
  *   value that does not change between checkpoints is stored once.
  * - convlog's fold indexes the newest checkpoints (namespace, id, parent,
- *   the sequences of their events) in the thread's snapshot;
+ *   the sequences of their events) in the thread's snapshot, and the
+ *   newest of each namespace with none among them;
  *   `getTuple` and `list` read them through
  *   `GET /v1/threads/{id}/checkpoints` (one request), and checkpoints older
  *   than the index are read from the log by the same route. A thread may
