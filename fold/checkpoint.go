@@ -15,6 +15,13 @@ import (
 // at its sequence, with its writes after it).
 const MaxCheckpointsIndexed = 128
 
+// MaxCheckpointNamespaces is how many namespaces whose newest checkpoint
+// left the window of [MaxCheckpointsIndexed] the index still names that
+// checkpoint of ([CheckpointIndex.Latest]), so the newest checkpoint of a
+// subgraph that has not saved one lately is found without reading the
+// log. The namespace saved least recently leaves first.
+const MaxCheckpointNamespaces = 64
+
 // CheckpointIndex is the fold's index of a thread's checkpoints in its
 // current lifetime: the newest [MaxCheckpointsIndexed] of them, in the
 // order they were stored, with the sequences of their events, so a
@@ -28,6 +35,12 @@ type CheckpointIndex struct {
 	Writes uint64 `msgpack:"writes,omitempty" json:"writes,omitempty"`
 	// Entries are the newest checkpoints, oldest first.
 	Entries []CheckpointEntry `msgpack:"entries" json:"entries"`
+	// Latest are the newest checkpoints of namespaces that have none in
+	// Entries (at most [MaxCheckpointNamespaces], one per namespace,
+	// oldest first): an entry moves here when it leaves Entries as the
+	// last of its namespace there, and leaves when its namespace saves
+	// again.
+	Latest []CheckpointEntry `msgpack:"latest,omitempty" json:"latest,omitempty"`
 }
 
 // CheckpointEntry is one indexed checkpoint.
@@ -45,7 +58,7 @@ type CheckpointEntry struct {
 }
 
 // Find returns the index of the entry of ns and id in Entries (the newest
-// such entry), or -1.
+// such entry), or -1 (see FindLatest for Latest).
 func (x *CheckpointIndex) Find(ns, id string) int {
 	if x == nil {
 		return -1
@@ -58,14 +71,24 @@ func (x *CheckpointIndex) Find(ns, id string) int {
 	return -1
 }
 
-// clone returns a copy of x whose Entries slice is its own (the entries'
-// Writes slices are shared, and only ever appended to through a copy).
+// FindLatest returns the index of the entry of ns in Latest, or -1.
+func (x *CheckpointIndex) FindLatest(ns string) int {
+	if x == nil {
+		return -1
+	}
+	return slices.IndexFunc(x.Latest, func(e CheckpointEntry) bool { return e.NS == ns })
+}
+
+// clone returns a copy of x whose Entries and Latest slices are its own
+// (the entries' Writes slices are shared, and only ever appended to
+// through a copy).
 func (x *CheckpointIndex) clone() *CheckpointIndex {
 	if x == nil {
 		return &CheckpointIndex{}
 	}
 	c := *x
 	c.Entries = slices.Clone(x.Entries)
+	c.Latest = slices.Clone(x.Latest)
 	return &c
 }
 
@@ -73,7 +96,8 @@ func (x *CheckpointIndex) clone() *CheckpointIndex {
 // (all or none, see appendCheckpointMessages), its entry joins the index
 // (replacing the entry of the same namespace and id, which a framework
 // writes again when it saves a checkpoint twice), the oldest entry leaves
-// when the index is full.
+// when the index is full (to Latest when it was the last of its
+// namespace in Entries), and the namespace's entry in Latest leaves.
 func (s *State) saveCheckpoint(p events.CheckpointSaved, ev events.Stored) error {
 	if err := s.appendCheckpointMessages(p.Messages, ev); err != nil {
 		return err
@@ -83,12 +107,37 @@ func (s *State) saveCheckpoint(p events.CheckpointSaved, ev events.Stored) error
 	if i := x.Find(p.NS, p.ID); i >= 0 {
 		x.Entries = slices.Delete(x.Entries, i, i+1)
 	}
-	if len(x.Entries) >= MaxCheckpointsIndexed {
-		x.Entries = slices.Delete(x.Entries, 0, len(x.Entries)-MaxCheckpointsIndexed+1)
+	if i := x.FindLatest(p.NS); i >= 0 {
+		x.Latest = slices.Delete(x.Latest, i, i+1)
+	}
+	if n := len(x.Entries) - MaxCheckpointsIndexed + 1; n > 0 {
+		for _, e := range x.Entries[:n] {
+			if e.NS != p.NS {
+				x.keepLatest(e, x.Entries[n:])
+			}
+		}
+		x.Entries = slices.Delete(x.Entries, 0, n)
 	}
 	x.Entries = append(x.Entries, CheckpointEntry{NS: p.NS, ID: p.ID, Parent: p.Parent, Seq: ev.Seq})
 	s.Checkpoints = x
 	return nil
+}
+
+// keepLatest moves e, an entry leaving Entries, to Latest when no entry
+// of its namespace stays in rest (the entries after it), replacing that
+// namespace's entry; the namespace saved least recently leaves Latest
+// when it holds [MaxCheckpointNamespaces].
+func (x *CheckpointIndex) keepLatest(e CheckpointEntry, rest []CheckpointEntry) {
+	if slices.ContainsFunc(rest, func(r CheckpointEntry) bool { return r.NS == e.NS }) {
+		return
+	}
+	if i := x.FindLatest(e.NS); i >= 0 {
+		x.Latest = slices.Delete(x.Latest, i, i+1)
+	}
+	if len(x.Latest) >= MaxCheckpointNamespaces {
+		x.Latest = slices.Delete(x.Latest, 0, len(x.Latest)-MaxCheckpointNamespaces+1)
+	}
+	x.Latest = append(x.Latest, e)
 }
 
 // appendCheckpointMessages appends a checkpoint's messages to the history
@@ -129,13 +178,17 @@ func (s *State) appendCheckpointMessages(msgs []events.Message, ev events.Stored
 }
 
 // saveCheckpointWrites folds a checkpoint.writes: its sequence joins the
-// entry of the checkpoint it names, when that is indexed (a write for a
-// checkpoint older than the index, or not saved, is only in the log).
+// entry of the checkpoint it names, in Entries or Latest, when that is
+// indexed (a write for a checkpoint older than the index, or not saved,
+// is only in the log).
 func (s *State) saveCheckpointWrites(p events.CheckpointWrites, ev events.Stored) {
 	x := s.Checkpoints.clone()
 	x.Writes++
 	if i := x.Find(p.NS, p.Checkpoint); i >= 0 {
 		e := &x.Entries[i]
+		e.Writes = append(slices.Clip(e.Writes), ev.Seq)
+	} else if i := x.FindLatest(p.NS); i >= 0 && x.Latest[i].ID == p.Checkpoint {
+		e := &x.Latest[i]
 		e.Writes = append(slices.Clip(e.Writes), ev.Seq)
 	}
 	s.Checkpoints = x
@@ -145,21 +198,24 @@ func (s *State) saveCheckpointWrites(p events.CheckpointWrites, ev events.Stored
 // values re(seq) (see State.Renumber).
 func (s *State) renumberCheckpoints(from uint64, re func(uint64) uint64) {
 	x := s.Checkpoints
-	if x == nil || !slices.ContainsFunc(x.Entries, func(e CheckpointEntry) bool {
+	after := func(e CheckpointEntry) bool {
 		return e.Seq > from || (len(e.Writes) > 0 && e.Writes[len(e.Writes)-1] > from)
-	}) {
+	}
+	if x == nil || !slices.ContainsFunc(x.Entries, after) && !slices.ContainsFunc(x.Latest, after) {
 		return
 	}
 	x = x.clone()
-	for i := range x.Entries {
-		e := &x.Entries[i]
-		e.Seq = re(e.Seq)
-		if len(e.Writes) > 0 && e.Writes[len(e.Writes)-1] > from {
-			w := slices.Clone(e.Writes)
-			for j := range w {
-				w[j] = re(w[j])
+	for _, es := range [][]CheckpointEntry{x.Entries, x.Latest} {
+		for i := range es {
+			e := &es[i]
+			e.Seq = re(e.Seq)
+			if len(e.Writes) > 0 && e.Writes[len(e.Writes)-1] > from {
+				w := slices.Clone(e.Writes)
+				for j := range w {
+					w[j] = re(w[j])
+				}
+				e.Writes = w
 			}
-			e.Writes = w
 		}
 	}
 	s.Checkpoints = x

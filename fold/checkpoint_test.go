@@ -73,6 +73,53 @@ func TestTheCheckpointIndexKeepsTheNewestCheckpoints(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("cp-%05d", n-1), x.Entries[len(x.Entries)-1].ID)
 }
 
+// The newest checkpoint of a namespace (a subgraph) that has saved none
+// in the window stays indexed in Latest, with its writes, until the
+// namespace saves again; Latest names at most MaxCheckpointNamespaces
+// namespaces, the one saved least recently leaving first.
+func TestTheIndexKeepsTheNewestCheckpointOfEachNamespace(t *testing.T) {
+	s, apply := checkpointThread(t)
+	apply(saved("sub", "s-old", ""))
+	sub := apply(saved("sub", "s-new", "s-old"))
+	for i := range fold.MaxCheckpointsIndexed - 2 {
+		apply(saved("", fmt.Sprintf("cp-%05d", i), ""))
+	}
+	require.Empty(t, s.Checkpoints.Latest, "the window still holds both of sub")
+	apply(saved("", "cp-a", ""))
+	require.Empty(t, s.Checkpoints.Latest, "s-new is still in the window")
+	apply(saved("", "cp-b", ""))
+	x := s.Checkpoints
+	require.Equal(t, -1, x.Find("sub", "s-new"))
+	require.Equal(t, []fold.CheckpointEntry{{NS: "sub", ID: "s-new", Parent: "s-old", Seq: sub}}, x.Latest)
+	require.Equal(t, 0, x.FindLatest("sub"))
+	require.Equal(t, -1, x.FindLatest(""))
+	require.Len(t, x.Entries, fold.MaxCheckpointsIndexed)
+
+	w := apply(writes("sub", "s-new"))
+	apply(writes("sub", "s-old"))
+	require.Equal(t, []uint64{w}, s.Checkpoints.Latest[0].Writes, "a write of the Latest checkpoint joins it, of an older one not")
+	require.Empty(t, x.Latest[0].Writes, "the earlier index is unchanged")
+
+	apply(saved("sub", "s-3", "s-new"))
+	require.Empty(t, s.Checkpoints.Latest, "sub saved again: its newest is in the window")
+
+	// Many namespaces: each leaves the window as the last of its own.
+	s, apply = checkpointThread(t)
+	n := fold.MaxCheckpointNamespaces + 3
+	for i := range n {
+		apply(saved(fmt.Sprintf("ns-%03d", i), "c", ""))
+	}
+	for i := range fold.MaxCheckpointsIndexed {
+		apply(saved("", fmt.Sprintf("cp-%05d", i), ""))
+	}
+	x = s.Checkpoints
+	require.Len(t, x.Latest, fold.MaxCheckpointNamespaces)
+	require.Equal(t, "ns-003", x.Latest[0].NS, "the namespaces saved least recently left")
+	require.Equal(t, fmt.Sprintf("ns-%03d", n-1), x.Latest[len(x.Latest)-1].NS)
+	require.Equal(t, -1, x.FindLatest("ns-002"))
+	require.Equal(t, uint64(n+fold.MaxCheckpointsIndexed), x.Count)
+}
+
 // A State copy shares the index; folding into one copy never changes the
 // other (the fold replaces the index).
 func TestFoldingACheckpointNeverChangesACopysIndex(t *testing.T) {
@@ -99,6 +146,20 @@ func TestRenumberGivesTheIndexTheStoredSequences(t *testing.T) {
 		{ID: "a", Seq: 2, Writes: []uint64{10}},
 		{ID: "b", Parent: "a", Seq: 11},
 	}, s.Checkpoints.Entries)
+}
+
+// Renumber gives the entries of Latest their stored sequences too.
+func TestRenumberGivesLatestTheStoredSequences(t *testing.T) {
+	s, apply := checkpointThread(t)
+	apply(saved("sub", "s", ""))
+	for i := range fold.MaxCheckpointsIndexed {
+		apply(saved("", fmt.Sprintf("cp-%05d", i), ""))
+	}
+	require.Len(t, s.Checkpoints.Latest, 1)
+	from := s.Version
+	apply(writes("sub", "s"))
+	s.Renumber(from, []uint64{500})
+	require.Equal(t, []fold.CheckpointEntry{{NS: "sub", ID: "s", Seq: 2, Writes: []uint64{500}}}, s.Checkpoints.Latest)
 }
 
 // A new lifetime of a soft-deleted thread starts with no checkpoints.

@@ -47,8 +47,9 @@ const scanPage = 256
 // getCheckpoints is GET /v1/threads/{id}/checkpoints?ns=&checkpoint_id=&before=&limit=:
 // the thread's checkpoints (checkpoint.saved events with their
 // checkpoint.writes), newest checkpoint id first, read at the sequences
-// the fold's index names (fold.State.Checkpoints). Checkpoints older than
-// the index are found by reading the log backwards from its end, a page
+// the fold's index names (fold.State.Checkpoints: the newest checkpoints,
+// and the newest of each namespace with none among them). Checkpoints
+// older than the index are found by reading the log backwards from its end, a page
 // of scanPage sequences at a time, until limit are found.
 func (s *Server) getCheckpoints(w http.ResponseWriter, r *http.Request) error {
 	id, p := threadID(r)
@@ -146,6 +147,13 @@ func (rd *seqReader) indexed(ctx context.Context, x *fold.CheckpointIndex, q che
 			picked = append(picked, e)
 		}
 	}
+	// A namespace with no checkpoint in Entries: its newest is in Latest
+	// (older ones only in the log, after it in the answer). Latest is not
+	// searched for the checkpoints of every namespace, which the log
+	// answers in order.
+	if i := x.FindLatest(q.ns); !q.anyNS && len(picked) == 0 && i >= 0 && q.match(q.ns, x.Latest[i].ID) {
+		picked = append(picked, x.Latest[i])
+	}
 	slices.SortStableFunc(picked, func(a, b fold.CheckpointEntry) int { return cmp.Compare(b.ID, a.ID) })
 	picked = picked[:min(len(picked), q.limit)]
 	var seqs []uint64
@@ -196,9 +204,12 @@ func (rd *seqReader) indexed(ctx context.Context, x *fold.CheckpointIndex, q che
 // checkpoint is reached.
 func (rd *seqReader) scan(ctx context.Context, x *fold.CheckpointIndex, q checkpointQuery, version uint64, n int) ([]checkpointBody, error) {
 	type key struct{ ns, id string }
-	indexed := make(map[key]bool, len(x.Entries))
+	indexed := make(map[key]bool, len(x.Entries)+len(x.Latest))
 	for _, e := range x.Entries {
 		indexed[key{e.NS, e.ID}] = true
+	}
+	if i := x.FindLatest(q.ns); !q.anyNS && i >= 0 {
+		indexed[key{q.ns, x.Latest[i].ID}] = true
 	}
 	writes := map[key][]json.RawMessage{} // newest first
 	seen := map[key]bool{}

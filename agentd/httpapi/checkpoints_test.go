@@ -115,3 +115,38 @@ func TestCheckpointsAreReadThroughTheIndexAndBeyondIt(t *testing.T) {
 	id = e.createThread(map[string]any{"replies": "off"})
 	require.Empty(t, get("").Checkpoints, "a thread with no checkpoint has an empty list")
 }
+
+// A subgraph's newest checkpoint that left the index's window is still
+// indexed (fold.CheckpointIndex.Latest): it is read with its writes, and
+// its older checkpoints follow from the log, newest id first.
+func TestTheNewestCheckpointOfANamespaceOutsideTheWindowIsRead(t *testing.T) {
+	e := newEnv(t, withoutWorkers())
+	id := e.createThread(map[string]any{"replies": "off"})
+	saved := func(ns, cp string) map[string]any {
+		return map[string]any{"type": "checkpoint.saved", "payload": map[string]any{"ns": ns, "id": cp, "checkpoint": map[string]any{"type": "json", "json": nil}}}
+	}
+	evs := []map[string]any{saved("sub:1", "s-1"), saved("sub:1", "s-2"),
+		{"type": "checkpoint.writes", "payload": map[string]any{"ns": "sub:1", "checkpoint": "s-2", "task": "sub-task", "writes": []any{}}}}
+	for i := range fold.MaxCheckpointsIndexed + 5 {
+		evs = append(evs, saved("", fmt.Sprintf("cp-%05d", i)))
+	}
+	r := e.do("POST", "/v1/threads/"+id+"/events", keyAcme, map[string]any{"events": evs})
+	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
+
+	get := func(query string) checkpointsPage {
+		t.Helper()
+		r := e.do("GET", "/v1/threads/"+id+"/checkpoints"+query, keyAcme, nil)
+		require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+		var p checkpointsPage
+		r.json(t, &p)
+		return p
+	}
+	p := get("?ns=sub:1&limit=1")
+	require.Equal(t, []string{"s-2"}, p.ids())
+	require.Len(t, p.Checkpoints[0].Writes, 1)
+	require.Equal(t, "sub-task", p.Checkpoints[0].Writes[0].Payload.Task)
+	require.Equal(t, []string{"s-2", "s-1"}, get("?ns=sub:1").ids())
+	require.Equal(t, []string{"s-1"}, get("?ns=sub:1&before=s-2").ids())
+	require.Equal(t, []string{"s-2"}, get("?ns=sub:1&checkpoint_id=s-2").ids())
+	require.Equal(t, []string{"s-1"}, get("?ns=sub:1&checkpoint_id=s-1").ids())
+}

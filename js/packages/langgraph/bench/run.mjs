@@ -5,10 +5,10 @@
 //
 //   cd js && npm run build -w @convlog/langgraph && node packages/langgraph/bench/run.mjs [--rounds 3] [--graphs 10] [--steps 50,500]
 //
-// convlog runs three times: as configured by default (put appends the new
-// messages as message events and the checkpoint as one atomic batch), with
-// messagesAs: "checkpoint" (the messages inside the checkpoint event: a
-// single-event append) and with messagesChannel: false (no messages).
+// convlog runs twice: as configured by default (messagesAs: "checkpoint":
+// the new messages inside the checkpoint event, a single-event append) and
+// with messagesAs: "events" (the messages as message events and the
+// checkpoint in one atomic batch).
 //
 // Each case runs --graphs graphs at once (each on its own thread) of a
 // graph whose one node appends a short AI message and counts, for --steps
@@ -183,11 +183,9 @@ const makers = {
     return s;
   },
   convlog: async () => new ConvlogSaver({ client }),
-  // The new messages inside the checkpoint event: each put is a
-  // single-event append instead of an atomic batch.
-  'convlog, messagesAs "checkpoint"': async () => new ConvlogSaver({ client, messagesAs: "checkpoint" }),
-  // No copy of the messages channel to the thread's messages.
-  "convlog, no message copy": async () => new ConvlogSaver({ client, messagesChannel: false }),
+  // The new messages as message events beside the checkpoint: each put
+  // with messages is an atomic batch of several events.
+  'convlog, messagesAs "events"': async () => new ConvlogSaver({ client, messagesAs: "events" }),
 };
 const names = Object.keys(makers);
 const cases = stepsList.flatMap((steps) => [

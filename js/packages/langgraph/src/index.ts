@@ -6,9 +6,9 @@
  * string: convlog maps ids outside `[A-Za-z0-9_-]{1,128}` and reports
  * both), created with `replies: "off"`, `pending_policy: "cancel"` and the
  * metadata `source` (default `"langgraph"`) that marks the saver's threads.
- * - `put` is one atomic append: a `checkpoint.saved` event holding the
- *   whole checkpoint (its channel values, metadata and parent), preceded
- *   by the graph's new messages as convlog message events (below).
+ * - `put` is one append: a `checkpoint.saved` event holding the whole
+ *   checkpoint (its channel values, metadata and parent) and the graph's
+ *   new messages (below).
  * - `putWrites` is one append: a `checkpoint.writes` event.
  * - Values are what LangGraph's serializer produced, as value objects:
  *   inline (`{type, json}` for JSON, `{type, base64}` for other bytes) up
@@ -16,7 +16,8 @@
  *   a blob of the thread named by the SHA-256 of the bytes, so a large
  *   value that does not change between checkpoints is stored once.
  * - convlog's fold indexes the newest checkpoints (namespace, id, parent,
- *   the sequences of their events) in the thread's snapshot;
+ *   the sequences of their events) in the thread's snapshot, and the
+ *   newest of each namespace with none among them;
  *   `getTuple` and `list` read them through
  *   `GET /v1/threads/{id}/checkpoints` (one request), and checkpoints older
  *   than the index are read from the log by the same route. A thread may
@@ -27,16 +28,21 @@
  *   at once).
  *
  * Messages: on `put` in the root namespace, the messages of the
- * `messages` channel that the parent checkpoint did not hold are appended
- * before the checkpoint, in the same atomic append, as convlog messages: a
- * human message as `message.user`, an AI message as `message.assistant`
- * (with its tool calls), a tool message as `tool.result`; system and
- * other messages are not copied. With `messagesAs: "checkpoint"` they
- * travel inside the `checkpoint.saved` event instead, and convlog's fold
- * appends them to the history by the same rules (one event per put: an
- * atomic append of several events costs more on a single-replica
- * stream). So the thread's history, SSE stream and web page show the
- * conversation. convlog's fold enforces tool-call matching: when it
+ * `messages` channel that the parent checkpoint did not hold become the
+ * thread's messages: a human message a user message, an AI message an
+ * assistant message (with its tool calls), a tool message a tool result;
+ * system and other messages are not copied. By default
+ * (`messagesAs: "checkpoint"`) they travel inside the `checkpoint.saved`
+ * event (its `payload.messages`) and convlog's fold appends them to the
+ * history, so every put is a single-event append. With
+ * `messagesAs: "events"` they are `message.user`, `message.assistant`
+ * and `tool.result` events before the checkpoint in the same atomic
+ * append, which costs more: an atomic append of several events is
+ * staged and synced by the server on a single-replica stream. Either
+ * way the thread's history (`GET /v1/threads/{id}`), web page and
+ * exports show the conversation; SSE readers find the messages in
+ * `checkpoint.saved`'s `payload.messages`, or as message events with
+ * `"events"`. convlog's fold enforces tool-call matching: when it
  * refuses the messages (a tool result for a call that is not pending),
  * the checkpoint is appended without them. A graph run from an older
  * checkpoint (time travel) appends the messages of the new branch after
@@ -89,13 +95,16 @@ export interface ConvlogSaverOptions {
   /** The channel whose messages are copied to the thread's messages; `false` copies none. Default `"messages"`. */
   messagesChannel?: string | false;
   /**
-   * How a put carries the new messages: `"events"` (default) as
-   * `message.user`, `message.assistant` and `tool.result` events in the
-   * same atomic append as the checkpoint; `"checkpoint"` inside the
-   * `checkpoint.saved` event (its `messages`), which convlog's fold
-   * appends to the history by the same rules, so every put is a
-   * single-event append. The thread's history is the same either way;
-   * SSE readers of message events see them only with `"events"`.
+   * How a put carries the new messages. `"checkpoint"` (default): inside
+   * the `checkpoint.saved` event (its `payload.messages`), which convlog's
+   * fold appends to the thread's history, so every put is a single-event
+   * append. `"events"`: as `message.user`, `message.assistant` and
+   * `tool.result` events in the same atomic append as the checkpoint,
+   * which costs more (the server stages and syncs an atomic append of
+   * several events on a single-replica stream). The thread's history,
+   * web page and exports are the same either way; SSE readers find the
+   * messages in `checkpoint.saved` events with `"checkpoint"` and as
+   * message events with `"events"`.
    */
   messagesAs?: "events" | "checkpoint";
 }
@@ -153,7 +162,7 @@ export class ConvlogSaver extends BaseCheckpointSaver {
     this.source = opts.source ?? "langgraph";
     this.inlineBytes = opts.inlineBytes ?? INLINE_VALUE_BYTES;
     this.messagesChannel = opts.messagesChannel ?? "messages";
-    this.messagesAs = opts.messagesAs ?? "events";
+    this.messagesAs = opts.messagesAs ?? "checkpoint";
   }
 
   /** The checkpoint of `config` (its `checkpoint_id`, else the newest of its namespace); undefined when there is none. */
@@ -176,6 +185,10 @@ export class ConvlogSaver extends BaseCheckpointSaver {
     const id = config.configurable?.checkpoint_id as string | undefined;
     const beforeId = before?.configurable?.checkpoint_id as string | undefined;
     const threads = threadId !== undefined ? [threadId] : await this.threadIds();
+    // The messages of one call's checkpoints are mostly the same: each is
+    // deserialized once per call (a list of n checkpoints of m messages
+    // deserializes about m messages, not n * m).
+    const memo = new Map<string, unknown>();
     for (const t of threads) {
       let cursor = beforeId;
       for (;;) {
@@ -183,7 +196,7 @@ export class ConvlogSaver extends BaseCheckpointSaver {
         const want = filter ? 100 : Math.min(limit ?? 100, 100);
         const page = await this.read(t, { ns, checkpoint_id: id || undefined, before: cursor, limit: want });
         for (const c of page) {
-          const tuple = await this.tuple(t, c);
+          const tuple = await this.tuple(t, c, undefined, memo);
           if (filter && !Object.entries(filter).every(([k, v]) => (tuple.metadata as Record<string, unknown> | undefined)?.[k] === v)) continue;
           if (limit !== undefined) {
             if (limit <= 0) return;
@@ -424,8 +437,41 @@ export class ConvlogSaver extends BaseCheckpointSaver {
     return this.serde.loadsTyped(v.type, bytes);
   }
 
-  /** The tuple of a stored checkpoint. */
-  private async tuple(threadId: string, c: StoredCheckpoint, config?: RunnableConfig): Promise<CheckpointTuple> {
+  /**
+   * The value of v, a JSON list, deserialized element by element, each
+   * distinct element (by its JSON text) once per memo; any other value
+   * as decode does. LangGraph's JSON serializer revives each element of a
+   * list on its own, so the list is the one decode returns.
+   */
+  private async decodeList(threadId: string, v: Value, memo: Map<string, unknown>): Promise<unknown> {
+    if (v.type !== "json" || v.base64 !== undefined) return this.decode(threadId, v);
+    let list = v.json;
+    if (v.blob !== undefined) {
+      const b = await this.client.getBlob(threadId, v.blob);
+      if (b === undefined) throw new Error(`@convlog/langgraph: blob ${v.blob} of thread ${threadId} is missing`);
+      list = JSON.parse(dec.decode(b));
+    }
+    if (!Array.isArray(list)) return this.serde.loadsTyped(v.type, enc.encode(JSON.stringify(list ?? null)));
+    return Promise.all(
+      list.map((el) => {
+        const text = JSON.stringify(el);
+        let got = memo.get(text);
+        if (got === undefined) {
+          got = this.serde.loadsTyped("json", enc.encode(text));
+          memo.set(text, got);
+        }
+        return got;
+      }),
+    );
+  }
+
+  /**
+   * The tuple of a stored checkpoint. With `memo` (shared by the tuples of
+   * one list call), the messages channel's messages are deserialized once
+   * per distinct message: the tuples' lists are their own arrays holding
+   * the same message objects.
+   */
+  private async tuple(threadId: string, c: StoredCheckpoint, config?: RunnableConfig, memo?: Map<string, unknown>): Promise<CheckpointTuple> {
     const p = payloadOf<SavedPayload>(c);
     const ns = p.ns ?? "";
     const [checkpoint, metadata, pendingWrites] = await Promise.all([
@@ -436,7 +482,7 @@ export class ConvlogSaver extends BaseCheckpointSaver {
     const values: Record<string, unknown> = {};
     await Promise.all(
       Object.entries(p.channels ?? {}).map(async ([ch, v]) => {
-        values[ch] = await this.decode(threadId, v);
+        values[ch] = memo && ns === "" && ch === this.messagesChannel ? await this.decodeList(threadId, v, memo) : await this.decode(threadId, v);
       }),
     );
     (checkpoint as { channel_values: Record<string, unknown> }).channel_values = values;
