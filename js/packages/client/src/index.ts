@@ -66,14 +66,19 @@ export interface ConvlogClientOptions {
 
 /**
  * Retries of requests the server answered 429 (rate limited, quota) or
- * 503 (overloaded, busy): such an answer stored nothing. A request is sent
+ * 503 (overloaded, busy): such an answer stored nothing. A request that
+ * got no answer at all (fetch rejected with a `TypeError`: the connection
+ * was refused or closed under it) is sent again only when it may be sent
+ * twice with the same effect (below); an aborted one never. A request is sent
  * again after the answer's `Retry-After` (seconds or an HTTP date) when it
  * has one, else after an exponential backoff from `baseMs`; either wait
  * is capped at `maxMs` and spread by full jitter (a random share of it,
  * at least half), so clients refused together do not come back together.
- * A 503 without `Retry-After` is retried only for a GET, HEAD, PUT or
- * DELETE or a request with an `Idempotency-Key` (it may come from a proxy
- * that cannot say whether the request ran). After `attempts` answers in a
+ * A 503 without `Retry-After` is retried only for a request that may be
+ * sent twice with the same effect (it may come from a proxy that cannot
+ * say whether the request ran): a GET, HEAD, PUT or DELETE, a request
+ * with an `Idempotency-Key`, or an append without `expectVersion` whose
+ * every event carries its `id`. After `attempts` answers in a
  * row the last one is returned (and thrown as a {@link ConvlogError}).
  */
 export interface RetryOptions {
@@ -439,32 +444,60 @@ export class ConvlogClient {
   }
 }
 
-/** `f` retrying answers 429 and 503 as {@link RetryOptions} says. */
+/** `f` retrying answers 429 and 503, and requests that got no answer, as {@link RetryOptions} says. */
 function withRetry(f: typeof fetch, o: RetryOptions): typeof fetch {
   const attempts = Math.max(1, o.attempts ?? 6);
   const baseMs = o.baseMs ?? 100;
   const maxMs = o.maxMs ?? 10_000;
   return async (input, init) => {
+    const signal = init?.signal ?? (input instanceof Request ? input.signal : undefined);
     for (let attempt = 1; ; attempt++) {
       // A Request's body can be read once: send a copy while retries remain.
       const req = input instanceof Request && attempt < attempts ? input.clone() : input;
-      const res = await f(req, init);
+      let res: Response;
+      try {
+        res = await f(req, init);
+      } catch (err) {
+        // fetch's TypeError: no answer (connection refused, reset or
+        // closed); whether the server ran the request is unknown.
+        if (!(err instanceof TypeError) || signal?.aborted || attempt >= attempts || !(await replayable(input, init))) throw err;
+        const wait = Math.min(baseMs * 2 ** (attempt - 1), maxMs);
+        await sleep(wait / 2 + Math.random() * (wait / 2), signal);
+        continue;
+      }
       if (attempt >= attempts || (res.status !== 429 && res.status !== 503)) return res;
       const after = retryAfterMs(res.headers.get("Retry-After"));
-      if (res.status === 503 && after === undefined && !replayable(input, init)) return res;
+      if (res.status === 503 && after === undefined && !(await replayable(input, init))) return res;
       const wait = Math.min(after ?? baseMs * 2 ** (attempt - 1), maxMs);
       await res.body?.cancel();
-      await sleep(wait / 2 + Math.random() * (wait / 2), init?.signal ?? (input instanceof Request ? input.signal : undefined));
+      await sleep(wait / 2 + Math.random() * (wait / 2), signal);
     }
   };
 }
 
-/** Whether a request may be sent twice with the same effect. */
-function replayable(input: RequestInfo | URL, init?: RequestInit): boolean {
-  const method = (init?.method ?? (input instanceof Request ? input.method : "GET")).toUpperCase();
+/**
+ * Whether a request may be sent twice with the same effect: a GET, HEAD,
+ * PUT or DELETE; a request with an `Idempotency-Key`; or an unconditional
+ * append (no `If-Match`) whose every event carries its `id`, since the
+ * server stores an event id once and answers a resent append with the
+ * events it stored. `input` must be unread (the caller sends clones).
+ */
+async function replayable(input: RequestInfo | URL, init?: RequestInit): Promise<boolean> {
+  const req = input instanceof Request ? input : undefined;
+  const method = (init?.method ?? req?.method ?? "GET").toUpperCase();
   if (["GET", "HEAD", "PUT", "DELETE"].includes(method)) return true;
-  const headers = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined));
-  return headers.has("Idempotency-Key");
+  const headers = new Headers(init?.headers ?? req?.headers);
+  if (headers.has("Idempotency-Key")) return true;
+  const url = new URL(req ? req.url : String(input));
+  if (method !== "POST" || headers.has("If-Match") || !/\/v1\/threads\/[^/]+\/events$/.test(url.pathname)) return false;
+  try {
+    const body = init?.body !== undefined ? init.body : req ? await req.clone().text() : undefined;
+    const events = typeof body === "string" ? (JSON.parse(body) as { events?: unknown }).events : undefined;
+    return Array.isArray(events) && events.length > 0 &&
+      events.every((e) => typeof e === "object" && e !== null && typeof (e as { id?: unknown }).id === "string" && (e as { id: string }).id !== "");
+  } catch {
+    return false;
+  }
 }
 
 /** A Retry-After header (delay seconds or an HTTP date) in ms; undefined when absent or unreadable. */

@@ -172,6 +172,68 @@ test("an event is redacted and a thread erased for good", async () => {
   await assert.rejects(c.eraseThread(t.thread), (e: unknown) => e instanceof ConvlogError && e.status === 404);
 });
 
+test("a request that got no answer is sent again only when sending it twice changes nothing", async () => {
+  // A fetch in front of agentd whose first `drop` requests get no answer,
+  // as fetch reports a connection closed under a request: a TypeError.
+  let drop = 0;
+  const sent: string[] = [];
+  const flaky: typeof fetch = async (input, init) => {
+    const req = new Request(input, init);
+    sent.push(`${req.method} ${new URL(req.url).pathname}`);
+    if (drop > 0) {
+      drop--;
+      await req.arrayBuffer(); // the body went out; the answer never came
+      throw new TypeError("fetch failed");
+    }
+    return fetch(req);
+  };
+  const c = new ConvlogClient({ baseUrl: agentd.url, apiKey: keys.acme, fetch: flaky, retry: { attempts: 3, baseMs: 1 } });
+  const th = await c.createThread({ replies: "off" });
+  const contents = async () => (await c.getThread(th.thread, { consistent: true })).messages?.map((m) => m.content);
+
+  drop = 2;
+  sent.length = 0;
+  assert.equal((await c.getThread(th.thread)).thread, th.thread);
+  assert.equal(sent.length, 3, "a read is sent again");
+
+  // An append whose events carry their ids: the server stores each id once.
+  const id = "0195f0a8-8a1e-7000-8000-000000000001";
+  drop = 1;
+  sent.length = 0;
+  const res = await c.append(th.thread, [{ ...user("with id"), id }]);
+  assert.equal(sent.length, 2);
+  assert.equal(res.events[0].id, id);
+  assert.deepEqual(await contents(), ["with id"]);
+
+  // A dropped request that did reach the server: the resent append is
+  // answered with what was stored, nothing twice.
+  const id2 = "0195f0a8-8a1e-7000-8000-000000000002";
+  let reached = 0;
+  const lost: typeof fetch = async (input, init) => {
+    const res = await fetch(new Request(input, init));
+    if (reached++ === 0) throw new TypeError("fetch failed"); // stored, but the answer was lost
+    return res;
+  };
+  const c2 = new ConvlogClient({ baseUrl: agentd.url, apiKey: keys.acme, fetch: lost, retry: { attempts: 3, baseMs: 1 } });
+  await c2.append(th.thread, [{ ...user("stored once"), id: id2 }]);
+  assert.equal(reached, 2);
+  assert.deepEqual(await contents(), ["with id", "stored once"]);
+
+  // Without ids, or conditional: whether it ran is unknown, so it is not sent again.
+  for (const [events, opts] of [[[user("no id")], {}], [[{ ...user("conditional"), id: "0195f0a8-8a1e-7000-8000-000000000003" }], { expectVersion: 99 }]] as const) {
+    drop = 1;
+    sent.length = 0;
+    await assert.rejects(c.append(th.thread, [...events], opts), (err: unknown) => err instanceof TypeError);
+    assert.equal(sent.length, 1, JSON.stringify(events));
+  }
+  assert.deepEqual(await contents(), ["with id", "stored once"]);
+
+  // Retries off: the error as fetch gave it.
+  const plain = new ConvlogClient({ baseUrl: agentd.url, apiKey: keys.acme, fetch: flaky, retry: false });
+  drop = 1;
+  await assert.rejects(plain.getThread(th.thread), (err: unknown) => err instanceof TypeError);
+});
+
 test("requests refused for overload (429, 503 with Retry-After) are sent again, honoring Retry-After", async () => {
   // A fetch in front of agentd that refuses the first `refuse` requests as an overloaded server would.
   let refuse = 0;
