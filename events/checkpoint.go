@@ -20,8 +20,9 @@ const MaxCheckpointNSLen = 1024
 // {"type", "json"} for a value that serializes to JSON, {"type",
 // "base64"} for other bytes, {"type", "blob", "size"} for a value stored
 // as a blob of the thread (larger than a writer keeps in an event).
-// Messages of the graph are not here: writers append them as
-// message events in the same atomic append.
+// The graph's new messages travel in Messages (one event per checkpoint,
+// @convlog/langgraph's default) or, for a writer that wants them as
+// events of their own, as message events in the same atomic append.
 type CheckpointSaved struct {
 	// NS is the checkpoint namespace: "" for the root graph.
 	NS string `msgpack:"ns,omitempty" json:"ns,omitempty"`
