@@ -95,149 +95,168 @@ func (o Options) withDefaults() Options {
 
 // Run runs the conformance suite. newProvider is called once per subtest.
 func Run(t *testing.T, newProvider func(t *testing.T) model.Provider, opts Options) {
-	o := opts.withDefaults()
-	textReq := func() model.Request {
-		return model.Request{Tenant: "default", Thread: "conformance", Agent: "test",
-			Messages: []events.Message{{Role: events.RoleUser, Content: events.Text(o.TextPrompt)}}}
+	s := suite{o: opts.withDefaults(), newProvider: newProvider}
+	t.Run("answers a plain prompt with text and no tool calls", s.plainPrompt)
+	t.Run("deltas fold to exactly the response", s.deltasFold)
+	if !s.o.NoToolCalls {
+		t.Run("calls an offered tool and answers from its result", s.toolRoundTrip)
+	}
+	t.Run("a cancelled ctx returns ctx.Err() at once", s.cancelledContext)
+	t.Run("an expired deadline returns context.DeadlineExceeded", s.expiredDeadline)
+	t.Run("cancelling while streaming returns ctx.Err() promptly", s.cancelWhileStreaming)
+	t.Run("concurrent Generates on one provider all succeed", s.concurrentGenerates)
+	if s.o.Deterministic {
+		t.Run("equal requests give equal responses", s.equalRequests)
+	}
+}
+
+// suite is one run of the conformance suite: its options (defaults
+// filled in) and the provider factory; each method is a subtest.
+type suite struct {
+	o           Options
+	newProvider func(t *testing.T) model.Provider
+}
+
+// textReq is a request of the text prompt alone.
+func (s suite) textReq() model.Request {
+	return model.Request{Tenant: "default", Thread: "conformance", Agent: "test",
+		Messages: []events.Message{{Role: events.RoleUser, Content: events.Text(s.o.TextPrompt)}}}
+}
+
+// toolReq is a request of the tool history with the tools offered.
+func (s suite) toolReq() model.Request {
+	req := s.textReq()
+	req.Messages, req.Tools = clone(s.o.ToolHistory), s.o.Tools
+	return req
+}
+
+func (s suite) plainPrompt(t *testing.T) {
+	resp := generate(t, s.newProvider(t), s.textReq())
+	require.False(t, resp.Content.IsNull(), "content is null")
+	require.NotEmpty(t, strings.TrimSpace(resp.Content.String()), "content is empty")
+	require.Empty(t, resp.ToolCalls)
+	requireValidEvent(t, resp)
+}
+
+func (s suite) deltasFold(t *testing.T) {
+	p := s.newProvider(t)
+	resp := generate(t, p, s.textReq())
+	require.NotEmpty(t, resp.Content.String())
+	if !s.o.NoToolCalls {
+		resp := generate(t, p, s.toolReq())
+		require.NotEmpty(t, resp.ToolCalls)
+	}
+}
+
+func (s suite) toolRoundTrip(t *testing.T) {
+	p := s.newProvider(t)
+	req := s.toolReq()
+	resp := generate(t, p, req)
+	require.NotEmpty(t, resp.ToolCalls, "the provider made no tool call")
+	requireValidEvent(t, resp)
+	names := map[string]bool{}
+	for _, tl := range s.o.Tools {
+		names[tl.Name] = true
+	}
+	ids := map[string]bool{}
+	for i, c := range resp.ToolCalls {
+		require.True(t, names[c.Name], "call %d names tool %q, which was not offered", i, c.Name)
+		require.NotEmpty(t, c.ID, "call %d has no id", i)
+		require.False(t, ids[c.ID], "call %d reuses id %q within the turn", i, c.ID)
+		ids[c.ID] = true
+		require.True(t, json.Valid([]byte(c.Arguments)), "call %d arguments are not JSON: %q", i, c.Arguments)
 	}
 
-	t.Run("answers a plain prompt with text and no tool calls", func(t *testing.T) {
-		resp := generate(t, newProvider(t), textReq())
-		require.False(t, resp.Content.IsNull(), "content is null")
-		require.NotEmpty(t, strings.TrimSpace(resp.Content.String()), "content is empty")
-		require.Empty(t, resp.ToolCalls)
-		requireValidEvent(t, resp)
+	am := resp.AssistantMessage()
+	req.Messages = append(req.Messages, events.Message{Role: events.RoleAssistant, Content: am.Content,
+		Reasoning: am.Reasoning, ToolCalls: am.ToolCalls, Model: am.Model})
+	for _, c := range resp.ToolCalls {
+		req.Messages = append(req.Messages, events.Message{Role: events.RoleTool, ToolCallID: c.ID,
+			Name: c.Name, Content: events.Text(s.o.ToolResult)})
+	}
+	final := generate(t, p, req)
+	require.Empty(t, final.ToolCalls, "the provider called tools again after getting the results")
+	require.False(t, final.Content.IsNull())
+	require.Contains(t, final.Content.String(), s.o.ToolResult, "the answer does not use the tool result")
+	requireValidEvent(t, final)
+}
+
+func (s suite) cancelledContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var deltas atomic.Int32
+	err := within(t, func() error {
+		_, err := s.newProvider(t).Generate(ctx, s.textReq(), func(model.Delta) { deltas.Add(1) })
+		return err
 	})
+	require.ErrorIs(t, err, context.Canceled)
+	require.Zero(t, deltas.Load(), "deltas were sent after ctx was cancelled")
+}
 
-	t.Run("deltas fold to exactly the response", func(t *testing.T) {
-		p := newProvider(t)
-		resp := generate(t, p, textReq())
-		require.NotEmpty(t, resp.Content.String())
-		if !o.NoToolCalls {
-			req := textReq()
-			req.Messages, req.Tools = clone(o.ToolHistory), o.Tools
-			resp := generate(t, p, req)
-			require.NotEmpty(t, resp.ToolCalls)
-		}
+func (s suite) expiredDeadline(t *testing.T) {
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	err := within(t, func() error {
+		_, err := s.newProvider(t).Generate(ctx, s.textReq(), nil)
+		return err
 	})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
 
-	if !o.NoToolCalls {
-		t.Run("calls an offered tool and answers from its result", func(t *testing.T) {
-			p := newProvider(t)
-			req := textReq()
-			req.Messages, req.Tools = clone(o.ToolHistory), o.Tools
-			resp := generate(t, p, req)
-			require.NotEmpty(t, resp.ToolCalls, "the provider made no tool call")
-			requireValidEvent(t, resp)
-			names := map[string]bool{}
-			for _, tl := range o.Tools {
-				names[tl.Name] = true
+func (s suite) cancelWhileStreaming(t *testing.T) {
+	p := s.newProvider(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		after     atomic.Int32
+		cancelled atomic.Bool
+	)
+	err := within(t, func() error {
+		_, err := p.Generate(ctx, s.textReq(), func(model.Delta) {
+			if cancelled.Load() {
+				after.Add(1)
 			}
-			ids := map[string]bool{}
-			for i, c := range resp.ToolCalls {
-				require.True(t, names[c.Name], "call %d names tool %q, which was not offered", i, c.Name)
-				require.NotEmpty(t, c.ID, "call %d has no id", i)
-				require.False(t, ids[c.ID], "call %d reuses id %q within the turn", i, c.ID)
-				ids[c.ID] = true
-				require.True(t, json.Valid([]byte(c.Arguments)), "call %d arguments are not JSON: %q", i, c.Arguments)
-			}
+			cancelled.Store(true)
+			cancel()
+		})
+		return err
+	})
+	require.True(t, cancelled.Load(), "the provider streamed no delta")
+	require.ErrorIs(t, err, context.Canceled)
+	require.Zero(t, after.Load(), "the provider went on streaming after ctx was cancelled")
+}
 
-			am := resp.AssistantMessage()
-			req.Messages = append(req.Messages, events.Message{Role: events.RoleAssistant, Content: am.Content,
-				Reasoning: am.Reasoning, ToolCalls: am.ToolCalls, Model: am.Model})
-			for _, c := range resp.ToolCalls {
-				req.Messages = append(req.Messages, events.Message{Role: events.RoleTool, ToolCallID: c.ID,
-					Name: c.Name, Content: events.Text(o.ToolResult)})
+func (s suite) concurrentGenerates(t *testing.T) {
+	p := s.newProvider(t)
+	var wg sync.WaitGroup
+	resps := make([]model.Response, s.o.Parallel)
+	errs := make([]error, s.o.Parallel)
+	for i := range s.o.Parallel {
+		wg.Go(func() {
+			req := s.textReq()
+			req.Thread = fmt.Sprintf("conformance-%d", i)
+			var acc model.Accumulator
+			resps[i], errs[i] = p.Generate(context.Background(), req, acc.Add)
+			if errs[i] == nil && acc.Content() != resps[i].Content.String() {
+				errs[i] = fmt.Errorf("thread %d: deltas give %q, the response %q", i, acc.Content(), resps[i].Content.String())
 			}
-			final := generate(t, p, req)
-			require.Empty(t, final.ToolCalls, "the provider called tools again after getting the results")
-			require.False(t, final.Content.IsNull())
-			require.Contains(t, final.Content.String(), o.ToolResult, "the answer does not use the tool result")
-			requireValidEvent(t, final)
 		})
 	}
-
-	t.Run("a cancelled ctx returns ctx.Err() at once", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		var deltas atomic.Int32
-		err := within(t, func() error {
-			_, err := newProvider(t).Generate(ctx, textReq(), func(model.Delta) { deltas.Add(1) })
-			return err
-		})
-		require.ErrorIs(t, err, context.Canceled)
-		require.Zero(t, deltas.Load(), "deltas were sent after ctx was cancelled")
-	})
-
-	t.Run("an expired deadline returns context.DeadlineExceeded", func(t *testing.T) {
-		ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
-		defer cancel()
-		err := within(t, func() error {
-			_, err := newProvider(t).Generate(ctx, textReq(), nil)
-			return err
-		})
-		require.ErrorIs(t, err, context.DeadlineExceeded)
-	})
-
-	t.Run("cancelling while streaming returns ctx.Err() promptly", func(t *testing.T) {
-		p := newProvider(t)
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		var (
-			after     atomic.Int32
-			cancelled atomic.Bool
-		)
-		err := within(t, func() error {
-			_, err := p.Generate(ctx, textReq(), func(model.Delta) {
-				if cancelled.Load() {
-					after.Add(1)
-				}
-				cancelled.Store(true)
-				cancel()
-			})
-			return err
-		})
-		require.True(t, cancelled.Load(), "the provider streamed no delta")
-		require.ErrorIs(t, err, context.Canceled)
-		require.Zero(t, after.Load(), "the provider went on streaming after ctx was cancelled")
-	})
-
-	t.Run("concurrent Generates on one provider all succeed", func(t *testing.T) {
-		p := newProvider(t)
-		var wg sync.WaitGroup
-		resps := make([]model.Response, o.Parallel)
-		errs := make([]error, o.Parallel)
-		for i := range o.Parallel {
-			wg.Go(func() {
-				req := textReq()
-				req.Thread = fmt.Sprintf("conformance-%d", i)
-				var acc model.Accumulator
-				resps[i], errs[i] = p.Generate(context.Background(), req, acc.Add)
-				if errs[i] == nil && acc.Content() != resps[i].Content.String() {
-					errs[i] = fmt.Errorf("thread %d: deltas give %q, the response %q", i, acc.Content(), resps[i].Content.String())
-				}
-			})
+	wg.Wait()
+	for i := range s.o.Parallel {
+		require.NoError(t, errs[i], "Generate %d", i)
+		require.NotEmpty(t, resps[i].Content.String(), "Generate %d", i)
+		if s.o.Deterministic {
+			require.Equal(t, resps[0], resps[i], "Generate %d differs from Generate 0", i)
 		}
-		wg.Wait()
-		for i := range o.Parallel {
-			require.NoError(t, errs[i], "Generate %d", i)
-			require.NotEmpty(t, resps[i].Content.String(), "Generate %d", i)
-			if o.Deterministic {
-				require.Equal(t, resps[0], resps[i], "Generate %d differs from Generate 0", i)
-			}
-		}
-	})
+	}
+}
 
-	if o.Deterministic {
-		t.Run("equal requests give equal responses", func(t *testing.T) {
-			p := newProvider(t)
-			require.Equal(t, generate(t, p, textReq()), generate(t, p, textReq()))
-			if !o.NoToolCalls {
-				req := textReq()
-				req.Messages, req.Tools = clone(o.ToolHistory), o.Tools
-				require.Equal(t, generate(t, p, req), generate(t, p, req))
-			}
-		})
+func (s suite) equalRequests(t *testing.T) {
+	p := s.newProvider(t)
+	require.Equal(t, generate(t, p, s.textReq()), generate(t, p, s.textReq()))
+	if !s.o.NoToolCalls {
+		require.Equal(t, generate(t, p, s.toolReq()), generate(t, p, s.toolReq()))
 	}
 }
 
