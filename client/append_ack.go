@@ -87,39 +87,11 @@ func scanPubAck(data []byte) (stream bool, seq uint64, dup bool, ok bool) {
 	}
 	i := 1
 	for {
-		if i >= len(data) || data[i] != '"' {
+		key, v, next, mok := scanMember(data, i)
+		if !mok {
 			return false, 0, false, false
 		}
-		end := bytes.IndexByte(data[i+1:], '"')
-		if end < 0 {
-			return false, 0, false, false
-		}
-		key := data[i+1 : i+1+end]
-		i += end + 2
-		if i >= len(data) || data[i] != ':' {
-			return false, 0, false, false
-		}
-		i++
-		if i >= len(data) {
-			return false, 0, false, false
-		}
-		var v []byte
-		switch c := data[i]; {
-		case c == '"':
-			end := bytes.IndexByte(data[i+1:], '"')
-			if end < 0 {
-				return false, 0, false, false
-			}
-			v, i = data[i:i+end+2], i+end+2
-		case c >= '0' && c <= '9', c == 't', c == 'f':
-			j := i
-			for j < len(data) && data[j] != ',' && data[j] != '}' {
-				j++
-			}
-			v, i = data[i:j], j
-		default:
-			return false, 0, false, false
-		}
+		i = next
 		switch string(key) {
 		case "stream":
 			if v[0] != '"' {
@@ -133,18 +105,11 @@ func scanPubAck(data []byte) (stream bool, seq uint64, dup bool, ok bool) {
 			}
 			seq = n
 		case "duplicate":
-			switch string(v) {
-			case "true":
-				dup = true
-			case "false":
-				dup = false
-			default:
+			if !ackFlag(v, &dup) {
 				return false, 0, false, false
 			}
 		default:
-			// encoding/json matches names without regard to case.
-			if !scalar(v) || bytes.EqualFold(key, []byte("stream")) || bytes.EqualFold(key, []byte("seq")) ||
-				bytes.EqualFold(key, []byte("duplicate")) || bytes.EqualFold(key, []byte("error")) {
+			if !otherAckField(key, v) {
 				return false, 0, false, false
 			}
 		}
@@ -159,6 +124,70 @@ func scanPubAck(data []byte) (stream bool, seq uint64, dup bool, ok bool) {
 		}
 		i++
 	}
+}
+
+// scanMember cuts out the member "key":value that starts at data[i]: its
+// key (without quotes), its value as scanValue cuts it, the index after
+// it, and false when data holds no such member there.
+func scanMember(data []byte, i int) (key, v []byte, next int, ok bool) {
+	if i >= len(data) || data[i] != '"' {
+		return nil, nil, 0, false
+	}
+	end := bytes.IndexByte(data[i+1:], '"')
+	if end < 0 {
+		return nil, nil, 0, false
+	}
+	key = data[i+1 : i+1+end]
+	i += end + 2
+	if i+1 >= len(data) || data[i] != ':' {
+		return nil, nil, 0, false
+	}
+	v, next, ok = scanValue(data, i+1)
+	return key, v, next, ok
+}
+
+// scanValue cuts out the value that starts at data[i] when it is a string
+// without escapes (quotes kept), an unsigned integer, true or false:
+// the value, the index after it, and false for anything else.
+func scanValue(data []byte, i int) (v []byte, next int, ok bool) {
+	switch c := data[i]; {
+	case c == '"':
+		end := bytes.IndexByte(data[i+1:], '"')
+		if end < 0 {
+			return nil, 0, false
+		}
+		return data[i : i+end+2], i + end + 2, true
+	case c >= '0' && c <= '9', c == 't', c == 'f':
+		j := i
+		for j < len(data) && data[j] != ',' && data[j] != '}' {
+			j++
+		}
+		return data[i:j], j, true
+	}
+	return nil, 0, false
+}
+
+// ackFlag sets *dup from v, true or false; it reports false for any
+// other value.
+func ackFlag(v []byte, dup *bool) bool {
+	switch string(v) {
+	case "true":
+		*dup = true
+	case "false":
+		*dup = false
+	default:
+		return false
+	}
+	return true
+}
+
+// otherAckField reports whether a member of the ack other than stream,
+// seq and duplicate leaves the fast path's reading right: a scalar whose
+// name is none of those nor error in another case (encoding/json matches
+// names without regard to case).
+func otherAckField(key, v []byte) bool {
+	return scalar(v) && !bytes.EqualFold(key, []byte("stream")) && !bytes.EqualFold(key, []byte("seq")) &&
+		!bytes.EqualFold(key, []byte("duplicate")) && !bytes.EqualFold(key, []byte("error"))
 }
 
 // scalar reports whether v, a value scanPubAck cut out, is a JSON string

@@ -61,6 +61,35 @@ func (p *prepared) result(seqs []uint64, stored []*RawEvent, dup bool) AppendRes
 	return res
 }
 
+// complete fills in what the writer of e left empty: a new id (and then
+// reports true: the event is new to the server), the time now, tenant
+// and thread, the client's producer, the schema version and the type of
+// its payload.
+func (c *Client) complete(e *events.Event, tenant, thread string, now time.Time) (newID bool) {
+	if e.ID == "" {
+		e.ID, newID = events.NewID(), true
+	}
+	if e.Time.IsZero() {
+		e.Time = now
+	}
+	if e.Tenant == "" {
+		e.Tenant = tenant
+	}
+	if e.Thread == "" {
+		e.Thread = thread
+	}
+	if e.Producer == "" {
+		e.Producer = c.cfg.Producer
+	}
+	if e.SchemaVersion == 0 {
+		e.SchemaVersion = events.SchemaVersion
+	}
+	if e.Type == "" && e.Payload != nil {
+		e.Type = e.Payload.EventType()
+	}
+	return newID
+}
+
 // prepare completes, validates and encodes evs, sealing their payloads
 // with the thread's data key (created on the thread's first append) unless
 // Config.ClearPayloads is set.
@@ -74,28 +103,8 @@ func (c *Client) prepare(ctx context.Context, tenant, thread, subject string, ev
 		p.events, p.msgs, p.ids = make([]events.Event, len(evs)), make([]*nats.Msg, len(evs)), make([]string, len(evs))
 	}
 	for i, e := range evs {
-		if e.ID == "" {
-			e.ID = events.NewID()
-		} else {
+		if !c.complete(&e, tenant, thread, now) {
 			p.fresh = false
-		}
-		if e.Time.IsZero() {
-			e.Time = now
-		}
-		if e.Tenant == "" {
-			e.Tenant = tenant
-		}
-		if e.Thread == "" {
-			e.Thread = thread
-		}
-		if e.Producer == "" {
-			e.Producer = c.cfg.Producer
-		}
-		if e.SchemaVersion == 0 {
-			e.SchemaVersion = events.SchemaVersion
-		}
-		if e.Type == "" && e.Payload != nil {
-			e.Type = e.Payload.EventType()
 		}
 		if e.Tenant != tenant || e.Thread != thread {
 			return nil, &events.ValidationError{EventID: e.ID, Type: e.Type, Field: "tenant/thread",

@@ -89,11 +89,7 @@ func writeHead(enc *msgpack.Encoder, h *head) error {
 
 // writeState writes s's fields (fold.State's msgpack tags).
 func writeState(w *headWriter, s *fold.State) {
-	omit := [...]bool{!s.Deleted, !s.Erased, s.Owner == "", s.Agent == "", s.SystemPrompt == nil, s.Title == "",
-		len(s.Metadata) == 0, s.Replies == "", s.PendingPolicy == "", s.ForkedFrom == nil, s.ExternalID == "",
-		s.Lifetime == 0, s.LifetimeSeq == 0, len(s.Pending) == 0, len(s.KV) == 0, len(s.AgentTurns) == 0,
-		s.LastUser == nil, !s.LastUserAnswered, s.RejectedCount == 0, len(s.Rejections) == 0,
-		len(s.Redactions) == 0, s.Checkpoints == nil}
+	omit := stateOmitted(s)
 	n := len(omit) + 10 // the fields without omitempty
 	for _, o := range omit {
 		if o {
@@ -101,6 +97,23 @@ func writeState(w *headWriter, s *fold.State) {
 		}
 	}
 	w.do(w.enc.EncodeMapLen(n))
+	writeStateAttributes(w, s, &omit)
+	writeStateContents(w, s, &omit)
+}
+
+// stateOmitted says, for each omitempty field of fold.State in
+// declaration order, whether it is empty and so left out.
+func stateOmitted(s *fold.State) [22]bool {
+	return [...]bool{!s.Deleted, !s.Erased, s.Owner == "", s.Agent == "", s.SystemPrompt == nil, s.Title == "",
+		len(s.Metadata) == 0, s.Replies == "", s.PendingPolicy == "", s.ForkedFrom == nil, s.ExternalID == "",
+		s.Lifetime == 0, s.LifetimeSeq == 0, len(s.Pending) == 0, len(s.KV) == 0, len(s.AgentTurns) == 0,
+		s.LastUser == nil, !s.LastUserAnswered, s.RejectedCount == 0, len(s.Rejections) == 0,
+		len(s.Redactions) == 0, s.Checkpoints == nil}
+}
+
+// writeStateAttributes writes the fields of fold.State from tenant to
+// lifetime_seq: the thread's identity and attributes.
+func writeStateAttributes(w *headWriter, s *fold.State, omit *[22]bool) {
 	w.str("tenant", s.Tenant)
 	w.str("thread", s.Thread)
 	w.uint("version", s.Version)
@@ -145,6 +158,12 @@ func writeState(w *headWriter, s *fold.State) {
 	if !omit[12] {
 		w.uint("lifetime_seq", s.LifetimeSeq)
 	}
+}
+
+// writeStateContents writes the fields of fold.State from created_at to
+// checkpoints: times, generation, the history and what the fold keeps
+// about it.
+func writeStateContents(w *headWriter, s *fold.State, omit *[22]bool) {
 	w.key("created_at")
 	w.do(w.enc.EncodeTime(s.CreatedAt))
 	w.key("updated_at")

@@ -9,6 +9,7 @@ package eventfixtures
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/convlog/convlog/events"
@@ -76,6 +77,11 @@ type GoldenEvent struct {
 // form of an event always carries them compact, so only compact text
 // reproduces the same msgpack bytes from the JSON form.
 func Golden() []GoldenEvent {
+	return slices.Concat(goldenMessages(), goldenHistory(), goldenLifecycle(), goldenCheckpoints())
+}
+
+// goldenMessages returns the thread.created, thread.updated, message and tool.result vectors.
+func goldenMessages() []GoldenEvent {
 	created := events.ThreadCreated{
 		Owner:         "u-1029",
 		Agent:         "support-bot",
@@ -131,6 +137,18 @@ func Golden() []GoldenEvent {
 	toolEv.CausationID = ID(4)
 	toolEv.CorrelationID = Correlation
 
+	return []GoldenEvent{
+		{"thread.created: owner, agent, a system prompt, non-ASCII title, metadata (keys sorted in msgpack), reply mode and pending policy; a correlation id.", createdEv},
+		{"thread.updated: pointer fields set, a metadata key removed by an empty value; system_prompt absent (unchanged).", updatedEv},
+		{"message.user: multimodal content (text with non-ASCII and emoji, image by URL with detail, image as base64 data, file reference) and raw JSON metadata (msgpack bin).", userEv},
+		{"message.assistant: null content with reasoning, two tool calls whose arguments are raw JSON text kept byte for byte (spaces included), usage, model, agent, raw JSON metadata, reply_to, causation and correlation ids.", assistantEv},
+		{"tool.result: string content with CR LF line ends, backspace (\\b) bytes and non-ASCII text, as terminal output has it.", toolEv},
+	}
+}
+
+// goldenHistory returns the vectors of the history and the key-value
+// state: reset, restore, compaction, state.set and state.deleted.
+func goldenHistory() []GoldenEvent {
 	restoreEv := Event(7, "deepagents-checkpointer", events.Restore{
 		Messages: []events.Message{
 			{Role: events.RoleSystem, Content: events.Text("Be terse.")},
@@ -151,6 +169,24 @@ func Golden() []GoldenEvent {
 		Reason: "restore checkpoint 3",
 	})
 
+	return []GoldenEvent{
+		{"thread.reset: a reason.", Event(6, "chat-frontend", events.Reset{Reason: "user asked to start over"})},
+		{"thread.restored: a whole history with system, user, assistant (null content, tool call, usage), an error tool result, empty-string content (distinct from null) and metadata.", restoreEv},
+		{"thread.compacted: a summary in assistant role standing in for every message up to sequence 42.", Event(8, "summarizer", events.Compaction{
+			UpToSeq: 42,
+			Summary: events.Text("Zusammenfassung: Kunde meldet beschädigtes Paket (#4711); Rückerstattung über 49,90 € genehmigt."),
+			Role:    events.RoleAssistant,
+		})},
+		{"state.set: a JSON object value (msgpack bin holding compact JSON text).", Event(9, "agent-worker/support-bot", events.StateSet{
+			Key:   "cart",
+			Value: json.RawMessage(`{"items":[{"sku":"A-1","qty":2}],"total":49.9,"currency":"EUR","note":"Größe M"}`),
+		})},
+		{"state.deleted: one key.", Event(10, "agent-worker/support-bot", events.StateDeleted{Key: "cart"})},
+	}
+}
+
+// goldenLifecycle returns the vectors of a thread's lifecycle: fork, delete, undelete, erase, redact.
+func goldenLifecycle() []GoldenEvent {
 	forkedEv := Event(11, "client/fork", events.Forked{
 		SourceTenant: Tenant,
 		SourceThread: "support-4700",
@@ -190,28 +226,17 @@ func Golden() []GoldenEvent {
 	deletedEv.Time = time.Date(2025, 6, 2, 8, 0, 0, 0, time.UTC) // whole second: 4-byte timestamp
 
 	return []GoldenEvent{
-		{"thread.created: owner, agent, a system prompt, non-ASCII title, metadata (keys sorted in msgpack), reply mode and pending policy; a correlation id.", createdEv},
-		{"thread.updated: pointer fields set, a metadata key removed by an empty value; system_prompt absent (unchanged).", updatedEv},
-		{"message.user: multimodal content (text with non-ASCII and emoji, image by URL with detail, image as base64 data, file reference) and raw JSON metadata (msgpack bin).", userEv},
-		{"message.assistant: null content with reasoning, two tool calls whose arguments are raw JSON text kept byte for byte (spaces included), usage, model, agent, raw JSON metadata, reply_to, causation and correlation ids.", assistantEv},
-		{"tool.result: string content with CR LF line ends, backspace (\\b) bytes and non-ASCII text, as terminal output has it.", toolEv},
-		{"thread.reset: a reason.", Event(6, "chat-frontend", events.Reset{Reason: "user asked to start over"})},
-		{"thread.restored: a whole history with system, user, assistant (null content, tool call, usage), an error tool result, empty-string content (distinct from null) and metadata.", restoreEv},
-		{"thread.compacted: a summary in assistant role standing in for every message up to sequence 42.", Event(8, "summarizer", events.Compaction{
-			UpToSeq: 42,
-			Summary: events.Text("Zusammenfassung: Kunde meldet beschädigtes Paket (#4711); Rückerstattung über 49,90 € genehmigt."),
-			Role:    events.RoleAssistant,
-		})},
-		{"state.set: a JSON object value (msgpack bin holding compact JSON text).", Event(9, "agent-worker/support-bot", events.StateSet{
-			Key:   "cart",
-			Value: json.RawMessage(`{"items":[{"sku":"A-1","qty":2}],"total":49.9,"currency":"EUR","note":"Größe M"}`),
-		})},
-		{"state.deleted: one key.", Event(10, "agent-worker/support-bot", events.StateDeleted{Key: "cart"})},
 		{"thread.forked: source thread and sequence, the source's attributes (an explicitly empty system prompt), projected messages with seq, event_id and time (timestamps inside the payload), a synthetic cancelled tool result, and state (keys sorted by their bytes in msgpack: \"Step\" before \"agent\").", forkedEv},
 		{"thread.deleted: a reason; the time is a whole second, so it is a 4-byte msgpack timestamp.", deletedEv},
 		{"thread.undeleted: a reason.", Event(13, "ops-console", events.Undeleted{Reason: "restored by support (ticket 99)"})},
 		{"thread.erased: counts of what the purge removed.", Event(14, "agentd/purge", events.Erased{RemovedEvents: 17, LastSeq: 128, Reason: "GDPR erasure request"})},
 		{"event.redacted: the sequence and id of the redacted event, the fields redacted, a reason.", Event(15, "agentd/redact", events.Redacted{Seq: 42, EventID: "01972b6e-8a40-7c1d-8e2f-3a4b5c6d7e03", Fields: []string{"content"}, Reason: "GDPR request about one message"})},
+	}
+}
+
+// goldenCheckpoints returns the checkpoint.saved and checkpoint.writes vectors.
+func goldenCheckpoints() []GoldenEvent {
+	return []GoldenEvent{
 		{"checkpoint.saved: a LangGraph checkpoint of the root graph with its parent, metadata and channel values as value objects (inline JSON, base64 bytes, a blob reference); each of checkpoint, metadata and channels is a msgpack bin holding the writer's JSON text.", Event(16, "@convlog/langgraph", events.CheckpointSaved{
 			ID: "1ef4f797-8335-6428-8001-8a1503f9b875", Parent: "1ef4f797-8335-6428-8000-8a1503f9b875",
 			Checkpoint: json.RawMessage(`{"type":"json","json":{"v":4,"id":"1ef4f797-8335-6428-8001-8a1503f9b875","ts":"2025-06-01T12:00:16.123Z","channel_versions":{"messages":2,"big":1},"versions_seen":{}}}`),

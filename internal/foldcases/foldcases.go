@@ -9,6 +9,7 @@ package foldcases
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -206,11 +207,15 @@ func PendingIDs(s *fold.State) []string {
 	return ids
 }
 
-// Cases is the table: each case names the rule it shows.
+// Cases is the table, in groups by rule: each case names the rule it
+// shows.
 func Cases() []Case {
-	cancel := &events.ThreadCreated{PendingPolicy: events.PendingCancel}
-	sp := "You are terse."
-	title := "renamed"
+	return slices.Concat(callCases(), pendingPolicyCases(), historyCases(), forkCases(), lifecycleCases(), refusalCases(), updateCases())
+}
+
+// callCases are the tool-call matching rules: a call is pending until
+// answered, results come in any order, each call is answered once.
+func callCases() []Case {
 	seven := []string{"c1", "c2", "c3", "c4", "c5", "c6", "c7"}
 	var sevenResults []Step
 	for _, i := range []int{3, 0, 6, 1, 5, 2, 4} {
@@ -267,6 +272,13 @@ func Cases() []Case {
 			Steps:   []Step{OK(User("q")), OK(Calls("a")), Rejected(fold.CodeNotPending, Result("b", "?")), OK(Result("a", "!"))},
 			History: []string{"user:q", "assistant->a", "tool[a]:!"},
 		},
+	}
+}
+
+// pendingPolicyCases are what a message does to pending calls under the reject and cancel policies.
+func pendingPolicyCases() []Case {
+	cancel := &events.ThreadCreated{PendingPolicy: events.PendingCancel}
+	return []Case{
 		{
 			Name:    "a user message while calls are pending is rejected under the reject policy",
 			Steps:   []Step{OK(User("q")), OK(Calls("a")), Rejected(fold.CodePendingCalls, User("hello?"))},
@@ -296,6 +308,12 @@ func Cases() []Case {
 			Steps:   []Step{OK(User("q")), OK(Calls("a")), OK(Say("moving on")), Rejected(fold.CodeNotPending, Result("a", "late"))},
 			History: []string{"user:q", "assistant->a", "*tool[a]:" + events.CancelledContent, "assistant:moving on"},
 		},
+	}
+}
+
+// historyCases are reset, restore and compaction of the history.
+func historyCases() []Case {
+	return []Case{
 		{
 			Name:    "a reset clears the history and later messages start a new one",
 			Steps:   []Step{OK(User("one")), OK(Say("1")), OK(events.Reset{Reason: "new topic"}), OK(User("two"))},
@@ -368,6 +386,12 @@ func Cases() []Case {
 				{Dyn: CompactAfter(4, "S2")}},
 			History: []string{"*user:S2", "user:e"},
 		},
+	}
+}
+
+// forkCases are forks: a new thread with the source's history and state, or none.
+func forkCases() []Case {
+	return []Case{
 		{
 			Name:     "a fork starts a thread with the source's history and state",
 			NoCreate: true,
@@ -397,6 +421,12 @@ func Cases() []Case {
 			History: []string{},
 			Check:   func(t *testing.T, s *fold.State, _ []uint64) { require.False(t, s.Exists) },
 		},
+	}
+}
+
+// lifecycleCases are the key-value state, soft deletion and lifetimes.
+func lifecycleCases() []Case {
+	return []Case{
 		{
 			Name: "state set and delete change the key-value state",
 			Steps: []Step{OK(events.StateSet{Key: "a", Value: json.RawMessage(`1`)}), OK(events.StateSet{Key: "b", Value: json.RawMessage(`{"x":true}`)}),
@@ -453,6 +483,13 @@ func Cases() []Case {
 			Steps:   []Step{Rejected(fold.CodeInvalid, events.Undeleted{})},
 			History: []string{},
 		},
+	}
+}
+
+// refusalCases are events the fold refuses whatever the thread holds:
+// erasure markers, versions, types, envelopes, invalid payloads.
+func refusalCases() []Case {
+	return []Case{
 		{
 			// A real erasure purges the subject first, so its marker is the
 			// first message (TestErasureMarkerOnAPurgedSubject); one after
@@ -510,6 +547,14 @@ func Cases() []Case {
 				require.Contains(t, s.Rejections[0].Reason, "arguments")
 			},
 		},
+	}
+}
+
+// updateCases are thread.updated and the attribution of assistant turns.
+func updateCases() []Case {
+	sp := "You are terse."
+	title := "renamed"
+	return []Case{
 		{
 			Name:    "thread.updated changes the title, system prompt and metadata",
 			Created: &events.ThreadCreated{Title: "t", Metadata: map[string]string{"keep": "1", "drop": "2"}},
