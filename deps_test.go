@@ -113,7 +113,7 @@ func testSupport() []string {
 	var out []string
 	for _, p := range []string{"internal/natstest", "internal/nodetest", "internal/tenancy/tenancytest",
 		"agent/model/modeltest", "agentd/internal/agenttest", "client/deepagents/checkpointertest",
-		"internal/foldcases", "internal/clienttest", "internal/eventfixtures"} {
+		"internal/foldcases", "internal/clienttest", "internal/eventfixtures", "internal/testlog"} {
 		out = append(out, mod+p)
 	}
 	return out
@@ -213,6 +213,8 @@ func dependencyRules() []dependencyRule {
 		{"internal/foldcases", []string{"github.com/nats-io/"}, []string{"events", "fold"}},
 		// The test events of every type: events only, no NATS.
 		{"internal/eventfixtures", []string{"github.com/nats-io/"}, []string{"events"}},
+		// A log buffer for tests: the standard library only.
+		{"internal/testlog", []string{"github.com/nats-io/"}, nil},
 		// The cluster tests build with -tags cluster; without it, a doc.go.
 		{"deploy/clustertest", []string{"github.com/nats-io/"}, nil},
 		// This package: the tests that hold the repository together.

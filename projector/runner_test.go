@@ -1,7 +1,6 @@
 package projector_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"github.com/convlog/convlog/internal/foldcases"
 	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/internal/provision"
+	"github.com/convlog/convlog/internal/testlog"
 	"github.com/convlog/convlog/projector"
 	"github.com/convlog/convlog/snapstore"
 )
@@ -410,7 +410,7 @@ func TestProjectorConsumerTakesTheWholeStream(t *testing.T) {
 	e.publishRaw(t, "conv.audit", []byte(`{"checkpoint":1}`), nil)
 	last := e.publish(t, c.ev("acme", "t1", events.UserMessage{Content: events.Text("hi")}))
 
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	e.start(t, projector.Config{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	e.waitVersion(t, "acme", "t1", last)
 	e.publishRaw(t, "conv.audit", []byte(`{"checkpoint":2}`), nil)
@@ -426,24 +426,6 @@ func TestProjectorConsumerTakesTheWholeStream(t *testing.T) {
 	require.Empty(t, info.Config.FilterSubjects)
 	require.Greater(t, info.AckFloor.Stream, uint64(0))
 	require.Empty(t, logs.String(), "an audit checkpoint was logged as a bad message")
-}
-
-// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // An instance holds at most MaxTriggerBytes of triggers (plus its pull

@@ -1,12 +1,10 @@
 package serve_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"regexp"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/convlog/convlog/agentd/serve"
+	"github.com/convlog/convlog/internal/testlog"
 )
 
 // Every goroutine Run starts has ended when Run returns.
@@ -49,7 +48,7 @@ func TestRunServesUntilItsContextEnds(t *testing.T) {
 	c.NATS.DataDir = t.TempDir()
 	c.HTTP.Addr = "127.0.0.1:0"
 	c.Workers = 1
-	out := &syncBuffer{}
+	out := &testlog.Buffer{}
 	c.Out = out
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -84,22 +83,4 @@ func TestRunServesUntilItsContextEnds(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("Run did not return after its context ended")
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,7 +1,6 @@
 package tenancy_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 	"github.com/convlog/convlog/internal/embedded"
 	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/internal/tenancy"
+	"github.com/convlog/convlog/internal/testlog"
 	"github.com/convlog/convlog/projector"
 )
 
@@ -42,25 +42,7 @@ type deployment struct {
 	// permissions ([oneAccountConf]) in place of accounts of their own.
 	oneAccount bool
 	// serviceLog holds what the tenant service logs.
-	serviceLog *lockedBuffer
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	serviceLog *testlog.Buffer
 }
 
 // newDeployment starts a deployment of k partitions (a projector each).
@@ -90,7 +72,7 @@ func newDeploymentOf(t testing.TB, k int, oneAccount bool) *deployment {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	d := &deployment{srv: srv, seeds: map[string][]byte{}, res: res, adminSeed: seedFile, oneAccount: oneAccount,
-		serviceLog: &lockedBuffer{}}
+		serviceLog: &testlog.Buffer{}}
 	d.admin, err = client.New(ctx, nc, client.Config{Provision: true, Resources: d.res})
 	require.NoError(t, err)
 	d.js = d.admin.JetStream()
