@@ -41,6 +41,17 @@ func (p checkpointsPage) ids() []string {
 	return out
 }
 
+// checkpoints reads GET /v1/threads/{id}/checkpoints with query (with its
+// "?") as acme and requires a 200.
+func (e *env) checkpoints(t *testing.T, id, query string) checkpointsPage {
+	t.Helper()
+	r := e.do("GET", "/v1/threads/"+id+"/checkpoints"+query, keyAcme, nil)
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+	var p checkpointsPage
+	r.json(t, &p)
+	return p
+}
+
 // A thread holds more checkpoints than the fold's index names: the
 // newest are read at the sequences the index names, older ones from the
 // log, each with its writes, newest id first, whatever the number.
@@ -67,14 +78,7 @@ func TestCheckpointsAreReadThroughTheIndexAndBeyondIt(t *testing.T) {
 	}})
 	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
 
-	get := func(query string) checkpointsPage {
-		t.Helper()
-		r := e.do("GET", "/v1/threads/"+id+"/checkpoints"+query, keyAcme, nil)
-		require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
-		var p checkpointsPage
-		r.json(t, &p)
-		return p
-	}
+	get := func(query string) checkpointsPage { return e.checkpoints(t, id, query) }
 
 	latest := get("?ns=&limit=1")
 	require.Equal(t, uint64(n+1), latest.Count)
@@ -133,14 +137,7 @@ func TestTheNewestCheckpointOfANamespaceOutsideTheWindowIsRead(t *testing.T) {
 	r := e.do("POST", "/v1/threads/"+id+"/events", keyAcme, map[string]any{"events": evs})
 	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
 
-	get := func(query string) checkpointsPage {
-		t.Helper()
-		r := e.do("GET", "/v1/threads/"+id+"/checkpoints"+query, keyAcme, nil)
-		require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
-		var p checkpointsPage
-		r.json(t, &p)
-		return p
-	}
+	get := func(query string) checkpointsPage { return e.checkpoints(t, id, query) }
 	p := get("?ns=sub:1&limit=1")
 	require.Equal(t, []string{"s-2"}, p.ids())
 	require.Len(t, p.Checkpoints[0].Writes, 1)
