@@ -14,51 +14,10 @@ import (
 // bytes are the same (TestHeadEncodingIsTheReflectionEncoding), so every
 // reader of format 1 reads them.
 
-// headWriter writes map entries with enc, keeping the first error.
-type headWriter struct {
-	enc *msgpack.Encoder
-	err error
-}
-
-func (w *headWriter) do(err error) {
-	if w.err == nil {
-		w.err = err
-	}
-}
-
-func (w *headWriter) key(k string) { w.do(w.enc.EncodeString(k)) }
-
-func (w *headWriter) str(k, v string) {
-	w.key(k)
-	w.do(w.enc.EncodeString(v))
-}
-
-func (w *headWriter) uint(k string, v uint64) {
-	w.key(k)
-	w.do(w.enc.EncodeUint(v))
-}
-
-func (w *headWriter) int(k string, v int) {
-	w.key(k)
-	w.do(w.enc.EncodeInt(int64(v)))
-}
-
-func (w *headWriter) bool(k string, v bool) {
-	w.key(k)
-	w.do(w.enc.EncodeBool(v))
-}
-
-// value writes v, a pointer or a map (boxed without an allocation), with
-// the reflection encoder.
-func (w *headWriter) value(k string, v any) {
-	w.key(k)
-	w.do(w.enc.Encode(v))
-}
-
 // writeHead writes h, whose State has no messages (encodeHead moved them
 // to Tail).
 func writeHead(enc *msgpack.Encoder, h *head) error {
-	w := headWriter{enc: enc}
+	w := mapWriter{enc: enc}
 	n := 5
 	if len(h.Garbage) > 0 {
 		n++
@@ -88,7 +47,7 @@ func writeHead(enc *msgpack.Encoder, h *head) error {
 }
 
 // writeState writes s's fields (fold.State's msgpack tags).
-func writeState(w *headWriter, s *fold.State) {
+func writeState(w *mapWriter, s *fold.State) {
 	omit := stateOmitted(s)
 	n := len(omit) + 10 // the fields without omitempty
 	for _, o := range omit {
@@ -113,7 +72,7 @@ func stateOmitted(s *fold.State) [22]bool {
 
 // writeStateAttributes writes the fields of fold.State from tenant to
 // lifetime_seq: the thread's identity and attributes.
-func writeStateAttributes(w *headWriter, s *fold.State, omit *[22]bool) {
+func writeStateAttributes(w *mapWriter, s *fold.State, omit *[22]bool) {
 	w.str("tenant", s.Tenant)
 	w.str("thread", s.Thread)
 	w.uint("version", s.Version)
@@ -125,33 +84,17 @@ func writeStateAttributes(w *headWriter, s *fold.State, omit *[22]bool) {
 	if !omit[1] {
 		w.bool("erased", s.Erased)
 	}
-	if !omit[2] {
-		w.str("owner", s.Owner)
-	}
-	if !omit[3] {
-		w.str("agent", s.Agent)
-	}
-	if !omit[4] {
+	w.strUnless(omit[2], "owner", s.Owner)
+	w.strUnless(omit[3], "agent", s.Agent)
+	if !omit[4] { // a pointer: dereferenced only when set
 		w.str("system_prompt", *s.SystemPrompt)
 	}
-	if !omit[5] {
-		w.str("title", s.Title)
-	}
-	if !omit[6] {
-		w.value("metadata", s.Metadata)
-	}
-	if !omit[7] {
-		w.str("replies", string(s.Replies))
-	}
-	if !omit[8] {
-		w.str("pending_policy", string(s.PendingPolicy))
-	}
-	if !omit[9] {
-		w.value("forked_from", s.ForkedFrom)
-	}
-	if !omit[10] {
-		w.str("external_id", s.ExternalID)
-	}
+	w.strUnless(omit[5], "title", s.Title)
+	w.valueUnless(omit[6], "metadata", s.Metadata)
+	w.strUnless(omit[7], "replies", string(s.Replies))
+	w.strUnless(omit[8], "pending_policy", string(s.PendingPolicy))
+	w.valueUnless(omit[9], "forked_from", s.ForkedFrom)
+	w.strUnless(omit[10], "external_id", s.ExternalID)
 	if !omit[11] {
 		w.int("lifetime", s.Lifetime)
 	}
@@ -163,7 +106,7 @@ func writeStateAttributes(w *headWriter, s *fold.State, omit *[22]bool) {
 // writeStateContents writes the fields of fold.State from created_at to
 // checkpoints: times, generation, the history and what the fold keeps
 // about it.
-func writeStateContents(w *headWriter, s *fold.State, omit *[22]bool) {
+func writeStateContents(w *mapWriter, s *fold.State, omit *[22]bool) {
 	w.key("created_at")
 	w.do(w.enc.EncodeTime(s.CreatedAt))
 	w.key("updated_at")
@@ -171,31 +114,17 @@ func writeStateContents(w *headWriter, s *fold.State, omit *[22]bool) {
 	w.uint("generation", s.Generation)
 	w.int("base", s.Base)
 	w.value("messages", &s.Messages)
-	if !omit[13] {
-		w.value("pending", &s.Pending)
-	}
-	if !omit[14] {
-		w.value("kv", s.KV)
-	}
-	if !omit[15] {
-		w.value("agent_turns", s.AgentTurns)
-	}
-	if !omit[16] {
-		w.value("last_user", s.LastUser)
-	}
+	w.valueUnless(omit[13], "pending", &s.Pending)
+	w.valueUnless(omit[14], "kv", s.KV)
+	w.valueUnless(omit[15], "agent_turns", s.AgentTurns)
+	w.valueUnless(omit[16], "last_user", s.LastUser)
 	if !omit[17] {
 		w.bool("last_user_answered", s.LastUserAnswered)
 	}
 	if !omit[18] {
 		w.uint("rejected_count", s.RejectedCount)
 	}
-	if !omit[19] {
-		w.value("rejections", &s.Rejections)
-	}
-	if !omit[20] {
-		w.value("redactions", &s.Redactions)
-	}
-	if !omit[21] {
-		w.value("checkpoints", s.Checkpoints)
-	}
+	w.valueUnless(omit[19], "rejections", &s.Rejections)
+	w.valueUnless(omit[20], "redactions", &s.Redactions)
+	w.valueUnless(omit[21], "checkpoints", s.Checkpoints)
 }

@@ -72,14 +72,14 @@ func MarshalSummary(s Summary) ([]byte, error) {
 	enc := msgpack.GetEncoder()
 	defer msgpack.PutEncoder(enc)
 	enc.Reset(&buf)
-	w := summaryWriter{enc: enc}
+	w := mapWriter{enc: enc}
 	w.mapLen(n)
-	w.str("tenant", s.Tenant, false)
-	w.str("thread", s.Thread, false)
-	w.str("owner", s.Owner, omit[0])
-	w.str("agent", s.Agent, omit[1])
-	w.str("title", s.Title, omit[2])
-	w.value("metadata", s.Metadata, omit[3])
+	w.str("tenant", s.Tenant)
+	w.str("thread", s.Thread)
+	w.strUnless(omit[0], "owner", s.Owner)
+	w.strUnless(omit[1], "agent", s.Agent)
+	w.strUnless(omit[2], "title", s.Title)
+	w.valueUnless(omit[3], "metadata", s.Metadata)
 	w.time("created_at", s.CreatedAt)
 	w.time("updated_at", s.UpdatedAt)
 	w.key("version")
@@ -98,8 +98,8 @@ func MarshalSummary(s Summary) ([]byte, error) {
 		w.key("deleted")
 		w.do(enc.EncodeBool(s.Deleted))
 	}
-	w.value("forked_from", s.ForkedFrom, omit[7])
-	w.str("external_id", s.ExternalID, omit[8])
+	w.valueUnless(omit[7], "forked_from", s.ForkedFrom)
+	w.strUnless(omit[8], "external_id", s.ExternalID)
 	if w.err != nil {
 		return nil, w.err
 	}
@@ -109,43 +109,6 @@ func MarshalSummary(s Summary) ([]byte, error) {
 // summaryBaseSize is about the encoded size of a summary besides its
 // strings: field names, times and numbers.
 const summaryBaseSize = 192
-
-// summaryWriter writes a summary's map entries, keeping the first error.
-type summaryWriter struct {
-	enc *msgpack.Encoder
-	err error
-}
-
-func (w *summaryWriter) do(err error) {
-	if w.err == nil {
-		w.err = err
-	}
-}
-
-func (w *summaryWriter) mapLen(n int) { w.do(w.enc.EncodeMapLen(n)) }
-
-func (w *summaryWriter) key(k string) { w.do(w.enc.EncodeString(k)) }
-
-func (w *summaryWriter) str(k, v string, omit bool) {
-	if !omit {
-		w.key(k)
-		w.do(w.enc.EncodeString(v))
-	}
-}
-
-func (w *summaryWriter) time(k string, t time.Time) {
-	w.key(k)
-	w.do(w.enc.EncodeTime(t))
-}
-
-// value writes v (a map or a pointer: no allocation to box it) with the
-// reflection encoder.
-func (w *summaryWriter) value(k string, v any, omit bool) {
-	if !omit {
-		w.key(k)
-		w.do(w.enc.Encode(v))
-	}
-}
 
 // UnmarshalSummary decodes an index bucket value. It returns an error
 // wrapping [ErrCorrupt] when b is not a summary.
