@@ -174,7 +174,7 @@ func dependencyRules() []dependencyRule {
 		{"agentd/internal/natsconn", testSupport(), below("client", "internal/datadir", "internal/embedded")},
 		// Operator mode's directory: the operator's files and the tenant
 		// registry; the caller owns the connections. No client, no server.
-		{"agentd/operator", []string{"github.com/nats-io/nats-server"}, append([]string{"events", "threadkey", "internal/tenancy"}, leaves...)},
+		{"agentd/operator", []string{"github.com/nats-io/nats-server"}, append([]string{"events", "threadkey", "internal/tenancy", "internal/datadir"}, leaves...)},
 		// agentd tls init's certificates: the standard library only.
 		{"agentd/internal/tlsfiles", []string{"github.com/nats-io/"}, nil},
 		// agentd serve: every part of a deployment in one process (the

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/convlog/convlog/agentd/internal/natsconn"
+	"github.com/convlog/convlog/internal/datadir"
 	"github.com/convlog/convlog/internal/tenancy"
 )
 
@@ -83,7 +84,8 @@ func createTenantUser(ctx context.Context, e *cliEnv, tenant, name, out, dataDir
 	if err != nil {
 		return err
 	}
-	if err := writeSeed(out, seed); err != nil {
+	if err := datadir.WriteNewSecret(out, append(seed, '\n')); err != nil {
+		err = fmt.Errorf("--out: %w", err)
 		_, _ = reg.Revoke(ctx, u.Tenant, u.PublicKey)
 		return err
 	}
@@ -192,20 +194,4 @@ func (e *cliEnv) syncTenantUsers(ctx context.Context, reg *tenancy.Registry, dat
 		return err
 	}
 	return natsconn.SaveTenantUsers(dataDir, len(e.c.Partitions()), users)
-}
-
-// writeSeed writes seed to a new file path with mode 0600.
-func writeSeed(path string, seed []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return fmt.Errorf("--out: %w", err)
-	}
-	_, werr := f.Write(append(seed, '\n'))
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		return fmt.Errorf("--out %s: %w", path, werr)
-	}
-	return nil
 }

@@ -3,12 +3,12 @@ package operator
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
 
+	"github.com/convlog/convlog/internal/datadir"
 	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/internal/tenancy"
 )
@@ -42,7 +42,7 @@ func TenantCreate(ctx context.Context, d Dir, reg *tenancy.Registry, push Pusher
 	}
 	creds, err := tenancy.TenantUserCreds(ac.Subject, signer, seed, name)
 	if err == nil {
-		err = writeNew(out, creds)
+		err = datadir.WriteNewSecret(out, append(creds, '\n'))
 	}
 	if err != nil {
 		_, _ = reg.Revoke(ctx, u.Tenant, u.PublicKey)
@@ -94,20 +94,4 @@ func signAndPush(ctx context.Context, d Dir, push Pusher, tenant string, ac *jwt
 		return err
 	}
 	return push(ctx, accountJWT)
-}
-
-// writeNew writes data and a newline to a new file path with mode 0600.
-func writeNew(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(append(data, '\n'))
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		return fmt.Errorf("write %s: %w", path, werr)
-	}
-	return nil
 }

@@ -210,16 +210,8 @@ func Credentials(dir string) (seedPath, publicKey string, err error) {
 			return "", "", fmt.Errorf("credentials: %w", err)
 		}
 		seed, _ := kp.Seed()
-		f, err := os.OpenFile(seedPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
+		if err := WriteNewSecret(seedPath, append(seed, '\n')); err != nil {
 			return "", "", fmt.Errorf("credentials: %w", err)
-		}
-		_, werr := f.Write(append(seed, '\n'))
-		if cerr := f.Close(); werr == nil {
-			werr = cerr
-		}
-		if werr != nil {
-			return "", "", fmt.Errorf("credentials %s: %w", seedPath, werr)
 		}
 		b = seed
 	} else if err != nil {
@@ -241,4 +233,26 @@ func Credentials(dir string) (seedPath, publicKey string, err error) {
 		return "", "", fmt.Errorf("credentials %s: %w", seedPath, err)
 	}
 	return seedPath, pub, nil
+}
+
+// WriteNewSecret writes data to a new file at path that only its owner
+// may read or write (mode 0600), and syncs it: a key, a seed or
+// credentials. A file already at path is left as it is and the error
+// wraps fs.ErrExist, so a secret is never overwritten. Errors name path.
+func WriteNewSecret(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err // *fs.PathError: names path
+	}
+	_, werr := f.Write(data)
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return fmt.Errorf("write %s: %w", path, werr)
+	}
+	return nil
 }
