@@ -18,7 +18,7 @@ import (
 )
 
 // JetStream error codes convlog handles. Source: nats-server's
-// errors.json (v2.15.3).
+// errors.json (v2.15.2).
 const (
 	errCodeMsgNotFound          = 10037 // no message found (last_by_subj on an empty subject)
 	errCodeMsgTooLarge          = 10054 // message exceeds maximum
