@@ -336,9 +336,9 @@ func parseTimestamp(s string) (time.Time, error) {
 	return time.Date(year, time.Month(month), day, hour, minute, sec, ns, time.UTC), nil
 }
 
-// utcLayout reports whether s has the separators of
-// 2006-01-02T15:04:05Z or 2006-01-02T15:04:05.123456789Z (up to nine
-// fractional digits), its digits unchecked.
+// utcLayout reports whether s has the separators of an RFC 3339 UTC
+// timestamp (YYYY-MM-DDThh:mm:ssZ, with up to nine fractional digits of
+// the second before the Z), its digits unchecked.
 func utcLayout(s string) bool {
 	return len(s) >= 20 && len(s) <= 30 && s[len(s)-1] == 'Z' && s[4] == '-' && s[7] == '-' && s[10] == 'T' && s[13] == ':' && s[16] == ':'
 }
