@@ -228,7 +228,8 @@ function compile(name, files, extra = {}) {
 writeFileSync(
   join(app, "types.ts"),
   `// Each package's main types, as a user imports them.
-import { ConvlogClient, ConvlogError, type Event, type StoredEvent, type Thread } from "@convlog/client";
+import { ConvlogClient, ConvlogError, nodeFetch, type Event, type StoredEvent, type Thread } from "@convlog/client";
+import { ConvlogClient as NodeEntryClient } from "@convlog/client/node";
 import { convlogHistory, type ConvlogHistory } from "@convlog/agentkit";
 import { ConvlogSaver } from "@convlog/langgraph";
 import { convlogPlugin, type AG2BPlugin, type ChatMessage } from "@convlog/ag2b";
@@ -256,7 +257,10 @@ export async function types(): Promise<void> {
   const plugin: AG2BPlugin = convlogPlugin({ client, threadId: "session-42" });
   const m: ChatMessage = { role: "user", content: "hello" };
   const toAppend: NotAny<Event> = { type: "message.user", payload: { content: "hello" } };
-  void created, noAny, history, typed, saver, plugin, m, toAppend, ConvlogError;
+  // Under Node the package resolves to its Node entry (nodeFetch is in its types).
+  const viaNode: typeof fetch = nodeFetch;
+  const sameClient: typeof ConvlogClient = NodeEntryClient;
+  void created, noAny, history, typed, saver, plugin, m, toAppend, ConvlogError, viaNode, sameClient;
 }
 `,
 );
@@ -315,6 +319,14 @@ for (const ex of examples) {
   else writeFileSync(join(app, ex.file), (ex.preamble ?? "") + ex.block + (ex.postamble ?? ""));
 }
 const present = examples.filter((ex) => existsSync(join(app, ex.file)));
+log("@convlog/client under Node: the installed package resolves to its Node entry");
+{
+  const r = attempt("node", ["--input-type=module", "-e",
+    "const m = await import('@convlog/client'); const n = await import('@convlog/client/node');" +
+    " if (m.ConvlogClient !== n.ConvlogClient || typeof m.nodeFetch !== 'function') { console.error('@convlog/client is not its Node entry'); process.exit(1); }"], { cwd: app });
+  if (!r.ok) fail(`@convlog/client does not resolve to its Node entry under Node:\n${indent(r.out)}`);
+  else console.log("  ok");
+}
 log(`tsc types.ts and the README examples (${present.map((ex) => ex.pkg).join(", ")}), skipLibCheck: false: must compile`);
 {
   const r = compile("main", ["types.ts", "readme/mini-ag2b.ts", ...present.map((ex) => ex.file)], { outDir: "out", rootDir: "." });

@@ -1,7 +1,10 @@
 /**
  * @convlog/client: a typed client for convlog's REST API and its SSE event
  * streams. It runs wherever `fetch` and web streams exist (Node 20+,
- * browsers, Deno, Bun): the core uses no Node-only API.
+ * browsers, Deno, Bun): the core uses no Node-only API. Node resolves the
+ * package to `./node.js` (the `node` export condition), the same API
+ * whose client sends requests with Node's `http` module instead of the
+ * global `fetch` (see `nodeFetch` there).
  *
  * Types come from the API's OpenAPI 3.1 document (agentd/httpapi/openapi.json),
  * generated at build time by openapi-typescript; requests go through
@@ -58,7 +61,10 @@ export interface ConvlogClientOptions {
   baseUrl: string;
   /** The tenant's API key, sent as `Authorization: Bearer <key>`; omit when the server runs without keys. */
   apiKey?: string;
-  /** The fetch to use (default: the global `fetch`). */
+  /**
+   * The fetch to use. Default: the global `fetch`; under Node, the
+   * package's `nodeFetch` (Node's `http` module, far less CPU per request).
+   */
   fetch?: typeof fetch;
   /** How requests the server refused for overload are retried (see {@link RetryOptions}); `false` turns retries off. */
   retry?: RetryOptions | false;
@@ -202,11 +208,22 @@ export class ConvlogClient {
     events: Event[],
     opts: { expectVersion?: number; idempotencyKey?: string } = {},
   ): Promise<AppendResponse> {
-    const header: Record<string, string> = {};
+    return this.appendJSON(id, JSON.stringify({ events }), opts);
+  }
+
+  /**
+   * {@link ConvlogClient.append} of a request body the caller serialized:
+   * `body` is the JSON text of `{"events": [...]}` (openapi.json
+   * `AppendRequest`), sent as it is. For callers that build the text
+   * themselves, e.g. splicing values already serialized as JSON.
+   * Throws {@link ConvlogError} as `append` does (422 for a body that is
+   * not an append request, naming the field).
+   */
+  async appendJSON(id: string, body: string, opts: { expectVersion?: number; idempotencyKey?: string } = {}): Promise<AppendResponse> {
+    const header: Record<string, string> = { "Content-Type": "application/json" };
     if (opts.expectVersion !== undefined) header["If-Match"] = `"${opts.expectVersion}"`;
     if (opts.idempotencyKey) header["Idempotency-Key"] = opts.idempotencyKey;
-    const r = await this.api.POST("/v1/threads/{id}/events", { params: { path: { id }, header }, body: { events } });
-    return ok(r);
+    return this.send<AppendResponse>("POST", `/v1/threads/${encodeURIComponent(id)}/events`, header, body);
   }
 
   /**
@@ -217,8 +234,22 @@ export class ConvlogClient {
    * select. Throws 404 `not-found` for a missing thread.
    */
   async checkpoints(id: string, query: { ns?: string; checkpoint_id?: string; before?: string; limit?: number } = {}): Promise<CheckpointsPage> {
-    const r = await this.api.GET("/v1/threads/{id}/checkpoints", { params: { path: { id }, query } });
-    return ok(r);
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(query)) if (v !== undefined) q.set(k, String(v));
+    const qs = q.toString();
+    return this.send<CheckpointsPage>("GET", `/v1/threads/${encodeURIComponent(id)}/checkpoints${qs ? `?${qs}` : ""}`, {});
+  }
+
+  /**
+   * One request straight through the client's fetch (and its retries),
+   * without openapi-fetch's Request objects: for the calls a busy caller
+   * makes per step (appends, checkpoint reads). The answer's JSON, or a
+   * {@link ConvlogError}.
+   */
+  private async send<T>(method: string, path: string, headers: Record<string, string>, body?: string): Promise<T> {
+    const res = await this.fetchFn(`${this.baseUrl}${path}`, { method, headers: { ...this.headers, ...headers }, body });
+    if (!res.ok) throw await errorOf(res);
+    return (await res.json()) as T;
   }
 
   /**
@@ -450,24 +481,25 @@ function withRetry(f: typeof fetch, o: RetryOptions): typeof fetch {
   const baseMs = o.baseMs ?? 100;
   const maxMs = o.maxMs ?? 10_000;
   return async (input, init) => {
-    const signal = init?.signal ?? (input instanceof Request ? input.signal : undefined);
+    // A Request's body can be read once: read it here, once, and send
+    // its bytes on every attempt (cheaper than a clone per attempt).
+    const [url, sent] = input instanceof Request ? [input.url, await initOf(input, init)] : [input, init];
+    const signal = sent?.signal ?? undefined;
     for (let attempt = 1; ; attempt++) {
-      // A Request's body can be read once: send a copy while retries remain.
-      const req = input instanceof Request && attempt < attempts ? input.clone() : input;
       let res: Response;
       try {
-        res = await f(req, init);
+        res = await f(url, sent);
       } catch (err) {
         // fetch's TypeError: no answer (connection refused, reset or
         // closed); whether the server ran the request is unknown.
-        if (!(err instanceof TypeError) || signal?.aborted || attempt >= attempts || !(await replayable(input, init))) throw err;
+        if (!(err instanceof TypeError) || signal?.aborted || attempt >= attempts || !replayable(url, sent)) throw err;
         const wait = Math.min(baseMs * 2 ** (attempt - 1), maxMs);
         await sleep(wait / 2 + Math.random() * (wait / 2), signal);
         continue;
       }
       if (attempt >= attempts || (res.status !== 429 && res.status !== 503)) return res;
       const after = retryAfterMs(res.headers.get("Retry-After"));
-      if (res.status === 503 && after === undefined && !(await replayable(input, init))) return res;
+      if (res.status === 503 && after === undefined && !replayable(url, sent)) return res;
       const wait = Math.min(after ?? baseMs * 2 ** (attempt - 1), maxMs);
       await res.body?.cancel();
       await sleep(wait / 2 + Math.random() * (wait / 2), signal);
@@ -476,23 +508,33 @@ function withRetry(f: typeof fetch, o: RetryOptions): typeof fetch {
 }
 
 /**
+ * The `init` that sends `req` again: its method, headers, signal,
+ * redirect and credentials modes and its body read into bytes, with
+ * `init`'s members over them (as `fetch(req, init)` does).
+ */
+async function initOf(req: Request, init: RequestInit | undefined): Promise<RequestInit> {
+  const body = req.body !== null && init?.body === undefined ? await req.arrayBuffer() : undefined;
+  return { method: req.method, headers: req.headers, signal: req.signal, redirect: req.redirect, credentials: req.credentials, body, ...init };
+}
+
+/**
  * Whether a request may be sent twice with the same effect: a GET, HEAD,
  * PUT or DELETE; a request with an `Idempotency-Key`; or an unconditional
  * append (no `If-Match`) whose every event carries its `id`, since the
  * server stores an event id once and answers a resent append with the
- * events it stored. `input` must be unread (the caller sends clones).
+ * events it stored.
  */
-async function replayable(input: RequestInfo | URL, init?: RequestInit): Promise<boolean> {
-  const req = input instanceof Request ? input : undefined;
-  const method = (init?.method ?? req?.method ?? "GET").toUpperCase();
+function replayable(input: string | URL, init?: RequestInit): boolean {
+  const method = (init?.method ?? "GET").toUpperCase();
   if (["GET", "HEAD", "PUT", "DELETE"].includes(method)) return true;
-  const headers = new Headers(init?.headers ?? req?.headers);
+  const headers = new Headers(init?.headers);
   if (headers.has("Idempotency-Key")) return true;
-  const url = new URL(req ? req.url : String(input));
+  const url = new URL(String(input));
   if (method !== "POST" || headers.has("If-Match") || !/\/v1\/threads\/[^/]+\/events$/.test(url.pathname)) return false;
   try {
-    const body = init?.body !== undefined ? init.body : req ? await req.clone().text() : undefined;
-    const events = typeof body === "string" ? (JSON.parse(body) as { events?: unknown }).events : undefined;
+    const b = init?.body;
+    const text = typeof b === "string" ? b : b instanceof ArrayBuffer || ArrayBuffer.isView(b) ? new TextDecoder().decode(b) : undefined;
+    const events = text !== undefined ? (JSON.parse(text) as { events?: unknown }).events : undefined;
     return Array.isArray(events) && events.length > 0 &&
       events.every((e) => typeof e === "object" && e !== null && typeof (e as { id?: unknown }).id === "string" && (e as { id: string }).id !== "");
   } catch {

@@ -361,13 +361,7 @@ export class ConvlogSaver extends BaseCheckpointSaver {
   }
 
   private async post(threadId: string, body: string): Promise<void> {
-    const r = await this.client.api.POST("/v1/threads/{id}/events", {
-      params: { path: { id: threadId } },
-      body: body as never,
-      bodySerializer: (b: unknown) => b as string,
-      headers: { "Content-Type": "application/json" },
-    });
-    if (r.error !== undefined || !r.response.ok) throw refused(r.response, r.error);
+    await this.client.appendJSON(threadId, body);
   }
 
   /**
