@@ -80,6 +80,7 @@ import (
 	"fmt"
 	"hash"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -239,6 +240,10 @@ func (k *Keys) get(ctx context.Context, tenant, thread string, create bool, maxA
 			return tk, nil
 		}
 	}
+	// The names may alias an event's bytes (events.LocatePayloadNoCopy):
+	// the cache keeps copies.
+	tenant, thread = strings.Clone(tenant), strings.Clone(thread)
+	cached = threadName{tenant, thread}
 	name := Key(tenant, thread)
 	for attempt := 0; ; attempt++ {
 		e, err := k.kv.Get(ctx, name)
@@ -422,7 +427,7 @@ func Sealable(t events.Type) bool { return t != events.TypeErased && t != events
 // unchanged. Errors wrap events.ErrDecode for bytes that are not an
 // event, or are NATS errors reading or creating the key.
 func (k *Keys) SealEvent(ctx context.Context, data []byte) ([]byte, error) {
-	pm, err := events.LocatePayload(data)
+	pm, err := events.LocatePayloadNoCopy(data)
 	if err != nil {
 		return nil, err
 	}
@@ -523,7 +528,7 @@ func (k *Keys) OpenEvent(ctx context.Context, data []byte) ([]byte, error) {
 	if !mayBeSealed(data) {
 		return data, nil
 	}
-	pm, err := events.LocatePayload(data)
+	pm, err := events.LocatePayloadNoCopy(data)
 	if err != nil || !pm.Sealed {
 		return data, nil
 	}
