@@ -372,6 +372,7 @@ func (k *Keys) eraseOlder(ctx context.Context, name string, rev uint64) error {
 
 func (k *Keys) forget(tenant, thread string) {
 	if k.cache != nil {
+		k.last.Store(nil)
 		k.cache.Remove(threadName{tenant, thread})
 	}
 }

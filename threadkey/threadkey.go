@@ -82,6 +82,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -147,6 +148,17 @@ type Keys struct {
 	stMu  sync.Mutex
 	st    jetstream.Stream // the bucket's stream, see stream
 	cache *lru.Cache[threadName, *threadKey]
+	// last is the key the cache took last (remember), looked at before
+	// the cache: a reader or writer of one thread finds its key without
+	// the cache's lock. forget clears it with the cache's entry, so it
+	// is never staler than the cache.
+	last atomic.Pointer[namedKey]
+}
+
+// namedKey is a cached key with its thread's name (Keys.last).
+type namedKey struct {
+	name threadName
+	tk   *threadKey
 }
 
 // threadName is a key cache's key: comparable without building the
@@ -236,6 +248,9 @@ func Key(tenant, thread string) string { return tenant + "." + thread }
 func (k *Keys) get(ctx context.Context, tenant, thread string, create bool, maxAge time.Duration) (*threadKey, error) {
 	cached := threadName{tenant, thread}
 	if k.cache != nil && maxAge > 0 {
+		if l := k.last.Load(); l != nil && l.name == cached && time.Since(l.tk.fetched) < maxAge {
+			return l.tk, nil
+		}
 		if tk, ok := k.cache.Get(cached); ok && time.Since(tk.fetched) < maxAge {
 			return tk, nil
 		}
@@ -295,6 +310,7 @@ func (k *Keys) remember(name threadName, tk *threadKey) {
 	tk.fetched = time.Now()
 	if k.cache != nil {
 		k.cache.Put(name, tk, tk.cost())
+		k.last.Store(&namedKey{name, tk})
 	}
 }
 
