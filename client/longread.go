@@ -146,8 +146,9 @@ func (c *Client) startReadConsumer(ctx context.Context, subject string, from uin
 // over; ctx's end and an open error are yielded (wrapped for ctx) and over.
 func (c *Client) drainConsumer(ctx context.Context, it jetstream.MessagesContext, subject string, from, end uint64, yield func(*RawEvent, error) bool) (uint64, bool) {
 	var delivered uint64
+	next := jetstream.NextContext(ctx) // one option for every Next: none allocated per message
 	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
+		m, err := it.Next(next)
 		if ctx.Err() != nil {
 			yield(nil, fmt.Errorf("client: read %s from seq %d: %w", subject, from, ctx.Err()))
 			return from, true

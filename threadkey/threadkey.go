@@ -549,33 +549,42 @@ func (k *Keys) OpenEvent(ctx context.Context, data []byte) ([]byte, error) {
 		return data, nil
 	}
 	env := pm.Envelope
-	if !wellFormed(pm) {
+	u, ok := wellFormed(pm)
+	if !ok {
 		return nil, fmt.Errorf("%w: event %s: sealed payload of %d bytes, format %d", ErrCorrupt, env.ID, len(pm.Value), firstByte(pm.Value))
 	}
 	tk, err := k.get(ctx, env.Tenant, env.Thread, false, KeyTTL)
 	if err != nil {
 		return nil, err
 	}
-	return openEvent(tk, data, pm)
+	return openEventID(tk, data, pm, u)
 }
 
 // wellFormed reports whether the sealed payload pm is long enough for its
-// format, and for format 2 whether the event id is a canonical UUID.
-func wellFormed(pm events.PayloadMember) bool {
+// format, and for format 2 whether the event id is a canonical UUID,
+// whose bytes it returns.
+func wellFormed(pm events.PayloadMember) (u [16]byte, ok bool) {
 	v := pm.Value
 	switch firstByte(v) {
 	case formatV1:
-		return len(v) >= 1+idLen+nonceLen+16
+		return u, len(v) >= 1+idLen+nonceLen+16
 	case formatV2:
-		_, ok := uuidBytes(pm.Envelope.ID)
-		return ok && len(v) >= 1+idLen+tailLen+16
+		u, ok = uuidBytes(pm.Envelope.ID)
+		return u, ok && len(v) >= 1+idLen+tailLen+16
 	}
-	return false
+	return u, false
 }
 
 // openEvent opens the sealed payload pm of data, checked by wellFormed,
 // with tk.
 func openEvent(tk *threadKey, data []byte, pm events.PayloadMember) ([]byte, error) {
+	u, _ := uuidBytes(pm.Envelope.ID)
+	return openEventID(tk, data, pm, u)
+}
+
+// openEventID is openEvent with the bytes u of the event id (format 2),
+// which wellFormed parsed.
+func openEventID(tk *threadKey, data []byte, pm events.PayloadMember, u [16]byte) ([]byte, error) {
 	env, v := pm.Envelope, pm.Value
 	use := tk.byID(v[1 : 1+idLen])
 	e, inTable := tk.table[env.ID]
@@ -610,7 +619,6 @@ func openEvent(tk *threadKey, data []byte, pm events.PayloadMember) ([]byte, err
 	case use != nil:
 		// XChaCha20-Poly1305 under the root key; its nonce is the event
 		// id and the random tail.
-		u, _ := uuidBytes(env.ID)
 		nonce = append(append(nonce, u[:]...), v[1+idLen:1+idLen+tailLen]...)
 		g, ct = use.events, v[1+idLen+tailLen:]
 	default:
@@ -691,7 +699,7 @@ func eventKey2(tk *threadKey, id string) (key []byte, ok bool) {
 // of its format (eventKey or eventKey2), which a rotation keeps in its
 // table; nil for a payload that is not well formed.
 func sealedKey(tk *threadKey, pm events.PayloadMember) []byte {
-	if !wellFormed(pm) {
+	if _, ok := wellFormed(pm); !ok {
 		return nil
 	}
 	if pm.Value[0] == formatV1 {
