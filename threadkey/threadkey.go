@@ -541,6 +541,12 @@ var randRead = rand.Read
 // On an error the caller keeps data as stored; events.Unmarshal of it
 // gives the envelope and events.ErrSealed.
 func (k *Keys) OpenEvent(ctx context.Context, data []byte) ([]byte, error) {
+	return k.openEvent(ctx, data, false)
+}
+
+// openEvent is OpenEvent, over data's own bytes when inPlace
+// (OpenStoredInPlace).
+func (k *Keys) openEvent(ctx context.Context, data []byte, inPlace bool) ([]byte, error) {
 	if !mayBeSealed(data) {
 		return data, nil
 	}
@@ -557,7 +563,7 @@ func (k *Keys) OpenEvent(ctx context.Context, data []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return openEventID(tk, data, pm, u)
+	return openEventID(tk, data, pm, u, inPlace)
 }
 
 // wellFormed reports whether the sealed payload pm is long enough for its
@@ -579,12 +585,13 @@ func wellFormed(pm events.PayloadMember) (u [16]byte, ok bool) {
 // with tk.
 func openEvent(tk *threadKey, data []byte, pm events.PayloadMember) ([]byte, error) {
 	u, _ := uuidBytes(pm.Envelope.ID)
-	return openEventID(tk, data, pm, u)
+	return openEventID(tk, data, pm, u, false)
 }
 
 // openEventID is openEvent with the bytes u of the event id (format 2),
-// which wellFormed parsed.
-func openEventID(tk *threadKey, data []byte, pm events.PayloadMember, u [16]byte) ([]byte, error) {
+// which wellFormed parsed; inPlace: the result is written over data (see
+// OpenStoredInPlace), which is left unchanged on an error.
+func openEventID(tk *threadKey, data []byte, pm events.PayloadMember, u [16]byte, inPlace bool) ([]byte, error) {
 	env, v := pm.Envelope, pm.Value
 	use := tk.byID(v[1 : 1+idLen])
 	e, inTable := tk.table[env.ID]
@@ -603,9 +610,20 @@ func openEventID(tk *threadKey, data []byte, pm events.PayloadMember, u [16]byte
 	// data: the envelope before the member, "payload", the plaintext, the
 	// envelope after it. The associated data and the nonce are built past
 	// len(data) in the same buffer, so that opening allocates only its
-	// result.
-	out := make([]byte, 0, len(data)+adLen(label, env)+24)
-	ad := appendAD(out[len(data):len(data)], label, env)
+	// result; in place, they and the plaintext are built in a pooled
+	// scratch buffer, and the plaintext is copied over data once it
+	// authenticates.
+	var out, scratch []byte
+	adn := adLen(label, env) + 24
+	if inPlace {
+		sp := getScratch(adn + len(v))
+		defer putScratch(sp)
+		scratch = (*sp)[:0]
+	} else {
+		out = make([]byte, 0, len(data)+adn)
+		scratch = out[len(data):len(data)]
+	}
+	ad := appendAD(scratch, label, env)
 	nonce := ad[len(ad):]
 	var g cipher.AEAD
 	var ct []byte
@@ -632,6 +650,20 @@ func openEventID(tk *threadKey, data []byte, pm events.PayloadMember, u [16]byte
 		nonce = append(append(nonce, 0, 0, 0, 0), v[1+idLen:1+idLen+tailLen]...)
 		g, ct = c, v[1+idLen+tailLen:]
 	}
+	if inPlace {
+		plain, err := g.Open(scratch[adn:adn], nonce, ct, ad)
+		if err != nil {
+			return nil, fmt.Errorf("%w: event %s of %s/%s", ErrCorrupt, env.ID, env.Tenant, env.Thread)
+		}
+		// env's strings alias data: not used from here on.
+		n := pm.Start
+		data[n] = 0xa0 | byte(len("payload"))
+		n++
+		n += copy(data[n:], "payload")
+		n += copy(data[n:], plain)
+		n += copy(data[n:], data[pm.End:])
+		return data[:n:n], nil
+	}
 	out = append(out, data[:pm.Start]...)
 	out = append(out, 0xa0|byte(len("payload")))
 	out = append(out, "payload"...)
@@ -640,6 +672,28 @@ func openEventID(tk *threadKey, data []byte, pm events.PayloadMember, u [16]byte
 		return nil, fmt.Errorf("%w: event %s of %s/%s", ErrCorrupt, env.ID, env.Tenant, env.Thread)
 	}
 	return append(out, data[pm.End:]...), nil
+}
+
+// scratches pools OpenStoredInPlace's buffers (associated data, nonce,
+// plaintext); maxScratch is the largest one kept, so that a rare large
+// event does not pin its buffer.
+var scratches = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxScratch = 64 << 10
+
+// getScratch returns a pooled buffer of capacity at least n.
+func getScratch(n int) *[]byte {
+	sp := scratches.Get().(*[]byte)
+	if cap(*sp) < n {
+		*sp = make([]byte, 0, n)
+	}
+	return sp
+}
+
+func putScratch(sp *[]byte) {
+	if cap(*sp) <= maxScratch {
+		scratches.Put(sp)
+	}
 }
 
 // OpenStored is OpenEvent for a reader of stored events: an event whose
@@ -651,6 +705,21 @@ func openEventID(tk *threadKey, data []byte, pm events.PayloadMember, u [16]byte
 // fate: it retries or fails the read.
 func (k *Keys) OpenStored(ctx context.Context, data []byte) ([]byte, error) {
 	opened, err := k.OpenEvent(ctx, data)
+	if errors.Is(err, ErrNoKey) || errors.Is(err, ErrOtherKey) || errors.Is(err, ErrCorrupt) {
+		return data, nil
+	}
+	return opened, err
+}
+
+// OpenStoredInPlace is [Keys.OpenStored] for a caller that does not keep
+// the sealed form (a reader of messages that nats.go copied for it): the
+// opened event, which is shorter, is written over data's own bytes and
+// returned as a prefix of data (its capacity cut to its length), so that
+// opening allocates nothing. data must not be in use by anyone else: its
+// bytes change. On any error, and for an event that is not sealed or whose
+// key is gone, data is returned unchanged, as OpenStored returns it.
+func (k *Keys) OpenStoredInPlace(ctx context.Context, data []byte) ([]byte, error) {
+	opened, err := k.openEvent(ctx, data, true)
 	if errors.Is(err, ErrNoKey) || errors.Is(err, ErrOtherKey) || errors.Is(err, ErrCorrupt) {
 		return data, nil
 	}
