@@ -763,7 +763,9 @@ func replaySection(m *md, res *Results) {
 	m.p("")
 	m.p("A ratio above 1 means convlog's replay is faster than that way.")
 	if r.ConsumerRatio.Measured() {
-		m.p("Against the consumer read, run by run (each run times every way once, in a rotating order): %s.", fmtSpread(r.ConsumerRatio))
+		m.p("Against the consumer read, run by run (each run times convlog's replay and the consumer read back to back, in")
+		m.p("an order that alternates, each reading the thread %d times in a row, then every other way once, in a rotating", pairRepeat(r.Events))
+		m.p("order; a collection before each): %s.", fmtSpread(r.ConsumerRatio))
 	}
 	m.p("")
 	if sc := r.Sealing; sc.Open > 0 {

@@ -141,8 +141,8 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 	if err != nil {
 		return AppendResult{}, err
 	}
-	ctx, cancel := c.withCallTimeout(ctx)
-	defer cancel()
+	ctx, cc := c.withCallTimeout(ctx)
+	defer cc.stop()
 	if err := c.checkQuota(ctx, tenant, evs); err != nil {
 		return AppendResult{}, err
 	}

@@ -23,15 +23,17 @@ type callContext struct {
 	cancel          context.CancelFunc
 }
 
-// withCallTimeout returns ctx when it has a deadline, else ctx with a
-// deadline Config.Timeout from now (a *callContext). Call the returned
-// cancel when the call ends.
-func (c *Client) withCallTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+// withCallTimeout returns ctx when it has a deadline (and a nil
+// *callContext), else ctx with a deadline Config.Timeout from now, the
+// *callContext returned twice. Call the second result's stop (nil-safe)
+// when the call ends; it is not a CancelFunc so that no closure is
+// allocated per call.
+func (c *Client) withCallTimeout(ctx context.Context) (context.Context, *callContext) {
 	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
+		return ctx, nil
 	}
 	cc := &callContext{Context: ctx, deadline: time.Now().Add(c.cfg.Timeout)}
-	return cc, cc.stop
+	return cc, cc
 }
 
 func (cc *callContext) start() context.Context {
@@ -40,8 +42,11 @@ func (cc *callContext) start() context.Context {
 }
 
 // stop releases the timer if one was started; a context whose timer never
-// started is from then on ended (ended) without making one.
+// started is from then on ended (ended) without making one. Nil: nothing.
 func (cc *callContext) stop() {
+	if cc == nil {
+		return
+	}
 	cc.once.Do(func() { cc.timed = ended })
 	if cc.cancel != nil {
 		cc.cancel()

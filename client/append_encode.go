@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -117,22 +118,9 @@ func (c *Client) prepare(ctx context.Context, tenant, thread, subject string, ev
 			return nil, &events.ValidationError{EventID: e.ID, Type: e.Type, Field: "id",
 				Reason: fmt.Sprintf("events %d and %d of the append have the same id", j, i)}
 		}
-		data, err := events.Marshal(e)
+		data, err := c.encode(ctx, e, p)
 		if err != nil {
 			return nil, err
-		}
-		if !c.cfg.ClearPayloads {
-			sealed, err := c.keys.SealEvent(ctx, data)
-			switch {
-			case errors.Is(err, threadkey.ErrDestroyed):
-				// Erased: the append fails below as it would have (a
-				// conflict, or the fold's rejection) before it publishes.
-				p.keyDestroyed = true
-			case err != nil:
-				return nil, fmt.Errorf("client: append to %s/%s: seal event %s: %w", tenant, thread, e.ID, err)
-			default:
-				data = sealed
-			}
 		}
 		if len(data) > limit {
 			return nil, &TooLargeError{Tenant: tenant, Thread: thread, EventID: e.ID, Size: len(data), Limit: limit}
@@ -146,6 +134,48 @@ func (c *Client) prepare(ctx context.Context, tenant, thread, subject string, ev
 	}
 	return p, nil
 }
+
+// encode returns e's stored encoding: sealed with the thread's data key
+// unless Config.ClearPayloads is set (or the key was destroyed: then
+// p.keyDestroyed is set and the encoding is clear). The clear encoding of
+// a sealed event lives only until it is sealed, in a pooled buffer.
+func (c *Client) encode(ctx context.Context, e events.Event, p *prepared) ([]byte, error) {
+	if c.cfg.ClearPayloads {
+		return events.Marshal(e)
+	}
+	buf := clearBuffers.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) <= maxPooledClear {
+			clearBuffers.Put(buf)
+		}
+	}()
+	clear, err := events.MarshalAppend((*buf)[:0], e)
+	*buf = clear
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := c.keys.SealEvent(ctx, clear)
+	switch {
+	case errors.Is(err, threadkey.ErrDestroyed):
+		// Erased: the append fails as it would have (a conflict, or the
+		// fold's rejection) before it publishes.
+		p.keyDestroyed = true
+		return slices.Clone(clear), nil
+	case err != nil:
+		return nil, fmt.Errorf("client: append to %s/%s: seal event %s: %w", p.tenant, p.thread, e.ID, err)
+	case len(sealed) > 0 && &sealed[0] == &clear[0]:
+		// Never sealed (thread.erased, event.redacted): kept as it is.
+		return slices.Clone(clear), nil
+	}
+	return sealed, nil
+}
+
+// clearBuffers pools the buffers of clear encodings that are sealed at
+// once (Client.encode); maxPooledClear is the largest one kept, so that a
+// rare large event does not pin its buffer.
+var clearBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledClear = 64 << 10
 
 // eventHeader returns the NATS headers of e (events.Headers: type, schema
 // version, Nats-Msg-Id), with room for the OCC and stream headers. When

@@ -82,16 +82,32 @@ func foldEvents(w *fold.State, evs []events.Event) error {
 
 // windowCopy returns a copy of s holding its newest window messages (all
 // when window < 0), with room for extra more.
+// A copy that fits windowSize messages is allocated with its messages'
+// array (windowState): one allocation rather than two on the append path.
 func windowCopy(s *fold.State, window, extra int) *fold.State {
 	keep := len(s.Messages)
 	if window >= 0 {
 		keep = min(keep, window)
 	}
 	drop := len(s.Messages) - keep
-	w := s.Clone0()
-	w.Messages = append(make([]events.Message, 0, keep+extra), s.Messages[drop:]...)
+	var w *fold.State
+	var msgs []events.Message
+	if keep+extra <= windowSize {
+		ws := new(windowState)
+		w, msgs = &ws.state, ws.messages[:0]
+	} else {
+		w, msgs = new(fold.State), make([]events.Message, 0, keep+extra)
+	}
+	s.Clone0To(w)
+	w.Messages = append(msgs, s.Messages[drop:]...)
 	w.Base = s.Base + drop
 	return w
+}
+
+// windowState is a cached window's state and its messages' array.
+type windowState struct {
+	state    fold.State
+	messages [windowSize]events.Message
 }
 
 // remember folds appended events into a copy of s (the state they were

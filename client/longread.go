@@ -140,14 +140,15 @@ func (c *Client) startReadConsumer(ctx context.Context, subject string, from uin
 }
 
 // drainConsumer yields the messages it pulls from a read's consumer, from
-// sequence from up to end, opened as [Client.openRaw] does. It returns the
+// sequence from up to end, opened as [Client.openRaw] does (in place). It returns the
 // sequence to go on from and whether the read is over, as
 // [Client.readByConsumer] does: a failed pull or a skipped delivery is not
 // over; ctx's end and an open error are yielded (wrapped for ctx) and over.
 func (c *Client) drainConsumer(ctx context.Context, it jetstream.MessagesContext, subject string, from, end uint64, yield func(*RawEvent, error) bool) (uint64, bool) {
 	var delivered uint64
+	next := jetstream.NextContext(ctx) // one option for every Next: none allocated per message
 	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
+		m, err := it.Next(next)
 		if ctx.Err() != nil {
 			yield(nil, fmt.Errorf("client: read %s from seq %d: %w", subject, from, ctx.Err()))
 			return from, true
@@ -166,11 +167,16 @@ func (c *Client) drainConsumer(ctx context.Context, it jetstream.MessagesContext
 		if seq > end {
 			return from, true
 		}
-		raw := &RawEvent{Subject: m.Subject(), Sequence: seq, Header: m.Headers(), Data: m.Data(), Time: md.Timestamp.UTC()}
-		if err := c.openRaw(ctx, raw); err != nil {
-			yield(nil, err)
+		raw := &RawEvent{Subject: m.Subject(), Sequence: seq, Header: m.Headers(), Time: md.Timestamp.UTC()}
+		// The message's bytes are its own (nats.go copies every message
+		// out of its read buffer) and nothing else holds them: opened in
+		// place, without a copy.
+		data, err := c.keys.OpenStoredInPlace(ctx, m.Data())
+		if err != nil {
+			yield(nil, fmt.Errorf("client: open event at seq %d: %w", seq, err))
 			return from, true
 		}
+		raw.Data = data
 		if !yield(raw, nil) {
 			return seq + 1, true
 		}

@@ -105,9 +105,16 @@ func putWriter(w *msgpackWriter) {
 // pin it). Marshal does not validate; call [Event.Validate] first.
 // It returns an error only when the payload is nil or cannot be encoded.
 // Safe for concurrent use.
-func Marshal(e Event) ([]byte, error) {
+func Marshal(e Event) ([]byte, error) { return MarshalAppend(nil, e) }
+
+// MarshalAppend appends the encoding of e ([Marshal]'s bytes) to dst and
+// returns the extended slice, so that a caller whose encoding lives only
+// briefly (sealed at once into a new buffer) can reuse one buffer. Errors
+// as Marshal's; dst is then returned unchanged. Safe for concurrent use
+// (on different dst).
+func MarshalAppend(dst []byte, e Event) ([]byte, error) {
 	if e.Payload == nil {
-		return nil, fmt.Errorf("events: marshal event %s: nil payload", e.ID)
+		return dst, fmt.Errorf("events: marshal event %s: nil payload", e.ID)
 	}
 	var body any = e.Payload
 	if f, ok := e.Payload.(Forked); ok {
@@ -149,9 +156,9 @@ func Marshal(e Event) ([]byte, error) {
 	_ = enc.EncodeInt(int64(e.SchemaVersion))
 	_ = enc.EncodeString("payload")
 	if err := enc.Encode(body); err != nil {
-		return nil, fmt.Errorf("events: marshal %s payload of event %s: %w", e.Type, e.ID, err)
+		return dst, fmt.Errorf("events: marshal %s payload of event %s: %w", e.Type, e.ID, err)
 	}
-	return bytes.Clone(w.buf.Bytes()), nil
+	return append(dst, w.buf.Bytes()...), nil
 }
 
 // Unmarshal decodes msgpack bytes written by [Marshal]. b must hold exactly

@@ -74,6 +74,8 @@ type State struct {
 	// LastUser is the last user message that is still in the history
 	// (event id and seq), and LastUserAnswered whether an assistant message
 	// followed it. Agent workers use these for exactly-once answers.
+	// LastUser is shared between copies of a State (the fold replaces it,
+	// never changes it).
 	LastUser         *MessageRef `msgpack:"last_user,omitempty" json:"last_user,omitempty"`
 	LastUserAnswered bool        `msgpack:"last_user_answered,omitempty" json:"last_user_answered,omitempty"`
 
@@ -178,7 +180,15 @@ func (s *State) Clone() *State {
 
 // Clone0 is [State.Clone] without the messages (Messages is nil in the copy).
 func (s *State) Clone0() *State {
-	c := *s
+	c := new(State)
+	s.Clone0To(c)
+	return c
+}
+
+// Clone0To is [State.Clone0] into c, which it overwrites: for a caller
+// that allocates the copy together with something else (its messages).
+func (s *State) Clone0To(c *State) {
+	*c = *s
 	c.Messages = nil
 	c.Pending = append([]PendingCall(nil), s.Pending...)
 	c.Rejections = append([]Rejection(nil), s.Rejections...)
@@ -201,11 +211,6 @@ func (s *State) Clone0() *State {
 			c.AgentTurns[k] = v
 		}
 	}
-	if s.LastUser != nil {
-		lu := *s.LastUser
-		c.LastUser = &lu
-	}
-	return &c
 }
 
 // Renumber gives the events folded into s after version from the stream

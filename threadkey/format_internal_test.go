@@ -1,6 +1,7 @@
 package threadkey
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -50,10 +51,15 @@ func TestWritersSealFormat2AndFormat1StillOpens(t *testing.T) {
 			clear, box, pm := sealed(t, tk, c.id, c.text, c.seal)
 			require.Equal(t, c.format, pm.Value[0])
 			require.Equal(t, events.ReplacePayload(clear, mustLocate(t, clear), pm.Value, true), box, "the encoding events.ReplacePayload writes")
-			require.True(t, wellFormed(pm))
+			_, ok := wellFormed(pm)
+			require.True(t, ok)
 			got, err := openEvent(tk, box, pm)
 			require.NoError(t, err)
 			require.Equal(t, clear, got)
+			u, _ := uuidBytes(pm.Envelope.ID)
+			got, err = openEventID(tk, bytes.Clone(box), mustLocate(t, box), u, true)
+			require.NoError(t, err)
+			require.Equal(t, clear, got, "in place")
 		})
 	}
 }
@@ -82,6 +88,16 @@ func TestEachEventOpensWithItsOwnKeyOfEitherFormat(t *testing.T) {
 	got, err = openEvent(cur, box2, pm2)
 	require.NoError(t, err)
 	require.Equal(t, clear2, got)
+	for _, c := range []struct {
+		clear, box []byte
+	}{{clear1, box1}, {clear2, box2}} {
+		box := bytes.Clone(c.box)
+		pm := mustLocate(t, box)
+		u, _ := uuidBytes(pm.Envelope.ID)
+		got, err = openEventID(cur, box, pm, u, true)
+		require.NoError(t, err)
+		require.Equal(t, c.clear, got, "in place, with the table's key")
+	}
 	got, err = openEvent(cur, box3, pm3)
 	require.NoError(t, err)
 	rpm, err := events.LocatePayload(got)

@@ -307,7 +307,7 @@ func (r *Rotation) Finish(ctx context.Context, stored [][]byte, replacements map
 	}
 	for _, data := range stored {
 		pm, err := events.LocatePayload(data)
-		if err != nil || !pm.Sealed || !wellFormed(pm) {
+		if _, ok := wellFormed(pm); err != nil || !pm.Sealed || !ok {
 			continue // nothing a key opens, before or after
 		}
 		id := pm.Envelope.ID
@@ -372,6 +372,7 @@ func (k *Keys) eraseOlder(ctx context.Context, name string, rev uint64) error {
 
 func (k *Keys) forget(tenant, thread string) {
 	if k.cache != nil {
+		k.last.Store(nil)
 		k.cache.Remove(threadName{tenant, thread})
 	}
 }

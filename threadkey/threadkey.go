@@ -80,7 +80,9 @@ import (
 	"fmt"
 	"hash"
 	"math"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -146,6 +148,17 @@ type Keys struct {
 	stMu  sync.Mutex
 	st    jetstream.Stream // the bucket's stream, see stream
 	cache *lru.Cache[threadName, *threadKey]
+	// last is the key the cache took last (remember), looked at before
+	// the cache: a reader or writer of one thread finds its key without
+	// the cache's lock. forget clears it with the cache's entry, so it
+	// is never staler than the cache.
+	last atomic.Pointer[namedKey]
+}
+
+// namedKey is a cached key with its thread's name (Keys.last).
+type namedKey struct {
+	name threadName
+	tk   *threadKey
 }
 
 // threadName is a key cache's key: comparable without building the
@@ -235,10 +248,17 @@ func Key(tenant, thread string) string { return tenant + "." + thread }
 func (k *Keys) get(ctx context.Context, tenant, thread string, create bool, maxAge time.Duration) (*threadKey, error) {
 	cached := threadName{tenant, thread}
 	if k.cache != nil && maxAge > 0 {
+		if l := k.last.Load(); l != nil && l.name == cached && time.Since(l.tk.fetched) < maxAge {
+			return l.tk, nil
+		}
 		if tk, ok := k.cache.Get(cached); ok && time.Since(tk.fetched) < maxAge {
 			return tk, nil
 		}
 	}
+	// The names may alias an event's bytes (events.LocatePayloadNoCopy):
+	// the cache keeps copies.
+	tenant, thread = strings.Clone(tenant), strings.Clone(thread)
+	cached = threadName{tenant, thread}
 	name := Key(tenant, thread)
 	for attempt := 0; ; attempt++ {
 		e, err := k.kv.Get(ctx, name)
@@ -290,6 +310,7 @@ func (k *Keys) remember(name threadName, tk *threadKey) {
 	tk.fetched = time.Now()
 	if k.cache != nil {
 		k.cache.Put(name, tk, tk.cost())
+		k.last.Store(&namedKey{name, tk})
 	}
 }
 
@@ -422,7 +443,7 @@ func Sealable(t events.Type) bool { return t != events.TypeErased && t != events
 // unchanged. Errors wrap events.ErrDecode for bytes that are not an
 // event, or are NATS errors reading or creating the key.
 func (k *Keys) SealEvent(ctx context.Context, data []byte) ([]byte, error) {
-	pm, err := events.LocatePayload(data)
+	pm, err := events.LocatePayloadNoCopy(data)
 	if err != nil {
 		return nil, err
 	}
@@ -520,41 +541,57 @@ var randRead = rand.Read
 // On an error the caller keeps data as stored; events.Unmarshal of it
 // gives the envelope and events.ErrSealed.
 func (k *Keys) OpenEvent(ctx context.Context, data []byte) ([]byte, error) {
+	return k.openEvent(ctx, data, false)
+}
+
+// openEvent is OpenEvent, over data's own bytes when inPlace
+// (OpenStoredInPlace).
+func (k *Keys) openEvent(ctx context.Context, data []byte, inPlace bool) ([]byte, error) {
 	if !mayBeSealed(data) {
 		return data, nil
 	}
-	pm, err := events.LocatePayload(data)
+	pm, err := events.LocatePayloadNoCopy(data)
 	if err != nil || !pm.Sealed {
 		return data, nil
 	}
 	env := pm.Envelope
-	if !wellFormed(pm) {
+	u, ok := wellFormed(pm)
+	if !ok {
 		return nil, fmt.Errorf("%w: event %s: sealed payload of %d bytes, format %d", ErrCorrupt, env.ID, len(pm.Value), firstByte(pm.Value))
 	}
 	tk, err := k.get(ctx, env.Tenant, env.Thread, false, KeyTTL)
 	if err != nil {
 		return nil, err
 	}
-	return openEvent(tk, data, pm)
+	return openEventID(tk, data, pm, u, inPlace)
 }
 
 // wellFormed reports whether the sealed payload pm is long enough for its
-// format, and for format 2 whether the event id is a canonical UUID.
-func wellFormed(pm events.PayloadMember) bool {
+// format, and for format 2 whether the event id is a canonical UUID,
+// whose bytes it returns.
+func wellFormed(pm events.PayloadMember) (u [16]byte, ok bool) {
 	v := pm.Value
 	switch firstByte(v) {
 	case formatV1:
-		return len(v) >= 1+idLen+nonceLen+16
+		return u, len(v) >= 1+idLen+nonceLen+16
 	case formatV2:
-		_, ok := uuidBytes(pm.Envelope.ID)
-		return ok && len(v) >= 1+idLen+tailLen+16
+		u, ok = uuidBytes(pm.Envelope.ID)
+		return u, ok && len(v) >= 1+idLen+tailLen+16
 	}
-	return false
+	return u, false
 }
 
 // openEvent opens the sealed payload pm of data, checked by wellFormed,
 // with tk.
 func openEvent(tk *threadKey, data []byte, pm events.PayloadMember) ([]byte, error) {
+	u, _ := uuidBytes(pm.Envelope.ID)
+	return openEventID(tk, data, pm, u, false)
+}
+
+// openEventID is openEvent with the bytes u of the event id (format 2),
+// which wellFormed parsed; inPlace: the result is written over data (see
+// OpenStoredInPlace), which is left unchanged on an error.
+func openEventID(tk *threadKey, data []byte, pm events.PayloadMember, u [16]byte, inPlace bool) ([]byte, error) {
 	env, v := pm.Envelope, pm.Value
 	use := tk.byID(v[1 : 1+idLen])
 	e, inTable := tk.table[env.ID]
@@ -573,9 +610,20 @@ func openEvent(tk *threadKey, data []byte, pm events.PayloadMember) ([]byte, err
 	// data: the envelope before the member, "payload", the plaintext, the
 	// envelope after it. The associated data and the nonce are built past
 	// len(data) in the same buffer, so that opening allocates only its
-	// result.
-	out := make([]byte, 0, len(data)+adLen(label, env)+24)
-	ad := appendAD(out[len(data):len(data)], label, env)
+	// result; in place, they and the plaintext are built in a pooled
+	// scratch buffer, and the plaintext is copied over data once it
+	// authenticates.
+	var out, scratch []byte
+	adn := adLen(label, env) + 24
+	if inPlace {
+		sp := getScratch(adn + len(v))
+		defer putScratch(sp)
+		scratch = (*sp)[:0]
+	} else {
+		out = make([]byte, 0, len(data)+adn)
+		scratch = out[len(data):len(data)]
+	}
+	ad := appendAD(scratch, label, env)
 	nonce := ad[len(ad):]
 	var g cipher.AEAD
 	var ct []byte
@@ -589,7 +637,6 @@ func openEvent(tk *threadKey, data []byte, pm events.PayloadMember) ([]byte, err
 	case use != nil:
 		// XChaCha20-Poly1305 under the root key; its nonce is the event
 		// id and the random tail.
-		u, _ := uuidBytes(env.ID)
 		nonce = append(append(nonce, u[:]...), v[1+idLen:1+idLen+tailLen]...)
 		g, ct = use.events, v[1+idLen+tailLen:]
 	default:
@@ -603,6 +650,20 @@ func openEvent(tk *threadKey, data []byte, pm events.PayloadMember) ([]byte, err
 		nonce = append(append(nonce, 0, 0, 0, 0), v[1+idLen:1+idLen+tailLen]...)
 		g, ct = c, v[1+idLen+tailLen:]
 	}
+	if inPlace {
+		plain, err := g.Open(scratch[adn:adn], nonce, ct, ad)
+		if err != nil {
+			return nil, fmt.Errorf("%w: event %s of %s/%s", ErrCorrupt, env.ID, env.Tenant, env.Thread)
+		}
+		// env's strings alias data: not used from here on.
+		n := pm.Start
+		data[n] = 0xa0 | byte(len("payload"))
+		n++
+		n += copy(data[n:], "payload")
+		n += copy(data[n:], plain)
+		n += copy(data[n:], data[pm.End:])
+		return data[:n:n], nil
+	}
 	out = append(out, data[:pm.Start]...)
 	out = append(out, 0xa0|byte(len("payload")))
 	out = append(out, "payload"...)
@@ -611,6 +672,28 @@ func openEvent(tk *threadKey, data []byte, pm events.PayloadMember) ([]byte, err
 		return nil, fmt.Errorf("%w: event %s of %s/%s", ErrCorrupt, env.ID, env.Tenant, env.Thread)
 	}
 	return append(out, data[pm.End:]...), nil
+}
+
+// scratches pools OpenStoredInPlace's buffers (associated data, nonce,
+// plaintext); maxScratch is the largest one kept, so that a rare large
+// event does not pin its buffer.
+var scratches = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxScratch = 64 << 10
+
+// getScratch returns a pooled buffer of capacity at least n.
+func getScratch(n int) *[]byte {
+	sp := scratches.Get().(*[]byte)
+	if cap(*sp) < n {
+		*sp = make([]byte, 0, n)
+	}
+	return sp
+}
+
+func putScratch(sp *[]byte) {
+	if cap(*sp) <= maxScratch {
+		scratches.Put(sp)
+	}
 }
 
 // OpenStored is OpenEvent for a reader of stored events: an event whose
@@ -622,6 +705,21 @@ func openEvent(tk *threadKey, data []byte, pm events.PayloadMember) ([]byte, err
 // fate: it retries or fails the read.
 func (k *Keys) OpenStored(ctx context.Context, data []byte) ([]byte, error) {
 	opened, err := k.OpenEvent(ctx, data)
+	if errors.Is(err, ErrNoKey) || errors.Is(err, ErrOtherKey) || errors.Is(err, ErrCorrupt) {
+		return data, nil
+	}
+	return opened, err
+}
+
+// OpenStoredInPlace is [Keys.OpenStored] for a caller that does not keep
+// the sealed form (a reader of messages that nats.go copied for it): the
+// opened event, which is shorter, is written over data's own bytes and
+// returned as a prefix of data (its capacity cut to its length), so that
+// opening allocates nothing. data must not be in use by anyone else: its
+// bytes change. On any error, and for an event that is not sealed or whose
+// key is gone, data is returned unchanged, as OpenStored returns it.
+func (k *Keys) OpenStoredInPlace(ctx context.Context, data []byte) ([]byte, error) {
+	opened, err := k.openEvent(ctx, data, true)
 	if errors.Is(err, ErrNoKey) || errors.Is(err, ErrOtherKey) || errors.Is(err, ErrCorrupt) {
 		return data, nil
 	}
@@ -670,7 +768,7 @@ func eventKey2(tk *threadKey, id string) (key []byte, ok bool) {
 // of its format (eventKey or eventKey2), which a rotation keeps in its
 // table; nil for a payload that is not well formed.
 func sealedKey(tk *threadKey, pm events.PayloadMember) []byte {
-	if !wellFormed(pm) {
+	if _, ok := wellFormed(pm); !ok {
 		return nil
 	}
 	if pm.Value[0] == formatV1 {

@@ -3,6 +3,7 @@ package threadkey_test
 import (
 	"bytes"
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -106,6 +107,50 @@ func TestAlteredOrMovedCiphertextsDoNotOpen(t *testing.T) {
 	require.NoError(t, err)
 	_, err = k.OpenValue(ctx, "acme", "t2", "acme.t1", v)
 	require.ErrorIs(t, err, threadkey.ErrOtherKey)
+}
+
+// OpenStoredInPlace gives what OpenStored gives, over the event's own
+// bytes when it opens, and leaves the bytes as stored when it does not
+// (altered, erased) or there is nothing to open (clear).
+func TestAnEventOpensInPlaceLikeACopy(t *testing.T) {
+	k, _ := newKeys(t)
+	ctx := context.Background()
+	for _, text := range []string{"hello", strings.Repeat("long text ", 40), strings.Repeat("x", 70000)} {
+		clear := event(t, "t1", text)
+		sealed, err := k.SealEvent(ctx, clear)
+		require.NoError(t, err)
+		want, err := k.OpenStored(ctx, bytes.Clone(sealed))
+		require.NoError(t, err)
+		require.Equal(t, clear, want)
+		buf := bytes.Clone(sealed)
+		got, err := k.OpenStoredInPlace(ctx, buf)
+		require.NoError(t, err)
+		require.Equal(t, clear, got)
+		require.Same(t, &buf[0], &got[0], "opened in the event's own bytes")
+		require.Equal(t, len(got), cap(got), "no room past the event for an append to write over")
+
+		flipped := bytes.Clone(sealed)
+		flipped[len(flipped)-3] ^= 1
+		kept := bytes.Clone(flipped)
+		got, err = k.OpenStoredInPlace(ctx, flipped)
+		require.NoError(t, err)
+		require.Equal(t, kept, got, "an altered event is returned as stored")
+		require.Equal(t, kept, flipped, "and its bytes are unchanged")
+	}
+	clear := event(t, "t2", "clear")
+	got, err := k.OpenStoredInPlace(ctx, bytes.Clone(clear))
+	require.NoError(t, err)
+	require.Equal(t, clear, got)
+
+	sealed, err := k.SealEvent(ctx, event(t, "t3", "erased"))
+	require.NoError(t, err)
+	_, err = k.Destroy(ctx, "acme", "t3")
+	require.NoError(t, err)
+	buf := bytes.Clone(sealed)
+	got, err = k.OpenStoredInPlace(ctx, buf)
+	require.NoError(t, err)
+	require.Equal(t, sealed, got, "an erased event is returned as stored")
+	require.Equal(t, sealed, buf)
 }
 
 // OpenValueInPlace opens what OpenValue opens, into the value's own
