@@ -4,6 +4,7 @@
 // within each round. Started by hand, not in CI:
 //
 //   cd js && npm run build -w @convlog/langgraph && node packages/langgraph/bench/run.mjs [--rounds 3] [--graphs 10] [--steps 50,500]
+//     [--durability async,sync] [--savers convlog,MemorySaver]   (PostgresSaver always runs: the ratios' reference)
 //
 // convlog runs twice: as configured by default (messagesAs: "checkpoint":
 // the new messages inside the checkpoint event, a single-event append) and
@@ -40,6 +41,8 @@ const { values: args } = parseArgs({
     rounds: { type: "string", default: "3" },
     graphs: { type: "string", default: "10" },
     steps: { type: "string", default: "50,500" },
+    durability: { type: "string", default: "async,sync" },
+    savers: { type: "string" },
   },
 });
 const rounds = Number(args.rounds);
@@ -187,11 +190,11 @@ const makers = {
   // with messages is an atomic batch of several events.
   'convlog, messagesAs "events"': async () => new ConvlogSaver({ client, messagesAs: "events" }),
 };
-const names = Object.keys(makers);
-const cases = stepsList.flatMap((steps) => [
-  { steps, durability: "async" },
-  { steps, durability: "sync" },
-]);
+// --savers (comma-separated names of makers) runs a subset; PostgresSaver
+// stays in it, as the reference of the ratios.
+const wanted = args.savers?.split(",").map((s) => s.trim());
+const names = Object.keys(makers).filter((n) => !wanted || n === "PostgresSaver" || wanted.includes(n));
+const cases = stepsList.flatMap((steps) => args.durability.split(",").map((durability) => ({ steps, durability })));
 const results = new Map(); // case key -> saver -> {times, fails, ops}
 const key = (c) => `${c.steps} steps, ${c.durability === "sync" ? '`durability: "sync"`' : "default durability (async)"}`;
 
