@@ -378,6 +378,9 @@ func (w *Writer) writeChunks(ctx context.Context, e *Edit) ([]uint64, error) {
 		}
 	}
 	for _, idx := range [][]int{chunks, deltas} {
+		if len(idx) == 0 {
+			continue // no closure to build: most steps write one delta
+		}
 		err := forEach(ctx, len(idx), 4, func(ctx context.Context, k int) error {
 			i := idx[k]
 			c := e.created[i]
@@ -484,6 +487,9 @@ func (w *Writer) cas(ctx context.Context, kv jetstream.KeyValue, key string, dat
 // purge removes chunk keys and patterns from the snapshot bucket's stream
 // (no delete markers are left). It returns those it could not purge.
 func (w *Writer) purge(ctx context.Context, garbage []string) []string {
+	if len(garbage) == 0 {
+		return nil // most edits: nothing to purge, nothing to set up
+	}
 	var (
 		mu   sync.Mutex
 		left []string
