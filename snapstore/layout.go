@@ -356,6 +356,14 @@ func (w *Edit) Settle(ctx context.Context, before Mark) error {
 
 // encodeTail encodes the tail messages from index i on onto tailEnc.
 func (w *Edit) encodeTail(i int) {
+	// tailEnc is shared with the head the edit started from (its capacity
+	// cut to its length), so the first append copies it: grow it once to
+	// about what the new messages take, not once per field.
+	n := 0
+	for j := i; j < len(w.s.Messages); j++ {
+		n += encodedSizeHint(&w.s.Messages[j])
+	}
+	w.tailEnc = slices.Grow(w.tailEnc, n)
 	for ; i < len(w.s.Messages); i++ {
 		n := len(w.tailEnc)
 		w.tailEnc = events.AppendMessage(w.tailEnc, &w.s.Messages[i])
@@ -363,6 +371,24 @@ func (w *Edit) encodeTail(i int) {
 		w.tailSizes = append(w.tailSizes, sz)
 		w.tailBytes += sz
 	}
+}
+
+// encodedSizeHint is about the size of m as events.AppendMessage encodes
+// it, in bytes: its strings, plus room for the field names, lengths and
+// numbers. It only sizes a buffer; the bytes written do not depend on it.
+func encodedSizeHint(m *events.Message) int {
+	n := 128 + len(m.Content.Text) + len(m.Name) + len(m.Reasoning) + len(m.ToolCallID) + len(m.Agent) +
+		len(m.Model) + len(m.Metadata) + len(m.EventID)
+	for _, p := range m.Content.Parts {
+		n += 64 + len(p.Text) + len(p.URL) + len(p.Data) + len(p.MediaType) + len(p.Detail) + len(p.FileID) + len(p.Filename)
+	}
+	for _, c := range m.ToolCalls {
+		n += 32 + len(c.ID) + len(c.Name) + len(c.Arguments)
+	}
+	if m.Usage != nil {
+		n += 96
+	}
+	return n
 }
 
 func (w *Edit) resetTail() {

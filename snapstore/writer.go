@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/fold"
 )
 
@@ -207,7 +208,7 @@ func (w *Writer) Edit(ctx context.Context, cur *Head) *Edit {
 	e := &Edit{
 		cfg:    layoutConfig{chunkBytes: w.cfg.ChunkBytes, tailBytes: w.cfg.TailBytes},
 		tenant: s.Tenant, thread: s.Thread,
-		s:        s.Clone(),
+		s:        cloneWithRoom(s),
 		gen:      cur.h.Gen,
 		chunks:   append([]ChunkRef(nil), cur.h.Chunks...),
 		known:    cur.deltas,
@@ -235,6 +236,16 @@ func (w *Writer) Edit(ctx context.Context, cur *Head) *Edit {
 	}
 	e.garbage = w.purge(ctx, cur.h.Garbage)
 	return e
+}
+
+// cloneWithRoom is s.Clone() with room for one more message: an edit
+// appends at least one, and a copy of exactly the tail's length would be
+// copied again by that append.
+func cloneWithRoom(s *fold.State) *fold.State {
+	c := s.Clone0()
+	c.Messages = make([]events.Message, len(s.Messages), len(s.Messages)+1)
+	copy(c.Messages, s.Messages)
+	return c
 }
 
 // Written counts the bytes a [Writer] wrote to KV since it was made
