@@ -196,21 +196,34 @@ type head struct {
 // message by appendMessage, concatenated (as Edit.tailEnc keeps it), so
 // that a step does not encode its tail again.
 func encodeHead(h *head, tail []byte) ([]byte, error) {
-	st := *h.State
-	st.Messages = nil
-	w := *h
-	w.State = &st
-	w.Tail = append(events.AppendArrayHeader(make([]byte, 0, len(tail)+5), len(h.State.Messages)), tail...)
+	st := h.State
+	if st.Messages != nil {
+		c := *st
+		c.Messages = nil
+		st = &c
+	}
+	var hdr [5]byte
+	arr := events.AppendArrayHeader(hdr[:0], len(h.State.Messages))
 	// msgpack.Marshal with a buffer sized for the tail up front: growing
 	// from empty copied the tail several times.
-	buf := bytes.NewBuffer(make([]byte, 0, len(w.Tail)+headSlack+24*len(h.Chunks)))
+	buf := bytes.NewBuffer(make([]byte, 0, len(arr)+len(tail)+headSlack+24*len(h.Chunks)))
 	enc := msgpack.GetEncoder()
 	defer msgpack.PutEncoder(enc)
 	enc.Reset(buf)
 	// Integers in their shortest form: a head lists a chunk reference per
 	// delta, whose sequences are uint64 (9 bytes each otherwise).
 	enc.UseCompactInts(true)
-	if err := writeHead(enc, &w); err != nil {
+	// The tail is a bin value holding the array header and the encoded
+	// messages, written as EncodeBytes writes one, from its two parts.
+	writeTail := func() error {
+		if err := enc.EncodeBytesLen(len(arr) + len(tail)); err != nil {
+			return err
+		}
+		buf.Write(arr)
+		buf.Write(tail)
+		return nil
+	}
+	if err := writeHeadParts(enc, h, st, writeTail); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil

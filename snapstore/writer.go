@@ -210,7 +210,7 @@ func (w *Writer) Edit(ctx context.Context, cur *Head) *Edit {
 		tenant: s.Tenant, thread: s.Thread,
 		s:        cloneWithRoom(s),
 		gen:      cur.h.Gen,
-		chunks:   append([]ChunkRef(nil), cur.h.Chunks...),
+		chunks:   append(make([]ChunkRef, 0, len(cur.h.Chunks)+1), cur.h.Chunks...), // room for the step's delta
 		known:    cur.deltas,
 		deltaRev: cur.h.DeltaRev,
 		fetch: func(ctx context.Context, key string) ([]byte, error) {
@@ -335,15 +335,16 @@ func (w *Writer) Commit(ctx context.Context, cur *Head, e *Edit) (Commit, error)
 	if err != nil {
 		return Commit{}, fmt.Errorf("snapstore: encode head of %s/%s: %w", e.tenant, e.thread, err)
 	}
+	hk := HeadKey(e.tenant, e.thread)
 	if !nh.State.Erased {
-		if data, err = w.seal.seal(ctx, e.tenant, e.thread, HeadKey(e.tenant, e.thread), data); err != nil {
+		if data, err = w.seal.seal(ctx, e.tenant, e.thread, hk, data); err != nil {
 			return Commit{}, fmt.Errorf("snapstore: seal head of %s/%s: %w", e.tenant, e.thread, err)
 		}
 	}
 	if mp := w.js.Conn().MaxPayload(); mp > 0 && int64(len(data)) > mp-1024 {
 		return Commit{}, fmt.Errorf("snapstore: head of %s/%s is %d bytes, over the server's max payload %d (state, metadata or rejections too large)", e.tenant, e.thread, len(data), mp)
 	}
-	rev, err := w.cas(ctx, w.snaps, HeadKey(e.tenant, e.thread), data, cur.rev)
+	rev, err := w.cas(ctx, w.snaps, hk, data, cur.rev)
 	if errors.Is(err, ErrConflict) {
 		return Commit{}, err
 	}
