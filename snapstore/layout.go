@@ -311,7 +311,7 @@ type Edit struct {
 	// known holds the values (plain, as created) of deltas the head the
 	// edit started from names, by First, when the writer still has them
 	// (a head it wrote itself): a cut joins them without reading KV.
-	known map[int][]byte
+	known deltaValues
 	// deltaRev is the head's DeltaRev while its first delta stays.
 	deltaRev uint64
 	// fetch reads a chunk's bytes (for merging open chunks and for
@@ -562,7 +562,7 @@ func (w *Edit) joinDeltas(ctx context.Context, d int) error {
 		key := DeltaKey(w.tenant, w.thread, w.gen, start, c.First, c.Count)
 		data := w.createdData(c)
 		if data == nil {
-			data = w.known[c.First]
+			data = w.known.get(c.First)
 		}
 		if data == nil {
 			var err error
@@ -740,7 +740,7 @@ func (w *Edit) LoadFrom(ctx context.Context, from int) (int, error) {
 		key := keys[i]
 		data := w.createdData(c)
 		if data == nil && c.Level == LevelDelta {
-			data = w.known[c.First]
+			data = w.known.get(c.First)
 		}
 		if data == nil {
 			var err error

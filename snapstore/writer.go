@@ -104,7 +104,7 @@ type Head struct {
 	// deltas holds the plain values of the head's deltas this writer
 	// created, by First (nil for a head read from KV): a later cut joins
 	// them without reading them back. Never modified once shared.
-	deltas map[int][]byte
+	deltas deltaValues
 	rev    uint64 // KV revision of the head, 0 if there is none yet
 	// sweep is true when the next commit from this head lists the thread's
 	// chunk keys (Writer.sweep): for a head read from KV (ReadHead,
@@ -141,7 +141,7 @@ func (c *Head) Cost() int {
 		n += s
 	}
 	for _, d := range c.deltas {
-		n += 64 + cap(d)
+		n += 64 + cap(d.data)
 	}
 	return n
 }
@@ -238,6 +238,38 @@ func (w *Writer) Edit(ctx context.Context, cur *Head) *Edit {
 	return e
 }
 
+// deltaValue is the plain value of a delta a writer created, by the index
+// (First) of its first message.
+type deltaValue struct {
+	first int
+	data  []byte
+}
+
+// deltaValues are the values of a head's deltas its writer still has: a
+// run of deltas is short (the tail's bytes in steps), so a slice scanned
+// by get costs less than a map rebuilt on every commit.
+type deltaValues []deltaValue
+
+// get returns the value of the delta whose first message is first, or nil
+// when it is not held.
+func (d deltaValues) get(first int) []byte {
+	for _, v := range d {
+		if v.first == first {
+			return v.data
+		}
+	}
+	return nil
+}
+
+// trailingDeltas is the number of deltas at the end of refs (the run).
+func trailingDeltas(refs []ChunkRef) int {
+	n := 0
+	for i := len(refs) - 1; i >= 0 && refs[i].Level == LevelDelta; i-- {
+		n++
+	}
+	return n
+}
+
 // cloneWithRoom is s.Clone() with room for one more message: an edit
 // appends at least one, and a copy of exactly the tail's length would be
 // copied again by that append.
@@ -313,11 +345,11 @@ func (w *Writer) Commit(ctx context.Context, cur *Head, e *Edit) (Commit, error)
 	}
 	// The deltas the new head names: the first one's revision (for a
 	// reader's batched get) and their values, kept for the next cut.
-	deltaRev, deltas := uint64(0), map[int][]byte(nil)
+	deltaRev, deltas := uint64(0), deltaValues(nil)
 	for i := len(e.chunks) - 1; i >= 0 && e.chunks[i].Level == LevelDelta; i-- {
 		c := e.chunks[i]
 		deltaRev = e.deltaRev // the run's first delta came with the head
-		data := e.known[c.First]
+		data := e.known.get(c.First)
 		for j, n := range e.created {
 			if n.ref.First == c.First && n.ref.Count == c.Count {
 				data, deltaRev = n.data, revs[j]
@@ -325,9 +357,9 @@ func (w *Writer) Commit(ctx context.Context, cur *Head, e *Edit) (Commit, error)
 		}
 		if data != nil {
 			if deltas == nil {
-				deltas = map[int][]byte{}
+				deltas = make(deltaValues, 0, trailingDeltas(e.chunks))
 			}
-			deltas[c.First] = data
+			deltas = append(deltas, deltaValue{first: c.First, data: data})
 		}
 	}
 	nh := &head{Format: headFormat, Gen: e.gen, State: e.s, Chunks: e.chunks, Garbage: e.garbage, DeltaRev: deltaRev}
