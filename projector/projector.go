@@ -73,6 +73,7 @@ type Projector struct {
 // processes it at a time (running).
 type threadState struct {
 	tenant, thread, subject string
+	k                       string // key()
 	msgs                    []delivery
 	running                 bool
 	// rebuild: the thread's head or one of its chunks could not be read;
@@ -97,7 +98,9 @@ type delivery struct {
 	size    int // bytes counted in Projector.held
 }
 
-func (t *threadState) key() string { return t.tenant + "." + t.thread }
+// key is the thread's key in Projector.threads and the head cache,
+// "<tenant>.<thread>", built once by dispatch.
+func (t *threadState) key() string { return t.k }
 
 // newDelivery is msg held as a trigger, with its metadata md (nil if it
 // did not parse), counted at the heap it keeps (triggerCost).
@@ -387,7 +390,7 @@ func (p *Projector) dispatch(msg jetstream.Msg, work chan<- *threadState) {
 	p.mu.Lock()
 	ts := p.threads[key]
 	if ts == nil {
-		ts = &threadState{tenant: tenant, thread: thread, subject: msg.Subject()}
+		ts = &threadState{tenant: tenant, thread: thread, subject: msg.Subject(), k: key}
 		p.threads[key] = ts
 	}
 	ts.msgs = append(ts.msgs, d)
