@@ -622,6 +622,7 @@ func (w *Edit) pruneGarbage() {
 // doc), so that the head carries no messages.
 func (w *Edit) closeStep() {
 	if len(w.s.Messages) == 0 {
+		w.s.Messages = nil // the clone's room for a message (cloneWithRoom)
 		return
 	}
 	w.addChunk(w.s.Messages, w.tailEnc, LevelDelta)
