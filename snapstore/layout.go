@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -95,7 +96,9 @@ func rangeKey(tenant, thread, kind string, gen uint64, run, first, count int) st
 	b = strconv.AppendInt(b, int64(first), 10)
 	b = append(b, '.')
 	b = strconv.AppendInt(b, int64(count), 10)
-	return string(b)
+	// b is never written again: the string takes its bytes without a
+	// copy (as strings.Builder's String does).
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // RefKeys returns the key of each of refs, a head's chunk list in order:
