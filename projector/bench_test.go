@@ -380,6 +380,37 @@ func BenchmarkLag(b *testing.B) {
 	}
 }
 
+// BenchmarkStep appends one 512-byte user message at a time over 200
+// threads, as client/ writes them (with the version expected), and waits
+// until it is projected: one event per step, the steady state of a
+// projector that keeps up. Its allocs/op and B/op are the process's
+// (publisher, server and projector) per projected event, without the
+// variation of BenchmarkLag's, whose events per step follow the lag.
+//
+//	go test ./projector -run '^$' -bench 'BenchmarkStep$' -benchtime 3000x -benchmem
+func BenchmarkStep(b *testing.B) {
+	e := newEnv(b)
+	watch := newApplyWatch()
+	e.start(b, projector.Config{OnApply: watch.onApply})
+	const threads = 200
+	c := &clock{t: time.Unix(1700000000, 0)}
+	var created []events.Event
+	for i := 0; i < threads; i++ {
+		created = append(created, c.ev("step", fmt.Sprintf("t%d", i), events.ThreadCreated{}))
+	}
+	last := e.publishAsync(b, created)
+	watch.wait(b, fmt.Sprintf("t%d", threads-1), last[threads-1])
+	e.waitConsumerIdle(b, "convlog-projector")
+	i := 0
+	for b.Loop() {
+		k := i % threads
+		ev := c.ev("step", fmt.Sprintf("t%d", k), events.UserMessage{Content: content512(i)})
+		last[k] = e.publishAfter(b, ev, last[k])
+		watch.wait(b, ev.Thread, last[k])
+		i++
+	}
+}
+
 // cpuTime is the CPU time (user + system) this process used so far: the
 // server runs in the process too, so it counts the work of both sides,
 // which stays meaningful when other processes compete for the CPU.

@@ -294,7 +294,11 @@ func (p *Projector) fold(ctx context.Context, w *snapstore.Edit, ev rawEvent) (A
 	if oerr != nil {
 		return a, oerr
 	}
-	e, derr := events.Unmarshal(data)
+	// The decoded strings share data's memory (no copy per string): data
+	// is a buffer of its own that nothing modifies, the message bytes
+	// nats.go copied for the trigger or the direct get, or the opened
+	// event threadkey returned.
+	e, derr := events.UnmarshalNoCopy(data)
 	a.Type, a.EventID = e.Type, e.ID
 	if e.Type == events.TypeRedacted {
 		// The thread's key was rotated: read the new record now.
@@ -325,15 +329,25 @@ func (p *Projector) fold(ctx context.Context, w *snapstore.Edit, ev rawEvent) (A
 			err = p.reader.ApplyFork(ctx, s, st)
 		}
 	}
-	var rej *fold.RejectionError
-	switch {
-	case err == nil:
-	case errors.As(err, &rej):
-		a.Code = rej.Code
-	default:
-		return a, err
+	if err != nil {
+		code, ok := rejection(err)
+		if !ok {
+			return a, err
+		}
+		a.Code = code
 	}
 	return a, w.Settle(ctx, before)
+}
+
+// rejection returns the code of the fold.RejectionError in err's chain.
+// A function of its own so that the error target escapes to the heap only
+// for an event that failed, not for every event folded.
+func rejection(err error) (fold.Code, bool) {
+	var rej *fold.RejectionError
+	if errors.As(err, &rej) {
+		return rej.Code, true
+	}
+	return "", false
 }
 
 // applyWithHistory applies an event that needs messages older than the

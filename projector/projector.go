@@ -73,6 +73,7 @@ type Projector struct {
 // processes it at a time (running).
 type threadState struct {
 	tenant, thread, subject string
+	k                       string // key()
 	msgs                    []delivery
 	running                 bool
 	// rebuild: the thread's head or one of its chunks could not be read;
@@ -97,7 +98,9 @@ type delivery struct {
 	size    int // bytes counted in Projector.held
 }
 
-func (t *threadState) key() string { return t.tenant + "." + t.thread }
+// key is the thread's key in Projector.threads and the head cache,
+// "<tenant>.<thread>", built once by dispatch.
+func (t *threadState) key() string { return t.k }
 
 // newDelivery is msg held as a trigger, with its metadata md (nil if it
 // did not parse), counted at the heap it keeps (triggerCost).
@@ -387,7 +390,7 @@ func (p *Projector) dispatch(msg jetstream.Msg, work chan<- *threadState) {
 	p.mu.Lock()
 	ts := p.threads[key]
 	if ts == nil {
-		ts = &threadState{tenant: tenant, thread: thread, subject: msg.Subject()}
+		ts = &threadState{tenant: tenant, thread: thread, subject: msg.Subject(), k: key}
 		p.threads[key] = ts
 	}
 	ts.msgs = append(ts.msgs, d)
@@ -451,21 +454,17 @@ func (p *Projector) worker(ctx context.Context, work <-chan *threadState) {
 // sequence, then acks the triggers it covers.
 func (p *Projector) process(ctx context.Context, ts *threadState, ds []delivery) {
 	var target, behind uint64
-	msgs := make([]jetstream.Msg, len(ds))
-	seqs := make([]uint64, len(ds))
 	delivered := uint64(0)
 	triggers := make([]rawEvent, 0, len(ds))
-	for i, d := range ds {
-		msgs[i] = d.msg
+	for _, d := range ds {
 		md := d.md
 		if md == nil {
 			continue
 		}
-		seqs[i] = md.Sequence.Stream
-		target = max(target, seqs[i])
+		target = max(target, md.Sequence.Stream)
 		behind = md.NumPending
 		delivered = max(delivered, md.NumDelivered)
-		t := rawEvent{seq: seqs[i], time: md.Timestamp, data: d.msg.Data(), prev: d.prev, hasPrev: d.hasPrev}
+		t := rawEvent{seq: md.Sequence.Stream, time: md.Timestamp, data: d.msg.Data(), prev: d.prev, hasPrev: d.hasPrev}
 		if h := d.msg.Headers(); h != nil && h.Get(jetstream.ExpectedLastSubjSeqSubjHeader) == "" {
 			if v := h.Get(jetstream.ExpectedLastSubjSeqHeader); v != "" {
 				if prev, err := strconv.ParseUint(v, 10, 64); err == nil {
@@ -478,28 +477,28 @@ func (p *Projector) process(ctx context.Context, ts *threadState, ds []delivery)
 	slices.SortFunc(triggers, func(a, b rawEvent) int { return cmp.Compare(a.seq, b.seq) })
 	triggers = slices.CompactFunc(triggers, func(a, b rawEvent) bool { return a.seq == b.seq })
 	if ctx.Err() != nil {
-		nakAll(msgs, 0)
+		nakAll(ds, 0)
 		return
 	}
 	ts.redelivered = delivered > 1
 	version, err := p.project(ctx, ts, behind, triggers)
 	if err != nil {
 		if ctx.Err() != nil {
-			nakAll(msgs, 0)
+			nakAll(ds, 0)
 			return
 		}
 		delay := min(time.Duration(1<<min(delivered, 6))*50*time.Millisecond, 5*time.Second)
 		p.log.Error("projector: projection failed; will retry", "tenant", ts.tenant, "thread", ts.thread, "seq", target, "err", err, "retry_in", delay)
 		p.report(Failure{Tenant: ts.tenant, Thread: ts.thread, Seq: target, Reason: FailureStep, Err: err})
-		nakAll(msgs, delay)
+		nakAll(ds, delay)
 		return
 	}
-	var late []jetstream.Msg
-	for i, m := range msgs {
-		if seqs[i] <= version {
-			_ = m.Ack()
+	var late []delivery
+	for _, d := range ds {
+		if d.seq() <= version {
+			_ = d.msg.Ack()
 		} else {
-			late = append(late, m)
+			late = append(late, d)
 		}
 	}
 	if len(late) == 0 {
@@ -511,13 +510,22 @@ func (p *Projector) process(ctx context.Context, ts *threadState, ds []delivery)
 	// has whatever is there, and the next event of the thread triggers a
 	// projection again.
 	if delivered >= 5 {
-		for _, m := range late {
-			p.log.Warn("projector: trigger not readable after retries; acked", "tenant", ts.tenant, "thread", ts.thread, "seq", seqOf(m), "version", version)
-			_ = m.Ack()
+		for _, d := range late {
+			p.log.Warn("projector: trigger not readable after retries; acked", "tenant", ts.tenant, "thread", ts.thread, "seq", seqOf(d.msg), "version", version)
+			_ = d.msg.Ack()
 		}
 		return
 	}
 	nakAll(late, time.Duration(delivered+1)*100*time.Millisecond)
+}
+
+// seq is the stream sequence of the trigger, 0 when its metadata did not
+// parse (such a trigger is acked with the others).
+func (d delivery) seq() uint64 {
+	if d.md == nil {
+		return 0
+	}
+	return d.md.Sequence.Stream
 }
 
 func seqOf(m jetstream.Msg) uint64 {
@@ -527,8 +535,9 @@ func seqOf(m jetstream.Msg) uint64 {
 	return 0
 }
 
-func nakAll(msgs []jetstream.Msg, delay time.Duration) {
-	for _, m := range msgs {
+func nakAll(ds []delivery, delay time.Duration) {
+	for _, d := range ds {
+		m := d.msg
 		if delay > 0 {
 			_ = m.NakWithDelay(delay)
 		} else {

@@ -17,6 +17,13 @@ import (
 // writeHead writes h, whose State has no messages (encodeHead moved them
 // to Tail).
 func writeHead(enc *msgpack.Encoder, h *head) error {
+	return writeHeadParts(enc, h, h.State, func() error { return enc.EncodeBytes(h.Tail) })
+}
+
+// writeHeadParts is writeHead with the state st written for h.State and
+// the tail written by writeTail, so that encodeHead copies neither the
+// head nor its state to drop the state's messages and set the tail.
+func writeHeadParts(enc *msgpack.Encoder, h *head, st *fold.State, writeTail func() error) error {
 	w := mapWriter{enc: enc}
 	n := 5
 	if len(h.Garbage) > 0 {
@@ -29,13 +36,13 @@ func writeHead(enc *msgpack.Encoder, h *head) error {
 	w.int("format", h.Format)
 	w.uint("gen", h.Gen)
 	w.key("state")
-	if h.State == nil {
+	if st == nil {
 		w.do(enc.EncodeNil())
 	} else {
-		writeState(&w, h.State)
+		writeState(&w, st)
 	}
 	w.key("tail")
-	w.do(enc.EncodeBytes(h.Tail))
+	w.do(writeTail())
 	w.value("chunks", &h.Chunks)
 	if len(h.Garbage) > 0 {
 		w.value("garbage", &h.Garbage)

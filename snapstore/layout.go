@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -95,7 +96,9 @@ func rangeKey(tenant, thread, kind string, gen uint64, run, first, count int) st
 	b = strconv.AppendInt(b, int64(first), 10)
 	b = append(b, '.')
 	b = strconv.AppendInt(b, int64(count), 10)
-	return string(b)
+	// b is never written again: the string takes its bytes without a
+	// copy (as strings.Builder's String does).
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // RefKeys returns the key of each of refs, a head's chunk list in order:
@@ -196,21 +199,34 @@ type head struct {
 // message by appendMessage, concatenated (as Edit.tailEnc keeps it), so
 // that a step does not encode its tail again.
 func encodeHead(h *head, tail []byte) ([]byte, error) {
-	st := *h.State
-	st.Messages = nil
-	w := *h
-	w.State = &st
-	w.Tail = append(events.AppendArrayHeader(make([]byte, 0, len(tail)+5), len(h.State.Messages)), tail...)
+	st := h.State
+	if st.Messages != nil {
+		c := *st
+		c.Messages = nil
+		st = &c
+	}
+	var hdr [5]byte
+	arr := events.AppendArrayHeader(hdr[:0], len(h.State.Messages))
 	// msgpack.Marshal with a buffer sized for the tail up front: growing
 	// from empty copied the tail several times.
-	buf := bytes.NewBuffer(make([]byte, 0, len(w.Tail)+headSlack+24*len(h.Chunks)))
+	buf := bytes.NewBuffer(make([]byte, 0, len(arr)+len(tail)+headSlack+24*len(h.Chunks)))
 	enc := msgpack.GetEncoder()
 	defer msgpack.PutEncoder(enc)
 	enc.Reset(buf)
 	// Integers in their shortest form: a head lists a chunk reference per
 	// delta, whose sequences are uint64 (9 bytes each otherwise).
 	enc.UseCompactInts(true)
-	if err := writeHead(enc, &w); err != nil {
+	// The tail is a bin value holding the array header and the encoded
+	// messages, written as EncodeBytes writes one, from its two parts.
+	writeTail := func() error {
+		if err := enc.EncodeBytesLen(len(arr) + len(tail)); err != nil {
+			return err
+		}
+		buf.Write(arr)
+		buf.Write(tail)
+		return nil
+	}
+	if err := writeHeadParts(enc, h, st, writeTail); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
@@ -298,7 +314,7 @@ type Edit struct {
 	// known holds the values (plain, as created) of deltas the head the
 	// edit started from names, by First, when the writer still has them
 	// (a head it wrote itself): a cut joins them without reading KV.
-	known map[int][]byte
+	known deltaValues
 	// deltaRev is the head's DeltaRev while its first delta stays.
 	deltaRev uint64
 	// fetch reads a chunk's bytes (for merging open chunks and for
@@ -356,6 +372,14 @@ func (w *Edit) Settle(ctx context.Context, before Mark) error {
 
 // encodeTail encodes the tail messages from index i on onto tailEnc.
 func (w *Edit) encodeTail(i int) {
+	// tailEnc is shared with the head the edit started from (its capacity
+	// cut to its length), so the first append copies it: grow it once to
+	// about what the new messages take, not once per field.
+	n := 0
+	for j := i; j < len(w.s.Messages); j++ {
+		n += encodedSizeHint(&w.s.Messages[j])
+	}
+	w.tailEnc = slices.Grow(w.tailEnc, n)
 	for ; i < len(w.s.Messages); i++ {
 		n := len(w.tailEnc)
 		w.tailEnc = events.AppendMessage(w.tailEnc, &w.s.Messages[i])
@@ -363,6 +387,24 @@ func (w *Edit) encodeTail(i int) {
 		w.tailSizes = append(w.tailSizes, sz)
 		w.tailBytes += sz
 	}
+}
+
+// encodedSizeHint is about the size of m as events.AppendMessage encodes
+// it, in bytes: its strings, plus room for the field names, lengths and
+// numbers. It only sizes a buffer; the bytes written do not depend on it.
+func encodedSizeHint(m *events.Message) int {
+	n := 128 + len(m.Content.Text) + len(m.Name) + len(m.Reasoning) + len(m.ToolCallID) + len(m.Agent) +
+		len(m.Model) + len(m.Metadata) + len(m.EventID)
+	for _, p := range m.Content.Parts {
+		n += 64 + len(p.Text) + len(p.URL) + len(p.Data) + len(p.MediaType) + len(p.Detail) + len(p.FileID) + len(p.Filename)
+	}
+	for _, c := range m.ToolCalls {
+		n += 32 + len(c.ID) + len(c.Name) + len(c.Arguments)
+	}
+	if m.Usage != nil {
+		n += 96
+	}
+	return n
 }
 
 func (w *Edit) resetTail() {
@@ -523,7 +565,7 @@ func (w *Edit) joinDeltas(ctx context.Context, d int) error {
 		key := DeltaKey(w.tenant, w.thread, w.gen, start, c.First, c.Count)
 		data := w.createdData(c)
 		if data == nil {
-			data = w.known[c.First]
+			data = w.known.get(c.First)
 		}
 		if data == nil {
 			var err error
@@ -583,6 +625,7 @@ func (w *Edit) pruneGarbage() {
 // doc), so that the head carries no messages.
 func (w *Edit) closeStep() {
 	if len(w.s.Messages) == 0 {
+		w.s.Messages = nil // the clone's room for a message (cloneWithRoom)
 		return
 	}
 	w.addChunk(w.s.Messages, w.tailEnc, LevelDelta)
@@ -701,7 +744,7 @@ func (w *Edit) LoadFrom(ctx context.Context, from int) (int, error) {
 		key := keys[i]
 		data := w.createdData(c)
 		if data == nil && c.Level == LevelDelta {
-			data = w.known[c.First]
+			data = w.known.get(c.First)
 		}
 		if data == nil {
 			var err error

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/convlog/convlog/events"
 	"github.com/convlog/convlog/fold"
 )
 
@@ -103,7 +104,7 @@ type Head struct {
 	// deltas holds the plain values of the head's deltas this writer
 	// created, by First (nil for a head read from KV): a later cut joins
 	// them without reading them back. Never modified once shared.
-	deltas map[int][]byte
+	deltas deltaValues
 	rev    uint64 // KV revision of the head, 0 if there is none yet
 	// sweep is true when the next commit from this head lists the thread's
 	// chunk keys (Writer.sweep): for a head read from KV (ReadHead,
@@ -140,7 +141,7 @@ func (c *Head) Cost() int {
 		n += s
 	}
 	for _, d := range c.deltas {
-		n += 64 + cap(d)
+		n += 64 + cap(d.data)
 	}
 	return n
 }
@@ -207,9 +208,9 @@ func (w *Writer) Edit(ctx context.Context, cur *Head) *Edit {
 	e := &Edit{
 		cfg:    layoutConfig{chunkBytes: w.cfg.ChunkBytes, tailBytes: w.cfg.TailBytes},
 		tenant: s.Tenant, thread: s.Thread,
-		s:        s.Clone(),
+		s:        cloneWithRoom(s),
 		gen:      cur.h.Gen,
-		chunks:   append([]ChunkRef(nil), cur.h.Chunks...),
+		chunks:   append(make([]ChunkRef, 0, len(cur.h.Chunks)+1), cur.h.Chunks...), // room for the step's delta
 		known:    cur.deltas,
 		deltaRev: cur.h.DeltaRev,
 		fetch: func(ctx context.Context, key string) ([]byte, error) {
@@ -235,6 +236,48 @@ func (w *Writer) Edit(ctx context.Context, cur *Head) *Edit {
 	}
 	e.garbage = w.purge(ctx, cur.h.Garbage)
 	return e
+}
+
+// deltaValue is the plain value of a delta a writer created, by the index
+// (First) of its first message.
+type deltaValue struct {
+	first int
+	data  []byte
+}
+
+// deltaValues are the values of a head's deltas its writer still has: a
+// run of deltas is short (the tail's bytes in steps), so a slice scanned
+// by get costs less than a map rebuilt on every commit.
+type deltaValues []deltaValue
+
+// get returns the value of the delta whose first message is first, or nil
+// when it is not held.
+func (d deltaValues) get(first int) []byte {
+	for _, v := range d {
+		if v.first == first {
+			return v.data
+		}
+	}
+	return nil
+}
+
+// trailingDeltas is the number of deltas at the end of refs (the run).
+func trailingDeltas(refs []ChunkRef) int {
+	n := 0
+	for i := len(refs) - 1; i >= 0 && refs[i].Level == LevelDelta; i-- {
+		n++
+	}
+	return n
+}
+
+// cloneWithRoom is s.Clone() with room for one more message: an edit
+// appends at least one, and a copy of exactly the tail's length would be
+// copied again by that append.
+func cloneWithRoom(s *fold.State) *fold.State {
+	c := s.Clone0()
+	c.Messages = make([]events.Message, len(s.Messages), len(s.Messages)+1)
+	copy(c.Messages, s.Messages)
+	return c
 }
 
 // Written counts the bytes a [Writer] wrote to KV since it was made
@@ -302,11 +345,11 @@ func (w *Writer) Commit(ctx context.Context, cur *Head, e *Edit) (Commit, error)
 	}
 	// The deltas the new head names: the first one's revision (for a
 	// reader's batched get) and their values, kept for the next cut.
-	deltaRev, deltas := uint64(0), map[int][]byte(nil)
+	deltaRev, deltas := uint64(0), deltaValues(nil)
 	for i := len(e.chunks) - 1; i >= 0 && e.chunks[i].Level == LevelDelta; i-- {
 		c := e.chunks[i]
 		deltaRev = e.deltaRev // the run's first delta came with the head
-		data := e.known[c.First]
+		data := e.known.get(c.First)
 		for j, n := range e.created {
 			if n.ref.First == c.First && n.ref.Count == c.Count {
 				data, deltaRev = n.data, revs[j]
@@ -314,9 +357,9 @@ func (w *Writer) Commit(ctx context.Context, cur *Head, e *Edit) (Commit, error)
 		}
 		if data != nil {
 			if deltas == nil {
-				deltas = map[int][]byte{}
+				deltas = make(deltaValues, 0, trailingDeltas(e.chunks))
 			}
-			deltas[c.First] = data
+			deltas = append(deltas, deltaValue{first: c.First, data: data})
 		}
 	}
 	nh := &head{Format: headFormat, Gen: e.gen, State: e.s, Chunks: e.chunks, Garbage: e.garbage, DeltaRev: deltaRev}
@@ -324,15 +367,16 @@ func (w *Writer) Commit(ctx context.Context, cur *Head, e *Edit) (Commit, error)
 	if err != nil {
 		return Commit{}, fmt.Errorf("snapstore: encode head of %s/%s: %w", e.tenant, e.thread, err)
 	}
+	hk := HeadKey(e.tenant, e.thread)
 	if !nh.State.Erased {
-		if data, err = w.seal.seal(ctx, e.tenant, e.thread, HeadKey(e.tenant, e.thread), data); err != nil {
+		if data, err = w.seal.seal(ctx, e.tenant, e.thread, hk, data); err != nil {
 			return Commit{}, fmt.Errorf("snapstore: seal head of %s/%s: %w", e.tenant, e.thread, err)
 		}
 	}
 	if mp := w.js.Conn().MaxPayload(); mp > 0 && int64(len(data)) > mp-1024 {
 		return Commit{}, fmt.Errorf("snapstore: head of %s/%s is %d bytes, over the server's max payload %d (state, metadata or rejections too large)", e.tenant, e.thread, len(data), mp)
 	}
-	rev, err := w.cas(ctx, w.snaps, HeadKey(e.tenant, e.thread), data, cur.rev)
+	rev, err := w.cas(ctx, w.snaps, hk, data, cur.rev)
 	if errors.Is(err, ErrConflict) {
 		return Commit{}, err
 	}
@@ -378,6 +422,9 @@ func (w *Writer) writeChunks(ctx context.Context, e *Edit) ([]uint64, error) {
 		}
 	}
 	for _, idx := range [][]int{chunks, deltas} {
+		if len(idx) == 0 {
+			continue // no closure to build: most steps write one delta
+		}
 		err := forEach(ctx, len(idx), 4, func(ctx context.Context, k int) error {
 			i := idx[k]
 			c := e.created[i]
@@ -484,6 +531,9 @@ func (w *Writer) cas(ctx context.Context, kv jetstream.KeyValue, key string, dat
 // purge removes chunk keys and patterns from the snapshot bucket's stream
 // (no delete markers are left). It returns those it could not purge.
 func (w *Writer) purge(ctx context.Context, garbage []string) []string {
+	if len(garbage) == 0 {
+		return nil // most edits: nothing to purge, nothing to set up
+	}
 	var (
 		mu   sync.Mutex
 		left []string
