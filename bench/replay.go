@@ -10,13 +10,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/convlog/convlog/audit"
 	"github.com/convlog/convlog/events"
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/fold"
+	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/internal/provision"
 )
 
@@ -143,7 +142,7 @@ func RunReplay(ctx context.Context, e *Env, b *Baselines, lt *loadedThread, reps
 			return want, nil
 		}},
 		{replayConsumer, func() (int, error) {
-			n, err := readByOrderedConsumer(ctx, e.JS, provision.DefaultConfig().Stream, "conv."+tenant+"."+lt.id, lt.version)
+			n, err := natstest.ReadOrdered(ctx, e.JS, provision.DefaultConfig().Stream, "conv."+tenant+"."+lt.id, lt.version)
 			return n - 1, err
 		}},
 	}
@@ -315,35 +314,5 @@ func checkpointAll(ctx context.Context, e *Env, seq uint64, log func(string, ...
 		return fmt.Errorf("audit: no checkpoint covered sequence %d within 5 minutes", seq)
 	case <-ctx.Done():
 		return ctx.Err()
-	}
-}
-
-// readByOrderedConsumer reads subject up to upTo through an ordered
-// consumer (nats.go's, memory storage) and returns how many messages it
-// got; nothing is decoded.
-func readByOrderedConsumer(ctx context.Context, js jetstream.JetStream, stream, subject string, upTo uint64) (int, error) {
-	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
-	if err != nil {
-		return 0, err
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(1000))
-	if err != nil {
-		return 0, err
-	}
-	defer it.Stop()
-	n := 0
-	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			return n, err
-		}
-		n++
-		md, err := m.Metadata()
-		if err != nil {
-			return n, err
-		}
-		if md.Sequence.Stream >= upTo {
-			return n, nil
-		}
 	}
 }

@@ -65,7 +65,7 @@ func BenchmarkReplay(b *testing.B) {
 		}
 	}
 	consumer := func() {
-		got, err := readThroughConsumer(ctx, js, provision.DefaultConfig().Stream, subject, version)
+		got, err := natstest.ReadOrdered(ctx, js, provision.DefaultConfig().Stream, subject, version)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -103,35 +103,6 @@ func BenchmarkReplay(b *testing.B) {
 		b.ReportMetric(medianOf(replays), "replay-events/s")
 		b.ReportMetric(medianOf(reads), "consumer-events/s")
 	})
-}
-
-// readThroughConsumer reads subject up to upTo through an ordered
-// consumer and returns how many messages it got; nothing is decoded.
-func readThroughConsumer(ctx context.Context, js jetstream.JetStream, stream, subject string, upTo uint64) (int, error) {
-	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
-	if err != nil {
-		return 0, err
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(1000))
-	if err != nil {
-		return 0, err
-	}
-	defer it.Stop()
-	n := 0
-	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			return n, err
-		}
-		n++
-		md, err := m.Metadata()
-		if err != nil {
-			return n, err
-		}
-		if md.Sequence.Stream >= upTo {
-			return n, nil
-		}
-	}
 }
 
 func medianOf(x []float64) float64 {
