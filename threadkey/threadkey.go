@@ -241,19 +241,29 @@ func CheckNewRecord(rec []byte) error {
 // Key returns the KV key of tenant/thread's data key.
 func Key(tenant, thread string) string { return tenant + "." + thread }
 
+// fresh returns the cached key of the thread name read less than maxAge
+// ago (the last key taken first, then the cache), or nil.
+func (k *Keys) fresh(name threadName, maxAge time.Duration) *threadKey {
+	if k.cache == nil || maxAge <= 0 {
+		return nil
+	}
+	if l := k.last.Load(); l != nil && l.name == name && time.Since(l.tk.fetched) < maxAge {
+		return l.tk
+	}
+	if tk, ok := k.cache.Get(name); ok && time.Since(tk.fetched) < maxAge {
+		return tk
+	}
+	return nil
+}
+
 // get returns the thread's key, creating it when create is set and there
 // is none. A cached record is used when it was read less than maxAge ago
 // (0: read it again in any case). Errors: [ErrNoKey] (not create), or
 // NATS errors.
 func (k *Keys) get(ctx context.Context, tenant, thread string, create bool, maxAge time.Duration) (*threadKey, error) {
 	cached := threadName{tenant, thread}
-	if k.cache != nil && maxAge > 0 {
-		if l := k.last.Load(); l != nil && l.name == cached && time.Since(l.tk.fetched) < maxAge {
-			return l.tk, nil
-		}
-		if tk, ok := k.cache.Get(cached); ok && time.Since(tk.fetched) < maxAge {
-			return tk, nil
-		}
+	if tk := k.fresh(cached, maxAge); tk != nil {
+		return tk, nil
 	}
 	// The names may alias an event's bytes (events.LocatePayloadNoCopy):
 	// the cache keeps copies.
@@ -624,31 +634,9 @@ func openEventID(tk *threadKey, data []byte, pm events.PayloadMember, u [16]byte
 		scratch = out[len(data):len(data)]
 	}
 	ad := appendAD(scratch, label, env)
-	nonce := ad[len(ad):]
-	var g cipher.AEAD
-	var ct []byte
-	switch {
-	case v[0] == formatV1:
-		ek := e.key
-		if use != nil {
-			ek = eventKey(use, env.ID)
-		}
-		g, nonce, ct = newAEAD(ek), v[1+idLen:1+idLen+nonceLen], v[1+idLen+nonceLen:]
-	case use != nil:
-		// XChaCha20-Poly1305 under the root key; its nonce is the event
-		// id and the random tail.
-		nonce = append(append(nonce, u[:]...), v[1+idLen:1+idLen+tailLen]...)
-		g, ct = use.events, v[1+idLen+tailLen:]
-	default:
-		// The event's own key from the table: ChaCha20-Poly1305 under it
-		// with the nonce 0^4 || tail, which is what XChaCha20-Poly1305
-		// does after deriving that key.
-		c, err := chacha20poly1305.New(e.key)
-		if err != nil {
-			return nil, fmt.Errorf("%w: event %s of %s/%s: table key of %d bytes", ErrCorrupt, env.ID, env.Tenant, env.Thread, len(e.key))
-		}
-		nonce = append(append(nonce, 0, 0, 0, 0), v[1+idLen:1+idLen+tailLen]...)
-		g, ct = c, v[1+idLen+tailLen:]
+	g, nonce, ct, err := eventAEAD(use, e, env, v, u, ad[len(ad):])
+	if err != nil {
+		return nil, err
 	}
 	if inPlace {
 		plain, err := g.Open(scratch[adn:adn], nonce, ct, ad)
@@ -667,11 +655,40 @@ func openEventID(tk *threadKey, data []byte, pm events.PayloadMember, u [16]byte
 	out = append(out, data[:pm.Start]...)
 	out = append(out, 0xa0|byte(len("payload")))
 	out = append(out, "payload"...)
-	out, err := g.Open(out, nonce, ct, ad)
+	out, err = g.Open(out, nonce, ct, ad)
 	if err != nil {
 		return nil, fmt.Errorf("%w: event %s of %s/%s", ErrCorrupt, env.ID, env.Tenant, env.Thread)
 	}
 	return append(out, data[pm.End:]...), nil
+}
+
+// eventAEAD returns the AEAD, nonce and ciphertext that open the sealed
+// payload v of env (u: the event id's bytes): format 1 under the event's
+// key (derived from use, or e's from the table), format 2 under use's
+// root key, or ChaCha20-Poly1305 under e's table key. A nonce it builds
+// is appended to buf. Errors: [ErrCorrupt] for a table key of the wrong
+// size.
+func eventAEAD(use *threadKey, e tableEntry, env events.Event, v []byte, u [16]byte, buf []byte) (g cipher.AEAD, nonce, ct []byte, err error) {
+	switch {
+	case v[0] == formatV1:
+		ek := e.key
+		if use != nil {
+			ek = eventKey(use, env.ID)
+		}
+		return newAEAD(ek), v[1+idLen : 1+idLen+nonceLen], v[1+idLen+nonceLen:], nil
+	case use != nil:
+		// XChaCha20-Poly1305 under the root key; its nonce is the event
+		// id and the random tail.
+		return use.events, append(append(buf, u[:]...), v[1+idLen:1+idLen+tailLen]...), v[1+idLen+tailLen:], nil
+	}
+	// The event's own key from the table: ChaCha20-Poly1305 under it
+	// with the nonce 0^4 || tail, which is what XChaCha20-Poly1305
+	// does after deriving that key.
+	c, err := chacha20poly1305.New(e.key)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%w: event %s of %s/%s: table key of %d bytes", ErrCorrupt, env.ID, env.Tenant, env.Thread, len(e.key))
+	}
+	return c, append(append(buf, 0, 0, 0, 0), v[1+idLen:1+idLen+tailLen]...), v[1+idLen+tailLen:], nil
 }
 
 // scratches pools OpenStoredInPlace's buffers (associated data, nonce,
