@@ -2,7 +2,6 @@ package threadkey_test
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,26 +68,11 @@ func BenchmarkOpenSnapshotVsKVGet(b *testing.B) {
 		}
 		inPlace = append(inPlace, float64(time.Since(start)))
 	}
-	ratio := func(x, y []float64) float64 {
-		r := make([]float64, len(x))
-		for i := range r {
-			r[i] = x[i] / y[i]
-		}
-		return med(r)
-	}
-	b.ReportMetric(ratio(opens, raw), "open/raw-get")
-	b.ReportMetric(ratio(inPlace, raw), "open-in-place/raw-get")
-	b.ReportMetric(ratio(gets, raw), "chunk-gets/raw-get")
-	b.ReportMetric(med(raw), "ns/raw-get")
-	b.ReportMetric(med(opens), "ns/open")
-	b.ReportMetric(med(inPlace), "ns/open-in-place")
-}
-
-func med(x []float64) float64 {
-	if len(x) == 0 {
-		return 0
-	}
-	x = slices.Clone(x)
-	slices.Sort(x)
-	return x[len(x)/2]
+	times := map[string][]float64{"raw": raw, "gets": gets, "opens": opens, "in-place": inPlace}
+	b.ReportMetric(threadkey.Ratio(times, "opens", "raw"), "open/raw-get")
+	b.ReportMetric(threadkey.Ratio(times, "in-place", "raw"), "open-in-place/raw-get")
+	b.ReportMetric(threadkey.Ratio(times, "gets", "raw"), "chunk-gets/raw-get")
+	b.ReportMetric(threadkey.Median(raw), "ns/raw-get")
+	b.ReportMetric(threadkey.Median(opens), "ns/open")
+	b.ReportMetric(threadkey.Median(inPlace), "ns/open-in-place")
 }

@@ -2,11 +2,10 @@ package threadkey_test
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/convlog/convlog/threadkey"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/chacha20poly1305"
 )
@@ -57,45 +56,20 @@ func BenchmarkOpenThroughKeys(b *testing.B) {
 		plain, ad, nonce := make([]byte, 410), make([]byte, 100), make([]byte, 24)
 		box := a.Seal(nil, nonce, plain, ad)
 		buf := make([]byte, 0, len(box))
-		ops := []struct {
-			name string
-			f    func()
-		}{
-			{"open", open}, {"seal", seal},
-			{"aead-open", func() {
+		ops := []threadkey.BenchOp{
+			threadkey.NewBenchOp("open", open), threadkey.NewBenchOp("seal", seal),
+			threadkey.NewBenchOp("aead-open", func() {
 				if _, err := a.Open(buf[:0], nonce, box, ad); err != nil {
 					b.Fatal(err)
 				}
-			}},
-			{"aead-seal", func() { _ = a.Seal(buf[:0], nonce, plain, ad) }},
+			}),
+			threadkey.NewBenchOp("aead-seal", func() { _ = a.Seal(buf[:0], nonce, plain, ad) }),
 		}
-		const block = 32
-		times := map[string][]float64{}
-		for b.Loop() {
-			for _, op := range ops {
-				start := time.Now()
-				for range block {
-					op.f()
-				}
-				times[op.name] = append(times[op.name], float64(time.Since(start).Nanoseconds())/block)
-			}
-		}
-		med := func(x []float64) float64 {
-			x = slices.Clone(x)
-			slices.Sort(x)
-			return x[len(x)/2]
-		}
-		ratio := func(x, y string) float64 {
-			r := make([]float64, len(times[x]))
-			for i := range r {
-				r[i] = times[x][i] / times[y][i]
-			}
-			return med(r)
-		}
-		b.ReportMetric(ratio("open", "aead-open"), "open/aead")
-		b.ReportMetric(ratio("seal", "aead-seal"), "seal/aead")
-		for _, op := range ops {
-			b.ReportMetric(med(times[op.name]), "ns/"+op.name)
+		times := threadkey.Interleave(b, ops)
+		b.ReportMetric(threadkey.Ratio(times, "open", "aead-open"), "open/aead")
+		b.ReportMetric(threadkey.Ratio(times, "seal", "aead-seal"), "seal/aead")
+		for _, name := range []string{"open", "seal", "aead-open", "aead-seal"} {
+			b.ReportMetric(threadkey.Median(times[name]), "ns/"+name)
 		}
 	})
 }
