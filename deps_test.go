@@ -43,6 +43,7 @@ const mod = "github.com/convlog/convlog/"
 //	agentd/internal/natsconn       client and below, the data directory's lock and the embedded server
 //	agentd/internal/tlsfiles       nothing of ours, no NATS: a CA and a certificate
 //	agentd/operator                internal/tenancy and below: operator mode's JWT directory
+//	internal/memtune               nothing of ours, no NATS: the collector's settings agentd serve runs under
 //	agentd/serve                   the parts above in one process (agentd serve); no test support
 //	agentd (the command)           everything above but test support
 //	test support                   natstest, clienttest, tenancytest, modeltest, checkpointertest, foldcases, the
@@ -175,17 +176,20 @@ func dependencyRules() []dependencyRule {
 		// Operator mode's directory: the operator's files and the tenant
 		// registry; the caller owns the connections. No client, no server.
 		{"agentd/operator", []string{"github.com/nats-io/nats-server"}, append([]string{"events", "threadkey", "internal/tenancy", "internal/datadir"}, leaves...)},
+		// The collector's settings agentd serve runs under (also applied by
+		// the bench): the standard library only.
+		{"internal/memtune", []string{"github.com/nats-io/"}, nil},
 		// agentd tls init's certificates: the standard library only.
 		{"agentd/internal/tlsfiles", []string{"github.com/nats-io/"}, nil},
 		// agentd serve: every part of a deployment in one process (the
 		// embedded server through natsconn), no test support.
 		{"agentd/serve", testSupport(), below("client", "projector", "audit", "agent", "schemas", "agentd/httpapi",
 			"agentd/chat", "agentd/worker", "agentd/retention", "agentd/webui", "agentd/internal/natsconn",
-			"internal/datadir", "internal/embedded")},
+			"internal/datadir", "internal/embedded", "internal/memtune")},
 		// The command wires everything (the embedded server included) but
 		// imports no test support.
 		{"agentd", testSupport(), below("client", "projector", "audit", "agent", "agentd", "schemas",
-			"internal/datadir", "internal/embedded", "internal/transcripts")},
+			"internal/datadir", "internal/embedded", "internal/memtune", "internal/transcripts")},
 		// The wire contract is JSON Schema files: nothing of ours, no NATS.
 		{"schemas", []string{"github.com/nats-io/"}, nil},
 		// The embedded server imports nats-server and nothing of ours.

@@ -81,6 +81,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.TokenDelay, "token-delay", 0, "offline model: pause between streamed tokens (demo pacing)")
 	fs.DurationVar(&c.AckWait, "worker-ack-wait", d.AckWait, "time before work held by a crashed worker is redelivered")
 	fs.Int64Var(&f.MemoryLimitMiB, "memory-limit-mib", 0, "soft memory limit of this process in MiB (runtime/debug.SetMemoryLimit); 0 = GOMEMLIMIT if set, else 90% of the cgroup's memory.max, else half the machine's memory; -1 = none")
+	fs.IntVar(&c.GCPercent, "gc-percent", 0, "the collector's target percentage (runtime/debug.SetGCPercent, GOGC); 0 = GOGC if set, else 400 under a soft memory limit; -1 = collect only near the soft memory limit")
 	fs.DurationVar(&c.Rebalance, "rebalance-interval", d.Rebalance, "with partitions on a cluster: how often the partitions' leaders are moved back to one node each after a node failure moved them (a leader step-down per move); 0 = never")
 	f.HTTPLimits.register(fs)
 	f.Audit.register(fs)

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"runtime"
 	"runtime/metrics"
 	"strconv"
@@ -14,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/memtune"
 	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/projector"
 	"github.com/convlog/convlog/snapstore"
@@ -106,6 +109,12 @@ type LagResults struct {
 	// Workers is the projector's Config.Workers in the run (its default;
 	// 0 in the results of runs before it was recorded, which ran 8).
 	Workers int
+	// GOGC and MemoryLimit are the bench process's collector settings
+	// during the section (memtune.Set's, as agentd serve runs; 0
+	// in the results of runs before they were recorded, which ran Go's
+	// defaults). MemoryLimit is in bytes.
+	GOGC        int
+	MemoryLimit int64
 }
 
 // workers is the projector's worker count in the run: 8 in the results of
@@ -121,8 +130,20 @@ func (l *LagResults) workers() int {
 // (paced async publishes of valid events, so the publisher is never the
 // bottleneck) while the projector runs, and reports the projection lag
 // each event saw (Config.OnApply: stream timestamp to head written).
+//
+// The section runs under agentd serve's collector settings
+// (memtune.Set with its defaults: a soft memory limit and GOGC
+// under it), since the projector's tail follows the collections of the
+// heap it shares with the embedded server; the previous settings are put
+// back when it returns.
 func RunLag(ctx context.Context, e *Env, p LagParams, log func(string, ...any)) (*LagResults, error) {
+	restore, err := memtune.Set(0, 0, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		return nil, err
+	}
+	defer restore()
 	res := &LagResults{Workers: projector.DefaultConfig().Workers}
+	res.GOGC, res.MemoryLimit = collectorSettings()
 	// Both kinds of publish at one rate before the next rate: a rate the
 	// projector cannot hold (5,000/s) leaves the machine busier for a while
 	// (garbage collection, the store compacting replaced heads), which
@@ -157,6 +178,14 @@ func RunLag(ctx context.Context, e *Env, p LagParams, log func(string, ...any)) 
 		res.Rows = append(res.Rows, rows...)
 	}
 	return res, nil
+}
+
+// collectorSettings reads this process's GOGC and soft memory limit in
+// bytes (runtime/metrics).
+func collectorSettings() (int, int64) {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}, {Name: "/gc/gomemlimit:bytes"}}
+	metrics.Read(s)
+	return int(s[0].Value.Uint64()), int64(s[1].Value.Uint64())
 }
 
 // lagSplit runs p.SplitRates, both kinds of publish, on a new deployment in

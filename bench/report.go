@@ -679,6 +679,10 @@ func lagSection(m *md, res *Results) {
 	m.p("from the event's stream timestamp to the moment the snapshot head holding it was written. PostgreSQL and")
 	m.p("Redis have no projection (a reader of them decodes and folds on every read), so there is no ratio here.")
 	m.p("Each row starts after a forced garbage collection, so that what ran before it is not collected during it.")
+	if l.GOGC != 0 {
+		m.p("The bench process runs the section under `agentd serve`'s collector settings (`memtune.Set`): GOGC %d", l.GOGC)
+		m.p("under a soft memory limit of %.1f GiB.", float64(l.MemoryLimit)/(1<<30))
+	}
 	m.p("")
 	m.p("Each rate is run twice, on threads of its own. **Conditional**: every event carries its thread's version in")
 	m.p("`Nats-Expected-Last-Subject-Sequence` (taken from the thread's previous publish ack), as `client.Append` and")

@@ -15,6 +15,7 @@ import (
 	"github.com/convlog/convlog/agentd/httpapi"
 	"github.com/convlog/convlog/agentd/internal/natsconn"
 	"github.com/convlog/convlog/client"
+	"github.com/convlog/convlog/internal/memtune"
 )
 
 // Run validates cfg, runs convlog until ctx ends or a part fails, then
@@ -23,7 +24,8 @@ import (
 // ended the run (nil when ctx ended it).
 //
 // Before it starts anything, Run sets the process's soft memory limit
-// (Config.MemoryLimit) and puts the previous one back when it returns.
+// (Config.MemoryLimit) and the collector's target percentage
+// (Config.GCPercent), and puts the previous ones back when it returns.
 //
 // Start order: NATS, provisioning, the projectors, the audit
 // checkpointers, the retention enforcer, the tenant service, the leader
@@ -43,7 +45,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	s := newServer(cfg)
-	defer setMemoryLimit(cfg.MemoryLimit, s.log)()
+	restore, err := memtune.Set(cfg.MemoryLimit, cfg.GCPercent, s.log)
+	if err != nil {
+		return err
+	}
+	defer restore()
 	// 1. NATS
 	s.cfg.NATS.OnStorage = s.onStorage
 	cn, err := s.cfg.NATS.Open(s.log, "agentd", natsconn.RoleServe)

@@ -75,9 +75,15 @@ type Config struct {
 	HTTP HTTPConfig
 	// MemoryLimit is the process's soft memory limit in bytes
 	// (runtime/debug.SetMemoryLimit), which Run sets for its life: 0
-	// chooses one ([MemoryLimit]: none when GOMEMLIMIT is set, else from
+	// chooses one (memtune.MemoryLimit: none when GOMEMLIMIT is set, else from
 	// the cgroup's limit or the machine's memory), negative sets none.
 	MemoryLimit int64
+	// GCPercent is the collector's target percentage
+	// (runtime/debug.SetGCPercent, GOGC), which Run sets for its life: 0
+	// chooses one (memtune.GCPercent: none when GOGC is set, else 400 under a
+	// soft memory limit), negative turns the collector off until the soft
+	// memory limit (Run fails when there is none).
+	GCPercent int
 }
 
 // HTTPConfig is the HTTP server of [Config].
@@ -162,6 +168,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Grace <= 0 {
 		errs = append(errs, fmt.Errorf("--grace must be > 0"))
+	}
+	if c.GCPercent < 0 && c.MemoryLimit < 0 {
+		errs = append(errs, fmt.Errorf("--gc-percent %d turns the collector off until the soft memory limit, and --memory-limit-mib -1 sets none", c.GCPercent))
 	}
 	if err := ValidateHTTPLimits(c.HTTP.Limits); err != nil {
 		errs = append(errs, err)

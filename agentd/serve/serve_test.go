@@ -31,11 +31,13 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	c.Workers = -1
 	c.HTTP.Addr = "0.0.0.0:8080"
 	c.HTTP.TLSCert = "cert.pem"
+	c.GCPercent, c.MemoryLimit = -1, -1
 	err := c.Validate()
 	require.Error(t, err)
 	for _, want := range []string{"--data-dir or --nats-url is required", "--replicas must be 1..5, got 0",
 		"--workers must be >= 0, got -1", "--grace must be > 0", "--http-tls-cert and --http-tls-key go together",
-		`--http-addr "0.0.0.0:8080" is not a loopback address and no API keys are set`} {
+		`--http-addr "0.0.0.0:8080" is not a loopback address and no API keys are set`,
+		"--gc-percent -1 turns the collector off until the soft memory limit, and --memory-limit-mib -1 sets none"} {
 		require.Contains(t, err.Error(), want)
 	}
 }

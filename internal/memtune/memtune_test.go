@@ -1,11 +1,11 @@
-package serve_test
+package memtune_test
 
 import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/convlog/convlog/agentd/serve"
+	"github.com/convlog/convlog/internal/memtune"
 )
 
 func TestMemoryLimitIsChosenFromTheFirstSourceThatGivesOne(t *testing.T) {
@@ -29,7 +29,31 @@ func TestMemoryLimitIsChosenFromTheFirstSourceThatGivesOne(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, source := serve.MemoryLimit(c.configured, c.env, []byte(c.cgroup), c.physical)
+			got, source := memtune.MemoryLimit(c.configured, c.env, []byte(c.cgroup), c.physical)
+			require.Equal(t, c.want, got)
+			require.Equal(t, c.source, source)
+		})
+	}
+}
+
+func TestGCPercentIsChosenFromTheFirstSourceThatGivesOne(t *testing.T) {
+	cases := []struct {
+		name       string
+		configured int
+		env        string
+		limited    bool
+		want       int
+		source     string
+	}{
+		{"a configured percentage wins over everything", 150, "50", true, 150, "configured"},
+		{"a negative configured percentage turns the collector off", -1, "50", true, -1, "off (configured)"},
+		{"GOGC in the environment is left to the runtime", 0, "50", true, 0, "GOGC"},
+		{"a soft memory limit raises the percentage", 0, "", true, 400, "soft memory limit"},
+		{"no soft memory limit leaves the runtime's", 0, "", false, 0, "no soft memory limit"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, source := memtune.GCPercent(c.configured, c.env, c.limited)
 			require.Equal(t, c.want, got)
 			require.Equal(t, c.source, source)
 		})

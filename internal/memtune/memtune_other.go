@@ -1,6 +1,6 @@
 //go:build !linux
 
-package serve
+package memtune
 
 // physicalMemory is the machine's memory in bytes: unknown (0) here, so
 // MemoryLimit sets a limit only when configured or from a cgroup.
