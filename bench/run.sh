@@ -12,6 +12,11 @@
 # Other flags are passed to the bench (see `go run -C bench . -h`; bench/ is
 # a Go module of its own).
 #
+# BENCH_BIN=path runs that bench binary instead of this tree's bench (one
+# built from another commit with `go build -o path .` in its bench/), with
+# the same PostgreSQL, Redis and nats-server: an alternated comparison of
+# two trees runs run.sh once per tree, each with its own binary.
+#
 # PostgreSQL and Redis come from Debian's packages (installed with apt-get
 # when missing; needs root). They are started here, on loopback ports of
 # their own, with data directories in a temporary directory, and stopped
@@ -105,5 +110,9 @@ done
 echo "run.sh: building nats-server for the cluster section" >&2
 go build -o "$TMP/nats-server" github.com/nats-io/nats-server/v2
 
-go run -C bench . -pg "postgres://postgres@127.0.0.1:$PGPORT/postgres?sslmode=disable" -redis "127.0.0.1:$REDISPORT" \
+bench=(go run -C bench .)
+if [[ -n "${BENCH_BIN:-}" ]]; then
+	bench=("$BENCH_BIN")
+fi
+"${bench[@]}" -pg "postgres://postgres@127.0.0.1:$PGPORT/postgres?sslmode=disable" -redis "127.0.0.1:$REDISPORT" \
 	-dir "$TMP" -nats-server "$TMP/nats-server" -cmd "bench/run.sh${*:+ $*}" "$@"
