@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/client"
@@ -40,6 +42,10 @@ import (
 // (decode/raw-get), which leaves out the head's decoding and the one
 // slice of all messages that a Get returns. CONVLOG_BENCH_CHUNK_KIB sets
 // the projector's ChunkBytes in KiB (default 768), to compare chunk sizes.
+// "split/N" is "ratio" with the Get replaced by getting, at once, random
+// values holding the snapshot's bytes in N values of equal size (and, for
+// N = 1, a value of 500 bytes beside it, as a head): what reading the
+// same bytes as several values costs by itself.
 //
 //	go test ./client -run '^$' -bench 'BenchmarkGetCold/[^g]' -benchtime 400x -count 3
 //	go test ./client -run '^$' -bench 'BenchmarkGetCold/get' -benchtime 1000x -cpuprofile /tmp/get.prof
@@ -144,6 +150,46 @@ func BenchmarkGetCold(b *testing.B) {
 	b.Run("fetch", func(b *testing.B) { alternate(b, "fetch", fetch(false, false), rawGet) })
 	b.Run("open", func(b *testing.B) { alternate(b, "open", fetch(true, false), rawGet) })
 	b.Run("decode", func(b *testing.B) { alternate(b, "decode", fetch(true, true), rawGet) })
+	for _, n := range []int{1, 2, 4, 8} {
+		keys := splitValues(b, kv, snap.Bytes, n)
+		b.Run(fmt.Sprintf("split/%d", n), func(b *testing.B) { alternate(b, "split", getAll(b, kv, keys), rawGet) })
+	}
+}
+
+// splitValues puts n random values of size/n bytes (and, for n == 1, a
+// value of 500 bytes as a head) in kv and returns their keys.
+func splitValues(b *testing.B, kv jetstream.KeyValue, size, n int) []string {
+	var keys []string
+	put := func(key string, size int) {
+		v := make([]byte, size)
+		_, _ = rand.Read(v)
+		_, err := kv.Put(context.Background(), key, v)
+		require.NoError(b, err)
+		keys = append(keys, key)
+	}
+	for i := range n {
+		put(fmt.Sprintf("split.%d.%d", n, i), size/n)
+	}
+	if n == 1 {
+		put("split.head", 500)
+	}
+	return keys
+}
+
+// getAll returns a function that gets keys from kv at once and waits for
+// them.
+func getAll(b *testing.B, kv jetstream.KeyValue, keys []string) func() {
+	return func() {
+		var wg sync.WaitGroup
+		for _, k := range keys {
+			wg.Go(func() {
+				if _, err := kv.Get(context.Background(), k); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
 }
 
 // alternate runs f and the raw get back to back once per round, in
