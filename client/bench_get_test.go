@@ -40,12 +40,12 @@ import (
 // (fetch/raw-get); each value also opened in place as it arrives
 // (open/raw-get); each chunk also decoded into a slice of its own
 // (decode/raw-get), which leaves out the head's decoding and the one
-// slice of all messages that a Get returns. CONVLOG_BENCH_CHUNK_KIB sets
-// the projector's ChunkBytes in KiB (default 768), to compare chunk sizes.
-// "split/N" is "ratio" with the Get replaced by getting, at once, random
-// values holding the snapshot's bytes in N values of equal size (and, for
-// N = 1, a value of 500 bytes beside it, as a head): what reading the
-// same bytes as several values costs by itself.
+// slice of all messages that a Get returns. "split/N" is "ratio" with the
+// Get replaced by getting, at once, random values holding the snapshot's
+// bytes in N values of equal size (and, for N = 1, a value of 500 bytes
+// beside it, as a head): what reading the same bytes as several values
+// costs by itself. CONVLOG_BENCH_CHUNK_KIB sets the projector's
+// ChunkBytes in KiB (default 768), to compare chunk sizes.
 //
 //	go test ./client -run '^$' -bench 'BenchmarkGetCold/[^g]' -benchtime 400x -count 3
 //	go test ./client -run '^$' -bench 'BenchmarkGetCold/get' -benchtime 1000x -cpuprofile /tmp/get.prof
