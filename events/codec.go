@@ -45,7 +45,7 @@ type wireMsgpack struct {
 
 type wireJSON struct {
 	wire
-	Payload json.RawMessage `json:"payload"`
+	Payload jsonText `json:"payload"`
 }
 
 func (e Event) wire() wire {
@@ -302,6 +302,16 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	e.Payload = canonical(p)
 	return nil
 }
+
+// jsonText is JSON text as json.RawMessage is, except that it decodes to
+// a slice of the decoder's input, not a copy: for a value decoded again
+// before the input is returned to its owner (an event's payload inside
+// Event.UnmarshalJSON).
+type jsonText []byte
+
+func (t *jsonText) UnmarshalJSON(b []byte) error { *t = b; return nil }
+
+func (t jsonText) MarshalJSON() ([]byte, error) { return json.RawMessage(t).MarshalJSON() }
 
 // deref turns the pointer newPayload returned into the payload value.
 func deref(p Payload) Payload {
