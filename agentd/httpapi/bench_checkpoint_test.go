@@ -36,6 +36,13 @@ func langGraphMessages(n int) any {
 	return ms
 }
 
+// event is an event of a request with its members in the order
+// @convlog/langgraph writes them.
+type event struct {
+	Type    string `json:"type"`
+	Payload any    `json:"payload"`
+}
+
 // checkpointBody is the body of @convlog/langgraph's put: one
 // checkpoint.saved event whose channels hold the messages (about kb KB of
 // JSON), a scratchpad of a few KB and small values.
@@ -56,7 +63,7 @@ func checkpointBody(tb testing.TB, id, parent string, kb int) []byte {
 			"agent":      value("agent"),
 			"remaining":  value(24),
 		}}
-	b, err := json.Marshal(map[string]any{"events": []any{map[string]any{"type": "checkpoint.saved", "payload": payload}}})
+	b, err := json.Marshal(map[string]any{"events": []any{event{"checkpoint.saved", payload}}})
 	require.NoError(tb, err)
 	return b
 }
@@ -71,8 +78,8 @@ func writesBody(tb testing.TB, cp, task string) []byte {
 		map[string]any{"idx": 1, "channel": "agent", "value": value("agent")},
 		map[string]any{"idx": 2, "channel": "branch:to:tools", "value": value(nil)},
 	}
-	b, err := json.Marshal(map[string]any{"events": []any{map[string]any{"type": "checkpoint.writes",
-		"payload": map[string]any{"checkpoint": cp, "task": task, "path": "~__pregel_pull, agent", "writes": writes}}}})
+	b, err := json.Marshal(map[string]any{"events": []any{event{"checkpoint.writes",
+		map[string]any{"checkpoint": cp, "task": task, "path": "~__pregel_pull, agent", "writes": writes}}}})
 	require.NoError(tb, err)
 	return b
 }

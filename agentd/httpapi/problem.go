@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -401,7 +402,7 @@ func decodeJSON(r *http.Request, v any, strict, allowEmpty bool) *Problem {
 		}
 		return badRequest("malformed-json", "reading the body: "+err.Error())
 	}
-	if len(strings.TrimSpace(string(body))) == 0 {
+	if len(bytes.TrimSpace(body)) == 0 {
 		if allowEmpty {
 			return nil
 		}
@@ -410,7 +411,7 @@ func decodeJSON(r *http.Request, v any, strict, allowEmpty bool) *Problem {
 	if !hasCT {
 		return mediaTypeProblem("")
 	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	if strict {
 		dec.DisallowUnknownFields()
 	}

@@ -509,7 +509,8 @@ func decodeAppendEvent(raw json.RawMessage, i int, id string) (events.Event, *Pr
 	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
 		return events.Event{}, invalid(f, f+" must be an event object {\"type\": ..., \"payload\": {...}}").index(i)
 	}
-	if name := unknownEnvelopeField(raw); name != "" {
+	members, err := readEventMembers(raw)
+	if name := unknownEnvelopeField(members.keys); name != "" {
 		// Refused as an unknown field at any depth of the payload is.
 		field := f + "." + name
 		detail := field + ": unknown field"
@@ -518,14 +519,10 @@ func decodeAppendEvent(raw json.RawMessage, i int, id string) (events.Event, *Pr
 		}
 		return events.Event{}, invalid(field, detail).index(i).thread(id)
 	}
-	var shape struct {
-		Type    events.Type     `json:"type"`
-		Payload json.RawMessage `json:"payload"`
-	}
-	if json.Unmarshal(raw, &shape) == nil && len(shape.Payload) > 0 {
+	if err == nil && members.typeOK && len(members.payload) > 0 {
 		// The payload's schema (schemas/) is strict at every depth and
 		// names the exact field.
-		if path, msg := payloadProblem(shape.Type, shape.Payload); msg != "" {
+		if path, msg := members.payloadProblem(); msg != "" {
 			field := joinPath(f+".payload", path)
 			return events.Event{}, invalid(field, field+": "+msg).index(i).thread(id)
 		}
