@@ -324,8 +324,10 @@ type eventMembers struct {
 	typ    events.Type
 	typeOK bool
 	// payload is the last "payload" member's JSON text (a slice of the
-	// event's bytes), nil when there is none.
-	payload json.RawMessage
+	// event's bytes), nil when there is none; payloadAt is its offset in
+	// the event object's text.
+	payload   json.RawMessage
+	payloadAt int
 	// inst is the payload as schemaInstance(typ, payload) gives it, when
 	// hasInst: read in the same pass when the object has one "type"
 	// member, a string of a type with a schema, and one "payload" member
@@ -339,13 +341,20 @@ type eventMembers struct {
 // json.Unmarshal into struct{Type; Payload json.RawMessage} would give. It
 // returns an error when ev is not a JSON object.
 func readEventMembers(ev []byte) (eventMembers, error) {
-	m := eventMembers{typeOK: true}
-	all, _ := payloadSchemas()
 	dec := json.NewDecoder(bytes.NewReader(ev))
 	dec.UseNumber()
+	return readMembers(dec, ev)
+}
+
+// readMembers is readEventMembers of the event object that is the next
+// value of dec, whose input is src.
+func readMembers(dec *json.Decoder, src []byte) (eventMembers, error) {
+	m := eventMembers{typeOK: true}
+	all, _ := payloadSchemas()
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return eventMembers{}, errors.New("not a JSON object")
 	}
+	start := int(dec.InputOffset()) - 1 // the opening brace's
 	types, payloads := 0, 0
 	for dec.More() {
 		t, err := dec.Token()
@@ -380,20 +389,84 @@ func readEventMembers(ev []byte) (eventMembers, error) {
 			}
 			// The value's text runs from after the colon that follows
 			// the name to where the decoder stopped.
-			text := ev[from:dec.InputOffset()]
+			to := int(dec.InputOffset())
+			text := src[from:to]
 			if i := bytes.IndexByte(text, ':'); i >= 0 {
 				text = text[i+1:]
 			}
 			m.payload = bytes.TrimSpace(text)
+			m.payloadAt = to - len(bytes.TrimLeft(text, " \t\r\n")) - start
 		default:
 			if err := dec.Decode(&skipJSON{}); err != nil {
 				return eventMembers{}, err
 			}
 		}
 	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return eventMembers{}, err
+	}
 	// A later "type" or "payload" member makes the one read stale.
 	m.hasInst = m.hasInst && types == 1 && payloads == 1
 	return m, nil
+}
+
+// readAppendBody reads body, an append's body, in one pass when it is
+// {"events": [...]} with event objects and nothing else: the text of each
+// event (a slice of body) and its members. ok is false for any other
+// body, which decodeBody then decodes (and reports the problems of).
+func readAppendBody(body []byte) (raws []json.RawMessage, members []eventMembers, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	for _, want := range []any{json.Delim('{'), "events", json.Delim('[')} {
+		if t, err := dec.Token(); err != nil || t != want {
+			return nil, nil, false
+		}
+	}
+	for dec.More() {
+		from := dec.InputOffset()
+		m, err := readMembers(dec, body)
+		if err != nil {
+			return nil, nil, false
+		}
+		raws = append(raws, bytes.TrimLeft(body[from:dec.InputOffset()], " \t\r\n,"))
+		members = append(members, m)
+	}
+	for _, want := range []any{json.Delim(']'), json.Delim('}')} {
+		if t, err := dec.Token(); err != nil || t != want {
+			return nil, nil, false
+		}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, nil, false
+	}
+	return raws, members, true
+}
+
+// decode decodes ev, the event object (one JSON value) m was read from,
+// as json.Unmarshal into an events.Event does, reading the payload's text
+// once (not also as a member of the envelope) when m holds one payload of
+// one type. It returns false when that decode refuses the event, or m does
+// not qualify: then json.Unmarshal says why.
+func (m eventMembers) decode(ev []byte) (events.Event, bool) {
+	p := bytes.TrimSpace(m.payload)
+	if !m.hasInst || len(p) == 0 || bytes.Equal(p, []byte("null")) {
+		return events.Event{}, false
+	}
+	// The envelope with an empty object for payload, which every
+	// payload type decodes.
+	at := len(ev) - len(bytes.TrimLeft(ev, " \t\r\n")) + m.payloadAt
+	envelope := make([]byte, 0, len(ev)-len(m.payload)+2)
+	envelope = append(append(append(envelope, ev[:at]...), "{}"...), ev[at+len(m.payload):]...)
+	var e events.Event
+	if json.Unmarshal(envelope, &e) != nil {
+		return events.Event{}, false
+	}
+	payload, err := events.UnmarshalJSONPayload(e.Type, m.payload)
+	if err != nil {
+		return events.Event{}, false
+	}
+	e.Payload = payload
+	return e, true
 }
 
 // payloadProblem is payloadProblem of m's type and payload.

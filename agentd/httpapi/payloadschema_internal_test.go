@@ -127,3 +127,37 @@ func schemaLeaves(s *jsonschema.Schema, inst any) []string {
 	slices.Sort(out)
 	return out
 }
+
+// FuzzEventMembersDecode checks that an event object decoded from its
+// members is the event json.Unmarshal gives, whenever the members decode
+// it.
+func FuzzEventMembersDecode(f *testing.F) {
+	for _, ev := range []string{
+		`{"type": "message.user", "payload": {"content": "hello"}}`,
+		`{"id": "0197a2b4-0000-7000-8000-000000000001", "type": "message.assistant", "tenant": "acme", "thread": "t1", "time": "2026-11-29T01:00:00.5+01:00", "producer": "p", "causation_id": "c", "correlation_id": "r", "v": 1, "payload": {"content": [{"type": "text", "text": "hi"}], "tool_calls": [{"id": "1", "name": "f", "arguments": {"a": 1}}]}}`,
+		`{"type":"checkpoint.saved","payload":{"id":"c1","checkpoint":{"type":"json","json":{"v":4}},"channels":{"messages":{"type":"json","json":[{"lc":1}]}}},"id":"0197a2b4-0000-7000-8000-000000000002"}`,
+		`{"payload": {"checkpoint": "c1", "task": "t", "writes": [{"idx": 0, "channel": "a", "value": {"type": "json", "json": 1}}]}, "type": "checkpoint.writes"}`,
+		`{"type": "message.user", "payload" : null}`,
+		" \n {\"type\": \"message.user\", \"payload\":\t{\"content\": \"x\"} } ",
+		`{"type": "message.user", "payload": {"content": 5}}`,
+		`{"type": "state.set", "v": 99, "payload": {}}`,
+	} {
+		f.Add(ev)
+	}
+	f.Fuzz(func(t *testing.T, ev string) {
+		if !json.Valid([]byte(ev)) {
+			return
+		}
+		m, err := readEventMembers([]byte(ev))
+		if err != nil {
+			return
+		}
+		got, ok := m.decode([]byte(ev))
+		if !ok {
+			return
+		}
+		var want events.Event
+		require.NoError(t, json.Unmarshal([]byte(ev), &want), ev)
+		require.Equal(t, want, got, ev)
+	})
+}
