@@ -128,7 +128,7 @@ func validateCheckpointSaved(v CheckpointSaved, l Limits, bad badFunc) error {
 	if len(v.Channels) == 0 {
 		return nil
 	}
-	var channels map[string]json.RawMessage
+	var channels map[string]jsonKind
 	if err := json.Unmarshal(v.Channels, &channels); err != nil || channels == nil {
 		return bad("channels", "must be a JSON object of value objects")
 	}
@@ -139,7 +139,7 @@ func validateCheckpointSaved(v CheckpointSaved, l Limits, bad badFunc) error {
 		if ch == "" || len(ch) > l.MaxNameLen {
 			return bad("channels", "channel name %.60q must be 1..%d bytes", ch, l.MaxNameLen)
 		}
-		if firstByte(val) != '{' {
+		if val != '{' {
 			return bad("channels["+ch+"]", "must be a JSON object (a value object)")
 		}
 	}
@@ -174,6 +174,12 @@ func validateObject(raw json.RawMessage, field string, required bool, bad badFun
 	}
 	return validateJSON(raw, field, bad)
 }
+
+// jsonKind is the first byte of a JSON value ('{' for an object), which
+// it decodes without copying the value.
+type jsonKind byte
+
+func (k *jsonKind) UnmarshalJSON(b []byte) error { *k = jsonKind(firstByte(b)); return nil }
 
 // firstByte is the first byte of raw after JSON whitespace, or 0.
 func firstByte(raw []byte) byte {

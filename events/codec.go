@@ -45,7 +45,7 @@ type wireMsgpack struct {
 
 type wireJSON struct {
 	wire
-	Payload json.RawMessage `json:"payload"`
+	Payload jsonText `json:"payload"`
 }
 
 func (e Event) wire() wire {
@@ -302,6 +302,35 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	e.Payload = canonical(p)
 	return nil
 }
+
+// UnmarshalJSONPayload decodes b, the JSON form of a payload of type t, as
+// [Event.UnmarshalJSON] decodes an event's payload, canonical in the same
+// way: for a reader that holds an event's envelope and payload apart.
+// Errors wrap ErrUnknownType for a type this package does not know and
+// ErrDecode for anything else, an empty or null b included.
+func UnmarshalJSONPayload(t Type, b []byte) (Payload, error) {
+	p := newPayload(t)
+	if p == nil {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownType, t)
+	}
+	if len(b) == 0 || bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
+		return nil, fmt.Errorf("%w: no %s payload", ErrDecode, t)
+	}
+	if err := json.Unmarshal(b, p); err != nil {
+		return nil, fmt.Errorf("%w: %s payload: %v", ErrDecode, t, err)
+	}
+	return canonical(p), nil
+}
+
+// jsonText is JSON text as json.RawMessage is, except that it decodes to
+// a slice of the decoder's input, not a copy: for a value decoded again
+// before the input is returned to its owner (an event's payload inside
+// Event.UnmarshalJSON).
+type jsonText []byte
+
+func (t *jsonText) UnmarshalJSON(b []byte) error { *t = b; return nil }
+
+func (t jsonText) MarshalJSON() ([]byte, error) { return json.RawMessage(t).MarshalJSON() }
 
 // deref turns the pointer newPayload returned into the payload value.
 func deref(p Payload) Payload {

@@ -512,3 +512,30 @@ func TestStoredJSONRoundTrip(t *testing.T) {
 	require.Equal(t, st.Event.Payload, back.Event.Payload)
 	require.Equal(t, st.ID, back.ID)
 }
+
+// A payload decoded apart from its envelope is the payload of the event
+// decoded whole, for every type.
+func TestUnmarshalJSONPayloadDecodesAsTheEventDoes(t *testing.T) {
+	for name, set := range map[string]map[events.Type]events.Event{"rich": sampleEvents(), "minimal": minimalEvents()} {
+		for _, typ := range events.AllTypes {
+			e := set[typ]
+			t.Run(name+"/"+string(typ), func(t *testing.T) {
+				b, err := json.Marshal(e)
+				require.NoError(t, err)
+				var parts struct {
+					Payload json.RawMessage `json:"payload"`
+				}
+				require.NoError(t, json.Unmarshal(b, &parts))
+				p, err := events.UnmarshalJSONPayload(typ, parts.Payload)
+				require.NoError(t, err)
+				assert.Equal(t, jsonRoundTrip(t, e).Payload, p)
+			})
+		}
+	}
+	_, err := events.UnmarshalJSONPayload("message.shout", []byte(`{}`))
+	require.ErrorIs(t, err, events.ErrUnknownType)
+	for _, b := range []string{"", " null ", `{"content": 5}`} {
+		_, err := events.UnmarshalJSONPayload(events.TypeUserMessage, []byte(b))
+		require.ErrorIs(t, err, events.ErrDecode, b)
+	}
+}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -384,33 +385,49 @@ func tooLargeBody(limit int64) *Problem {
 // other than application/json (charset=utf-8 or none), or none for a body,
 // and a Content-Encoding other than identity 415 (mediatype.go).
 func decodeJSON(r *http.Request, v any, strict, allowEmpty bool) *Problem {
-	if p := codingProblem(r); p != nil {
+	body, p := readJSON(r, allowEmpty)
+	if p != nil || body == nil {
 		return p
+	}
+	return decodeBody(body, v, strict)
+}
+
+// readJSON reads the request body as decodeJSON does: its problems, or nil
+// and a nil body for an empty one when allowEmpty.
+func readJSON(r *http.Request, allowEmpty bool) ([]byte, *Problem) {
+	if p := codingProblem(r); p != nil {
+		return nil, p
 	}
 	ct, hasCT := r.Header["Content-Type"]
 	if hasCT || !allowEmpty {
 		if p := mediaTypeProblem(strings.Join(ct, ", ")); p != nil {
-			return p
+			return nil, p
 		}
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
-			return tooLargeBody(mb.Limit)
+			return nil, tooLargeBody(mb.Limit)
 		}
-		return badRequest("malformed-json", "reading the body: "+err.Error())
+		return nil, badRequest("malformed-json", "reading the body: "+err.Error())
 	}
-	if len(strings.TrimSpace(string(body))) == 0 {
+	if len(bytes.TrimSpace(body)) == 0 {
 		if allowEmpty {
-			return nil
+			return nil, nil
 		}
-		return badRequest("malformed-json", "the request body is empty; send a JSON object")
+		return nil, badRequest("malformed-json", "the request body is empty; send a JSON object")
 	}
 	if !hasCT {
-		return mediaTypeProblem("")
+		return nil, mediaTypeProblem("")
 	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	return body, nil
+}
+
+// decodeBody decodes body, a request body readJSON read, into v as
+// decodeJSON does.
+func decodeBody(body []byte, v any, strict bool) *Problem {
+	dec := json.NewDecoder(bytes.NewReader(body))
 	if strict {
 		dec.DisallowUnknownFields()
 	}

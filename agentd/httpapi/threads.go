@@ -448,8 +448,15 @@ func (s *Server) appendEvents(w http.ResponseWriter, r *http.Request) error {
 	if p != nil {
 		return p
 	}
+	body, p := readJSON(r, false)
+	if p != nil {
+		return p
+	}
 	var req appendRequest
-	if p := decodeJSON(r, &req, true, false); p != nil {
+	raws, members, ok := readAppendBody(body)
+	if ok {
+		req.Events = raws
+	} else if p := decodeBody(body, &req, true); p != nil {
 		return p
 	}
 	if len(req.Events) == 0 {
@@ -463,7 +470,11 @@ func (s *Server) appendEvents(w http.ResponseWriter, r *http.Request) error {
 	evs := make([]events.Event, len(req.Events))
 	index := make(map[string]int, len(evs))
 	for i, raw := range req.Events {
-		e, p := decodeAppendEvent(raw, i, id)
+		var m *eventMembers
+		if members != nil {
+			m = &members[i]
+		}
+		e, p := decodeAppendEvent(raw, m, i, id)
 		if p != nil {
 			return p
 		}
@@ -503,13 +514,21 @@ func (s *Server) appendEvents(w http.ResponseWriter, r *http.Request) error {
 // decodeAppendEvent decodes event i of an append to thread id, or returns
 // the problem naming the exact field: an unknown envelope field, a payload
 // its schema refuses, a type or schema version this server does not know,
-// or thread.erased (which only the erase route writes).
-func decodeAppendEvent(raw json.RawMessage, i int, id string) (events.Event, *Problem) {
+// or thread.erased (which only the erase route writes). m is the event's
+// members when readAppendBody read them, else nil.
+func decodeAppendEvent(raw json.RawMessage, m *eventMembers, i int, id string) (events.Event, *Problem) {
 	f := fmt.Sprintf("events[%d]", i)
 	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
 		return events.Event{}, invalid(f, f+" must be an event object {\"type\": ..., \"payload\": {...}}").index(i)
 	}
-	if name := unknownEnvelopeField(raw); name != "" {
+	var err error
+	if m == nil {
+		var read eventMembers
+		read, err = readEventMembers(raw)
+		m = &read
+	}
+	members := *m
+	if name := unknownEnvelopeField(members.keys); name != "" {
 		// Refused as an unknown field at any depth of the payload is.
 		field := f + "." + name
 		detail := field + ": unknown field"
@@ -518,42 +537,46 @@ func decodeAppendEvent(raw json.RawMessage, i int, id string) (events.Event, *Pr
 		}
 		return events.Event{}, invalid(field, detail).index(i).thread(id)
 	}
-	var shape struct {
-		Type    events.Type     `json:"type"`
-		Payload json.RawMessage `json:"payload"`
-	}
-	if json.Unmarshal(raw, &shape) == nil && len(shape.Payload) > 0 {
+	if err == nil && members.typeOK && len(members.payload) > 0 {
 		// The payload's schema (schemas/) is strict at every depth and
 		// names the exact field.
-		if path, msg := payloadProblem(shape.Type, shape.Payload); msg != "" {
+		if path, msg := members.payloadProblem(); msg != "" {
 			field := joinPath(f+".payload", path)
 			return events.Event{}, invalid(field, field+": "+msg).index(i).thread(id)
 		}
 	}
-	var e events.Event
-	if err := json.Unmarshal(raw, &e); err != nil {
-		var typ *json.UnmarshalTypeError
-		if errors.As(err, &typ) {
-			// The envelope decodes through an embedded struct, whose
-			// name is no field of the request.
-			typ.Field = strings.TrimPrefix(typ.Field, "wire.")
-			return events.Event{}, jsonProblem(typ, f+".").index(i).thread(id)
+	e, ok := members.decode(raw)
+	if !ok {
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return events.Event{}, decodeProblem(err, f).index(i).thread(id)
 		}
-		field := f + ".payload"
-		switch {
-		case errors.Is(err, events.ErrUnknownType):
-			field = f + ".type"
-		case errors.Is(err, events.ErrNewerSchema):
-			field = f + ".v"
-		case strings.Contains(err.Error(), "cannot unmarshal") && !strings.Contains(err.Error(), "payload"):
-			field = f
-		}
-		return events.Event{}, invalid(field, fmt.Sprintf("%s: %v", f, err)).index(i).thread(id)
 	}
 	if e.Type == events.TypeErased {
 		return events.Event{}, invalid(f+".type", "thread.erased is written by POST /v1/threads/{id}/erase only").index(i).thread(id)
 	}
 	return e, nil
+}
+
+// decodeProblem is the problem of err, the error of decoding event f
+// ("events[1]") of an append.
+func decodeProblem(err error, f string) *Problem {
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &typ) {
+		// The envelope decodes through an embedded struct, whose
+		// name is no field of the request.
+		typ.Field = strings.TrimPrefix(typ.Field, "wire.")
+		return jsonProblem(typ, f+".")
+	}
+	field := f + ".payload"
+	switch {
+	case errors.Is(err, events.ErrUnknownType):
+		field = f + ".type"
+	case errors.Is(err, events.ErrNewerSchema):
+		field = f + ".v"
+	case strings.Contains(err.Error(), "cannot unmarshal") && !strings.Contains(err.Error(), "payload"):
+		field = f
+	}
+	return invalid(field, fmt.Sprintf("%s: %v", f, err))
 }
 
 // forkRequest is the body of POST /v1/threads/{id}/fork.
