@@ -448,51 +448,9 @@ func (s *Server) appendEvents(w http.ResponseWriter, r *http.Request) error {
 	if p != nil {
 		return p
 	}
-	body, p := readJSON(r, false)
+	evs, index, p := s.requestEvents(r, tenant, id, key)
 	if p != nil {
 		return p
-	}
-	var req appendRequest
-	raws, members, ok := readAppendBody(body)
-	if ok {
-		req.Events = raws
-	} else if p := decodeBody(body, &req, true); p != nil {
-		return p
-	}
-	if len(req.Events) == 0 {
-		return invalid("events", "events must hold at least one event")
-	}
-	if len(req.Events) > client.MaxTurnEvents {
-		q := invalid("events", fmt.Sprintf("%d events: at most %d commit atomically", len(req.Events), client.MaxTurnEvents))
-		q.Limit = client.MaxTurnEvents
-		return q
-	}
-	evs := make([]events.Event, len(req.Events))
-	index := make(map[string]int, len(evs))
-	for i, raw := range req.Events {
-		var m *eventMembers
-		if members != nil {
-			m = &members[i]
-		}
-		e, p := decodeAppendEvent(raw, m, i, id)
-		if p != nil {
-			return p
-		}
-		if e.ID == "" {
-			if key != "" {
-				e.ID = idemID(tenant, id, key, "event:"+strconv.Itoa(i))
-			} else {
-				e.ID = events.NewID()
-			}
-		}
-		if e.Producer == "" {
-			e.Producer = s.cfg.Producer
-		}
-		if _, dup := index[e.ID]; dup {
-			return invalid(fmt.Sprintf("events[%d].id", i), fmt.Sprintf("event id %s appears twice in the request", e.ID)).index(i).thread(id)
-		}
-		index[e.ID] = i
-		evs[i] = e
 	}
 	opt := client.AnyVersion()
 	if hasIfMatch && !anyVersion {
@@ -509,6 +467,62 @@ func (s *Server) appendEvents(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set("ETag", etag(res.Version))
 	return writeJSON(w, http.StatusCreated, out)
+}
+
+// requestEvents reads the events of an append request to thread id of
+// tenant: each decoded and checked (decodeAppendEvent), with its id (from
+// the Idempotency-Key key when given, else a new one) and producer filled
+// in, and the index of each event id in the request. It returns the
+// problem naming the first thing wrong: the body, the number of events,
+// an event, an id given twice.
+func (s *Server) requestEvents(r *http.Request, tenant, id, key string) ([]events.Event, map[string]int, *Problem) {
+	body, p := readJSON(r, false)
+	if p != nil {
+		return nil, nil, p
+	}
+	var req appendRequest
+	raws, members, ok := readAppendBody(body)
+	if ok {
+		req.Events = raws
+	} else if p := decodeBody(body, &req, true); p != nil {
+		return nil, nil, p
+	}
+	if len(req.Events) == 0 {
+		return nil, nil, invalid("events", "events must hold at least one event")
+	}
+	if len(req.Events) > client.MaxTurnEvents {
+		q := invalid("events", fmt.Sprintf("%d events: at most %d commit atomically", len(req.Events), client.MaxTurnEvents))
+		q.Limit = client.MaxTurnEvents
+		return nil, nil, q
+	}
+	evs := make([]events.Event, len(req.Events))
+	index := make(map[string]int, len(evs))
+	for i, raw := range req.Events {
+		var m *eventMembers
+		if members != nil {
+			m = &members[i]
+		}
+		e, p := decodeAppendEvent(raw, m, i, id)
+		if p != nil {
+			return nil, nil, p
+		}
+		if e.ID == "" {
+			if key != "" {
+				e.ID = idemID(tenant, id, key, "event:"+strconv.Itoa(i))
+			} else {
+				e.ID = events.NewID()
+			}
+		}
+		if e.Producer == "" {
+			e.Producer = s.cfg.Producer
+		}
+		if _, dup := index[e.ID]; dup {
+			return nil, nil, invalid(fmt.Sprintf("events[%d].id", i), fmt.Sprintf("event id %s appears twice in the request", e.ID)).index(i).thread(id)
+		}
+		index[e.ID] = i
+		evs[i] = e
+	}
+	return evs, index, nil
 }
 
 // decodeAppendEvent decodes event i of an append to thread id, or returns
