@@ -153,6 +153,8 @@ func pushRound(ctx context.Context, nc *nats.Conn, sub *nats.Subscription, inbox
 		}
 		servers[a.name()] = true
 		switch {
+		case confirmed[a.name()]:
+			// A later answer of a server that stored the JWT already.
 		case a.Error != nil:
 			a.Error.Server = a.name()
 			refused[a.name()] = a.Error
