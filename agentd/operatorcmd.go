@@ -151,7 +151,9 @@ func newOperatorTenantRevokeCmd(lf *logFlags, f *cliFlags, dir *string) *cobra.C
 		Short: "Revoke TENANT's user --user, or all its users, in its account (pushed) and the registry",
 		Long: `tenant-revoke adds TENANT's registered users (or only --user) to the revocations of TENANT's
 account, pushes the account to the servers' resolver, which closes their connections and refuses
-them from then on, and removes them from the tenant registry.`,
+them from then on, and removes them from the tenant registry. The push succeeds once every server
+of the cluster has confirmed it; otherwise (30 s) the command fails naming the servers that did
+not, and leaves the registry as it was: run it again.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := operatorFlags(f, *dir, args[0]); err != nil {

@@ -357,20 +357,30 @@ func BlobStoreConfig(c Config) jetstream.ObjectStoreConfig {
 }
 
 // WaitConsumerDrained polls the durable consumer durable of stream (every
-// 1 ms at first, backing off to 50 ms) until it has no message left to
-// deliver (NumPending) and none awaiting an ack (NumAckPending): for the
-// projector's consumer, until everything in the stream is projected. A
-// consumer that does not exist yet is waited for. It returns nil when the
-// consumer is drained, or an error wrapping ctx's error when ctx ends
-// first (the caller bounds the wait with ctx).
+// 1 ms at first, backing off to 50 ms) until every message the stream
+// held when it was called has been delivered and acknowledged: nothing
+// left to deliver (NumPending), none awaiting an ack (NumAckPending), and
+// no message on the consumer's filter subjects (every subject when it has
+// none) between its last delivery and the stream's last sequence at the
+// call. For the projector's consumer: until everything stored is
+// projected. The last check is needed because the server counts a stored
+// message in NumPending only once its consumer signal loop reaches it,
+// after the publisher has its acknowledgement, so a consumer can briefly
+// look drained while a message stored before the call is undelivered. A
+// stream or consumer that does not exist yet is waited for. It returns
+// nil when the consumer is drained, or an error wrapping ctx's error when
+// ctx ends first (the caller bounds the wait with ctx).
 func WaitConsumerDrained(ctx context.Context, js jetstream.JetStream, stream, durable string) error {
+	var st jetstream.Stream
+	var last uint64
 	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
-		cons, err := js.Consumer(ctx, stream, durable)
-		if err == nil {
-			info, err := cons.Info(ctx)
-			if err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
-				return nil
+		if st == nil {
+			if s, err := js.Stream(ctx, stream); err == nil {
+				st, last = s, s.CachedInfo().State.LastSeq
 			}
+		}
+		if st != nil && consumerDrained(ctx, js, st, durable, last) {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -378,4 +388,39 @@ func WaitConsumerDrained(ctx context.Context, js jetstream.JetStream, stream, du
 		case <-time.After(wait):
 		}
 	}
+}
+
+// consumerDrained reports whether durable of st has delivered and had
+// acknowledged every message up to the stream sequence last; any error
+// (the consumer does not exist yet) reports false.
+func consumerDrained(ctx context.Context, js jetstream.JetStream, st jetstream.Stream, durable string, last uint64) bool {
+	cons, err := js.Consumer(ctx, st.CachedInfo().Config.Name, durable)
+	if err != nil {
+		return false
+	}
+	info, err := cons.Info(ctx)
+	if err != nil || info.NumPending != 0 || info.NumAckPending != 0 {
+		return false
+	}
+	from := info.Delivered.Stream + 1
+	if from > last {
+		return true
+	}
+	filters := info.Config.FilterSubjects
+	if info.Config.FilterSubject != "" {
+		filters = append(filters, info.Config.FilterSubject)
+	}
+	if len(filters) == 0 {
+		filters = []string{">"}
+	}
+	for _, f := range filters {
+		m, err := st.GetMsg(ctx, from, jetstream.WithGetMsgSubject(f))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil || m.Sequence <= last {
+			return false
+		}
+	}
+	return true
 }

@@ -1,15 +1,11 @@
 package tenancy
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/nats-io/jwt/v2"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
 	"github.com/convlog/convlog/events"
@@ -288,83 +284,4 @@ func OperatorServerConf(operatorJWT, systemAccountJWT, convlogAccountJWT, resolv
 	}
 	b.WriteString("}\n")
 	return b.String(), nil
-}
-
-// ClaimsUpdateError is a resolver's refusal of an account JWT
-// ([PushAccountJWT]): nats-server's answer to $SYS.REQ.CLAIMS.UPDATE.
-// Not retryable: the JWT does not decode or validate, or the server
-// could not store it. (A resolver stores a JWT of another operator's too;
-// the server trusts it only when its issuer is one of its operator's
-// keys.)
-type ClaimsUpdateError struct {
-	Account     string `json:"account"`
-	Code        int    `json:"code"`
-	Description string `json:"description"`
-}
-
-func (e *ClaimsUpdateError) Error() string {
-	return fmt.Sprintf("tenancy: the resolver refused account %s: %d %s", e.Account, e.Code, e.Description)
-}
-
-// pushTimeout bounds a push when the caller's ctx has no deadline;
-// pushAttempt bounds each request of it.
-const (
-	pushTimeout = 30 * time.Second
-	pushAttempt = 3 * time.Second
-)
-
-// PushAccountJWT sends accountJWT to the full resolver of the servers nc
-// reaches, with a request to $SYS.REQ.CLAIMS.UPDATE; nc must be a user of
-// the system account. Every server with a full resolver stores it; the
-// answer of the first is checked. A request without an answer is retried
-// every 3 s until ctx ends (30 s when ctx has no deadline): a push is
-// idempotent. Errors: a *ClaimsUpdateError when the server refused the
-// JWT; nats.ErrNoResponders when no server answers the subject (nc not a
-// system account user, or no full resolver); ctx's error, wrapped with the
-// last timeout, when no answer came in time (then some servers may have
-// stored it).
-func PushAccountJWT(ctx context.Context, nc *nats.Conn, accountJWT string) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, pushTimeout)
-		defer cancel()
-	}
-	for {
-		actx, cancel := context.WithTimeout(ctx, pushAttempt)
-		msg, err := nc.RequestWithContext(actx, "$SYS.REQ.CLAIMS.UPDATE", []byte(accountJWT))
-		cancel()
-		if err == nil {
-			return claimsAnswer(msg.Data)
-		}
-		if errors.Is(err, nats.ErrNoResponders) {
-			return fmt.Errorf("tenancy: push account JWT: %w (connect as a system account user; the servers need resolver type full)", err)
-		}
-		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
-			return fmt.Errorf("tenancy: push account JWT: %w", err)
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("tenancy: push account JWT: no answer: %w", errors.Join(ctx.Err(), err))
-		}
-	}
-}
-
-// claimsAnswer decodes a server's answer to a claims update.
-func claimsAnswer(data []byte) error {
-	var r struct {
-		Data *struct {
-			Account string `json:"account"`
-			Code    int    `json:"code"`
-		} `json:"data"`
-		Error *ClaimsUpdateError `json:"error"`
-	}
-	if err := json.Unmarshal(data, &r); err != nil {
-		return fmt.Errorf("tenancy: push account JWT: answer %q: %w", data, err)
-	}
-	if r.Error != nil {
-		return r.Error
-	}
-	if r.Data == nil {
-		return fmt.Errorf("tenancy: push account JWT: answer %q has neither data nor error", data)
-	}
-	return nil
 }

@@ -64,7 +64,7 @@ func replyAttacks(t *testing.T, k int) {
 	const secret = "globex-SECRET-41c9"
 	_, _, v, err := b.CreateThread(ctx, client.CreateOptions{Tenant: "globex", ThreadID: "secret"})
 	require.NoError(t, err)
-	_, err = b.Append(ctx, "globex", "secret", userMessage(secret), client.ExpectVersion(v))
+	bWrote, err := b.Append(ctx, "globex", "secret", userMessage(secret), client.ExpectVersion(v))
 	require.NoError(t, err)
 	var bSubs []*nats.Subscription
 	for i := range max(res.Partitions, 1) {
@@ -84,7 +84,7 @@ func replyAttacks(t *testing.T, k int) {
 	a := d.tenantClient(t, aConn, "acme")
 	_, _, v, err = a.CreateThread(ctx, client.CreateOptions{Tenant: "acme", ThreadID: "t1"})
 	require.NoError(t, err)
-	_, err = a.Append(ctx, "acme", "t1", userMessage("hello"), client.ExpectVersion(v))
+	aWrote, err := a.Append(ctx, "acme", "t1", userMessage("hello"), client.ExpectVersion(v))
 	require.NoError(t, err)
 	forged, err := nkeys.CreateUser()
 	require.NoError(t, err)
@@ -98,7 +98,19 @@ func replyAttacks(t *testing.T, k int) {
 	require.NoError(t, err)
 
 	// The projector has written every snapshot and index entry of what
-	// is stored, so what changes below is the attacks' doing.
+	// is stored, so what changes below is the attacks' doing: each thread
+	// has a snapshot at the version written, and each partition's
+	// projector consumer has every trigger stored so far delivered and
+	// acked (a step writes its chunks, head and index entry before it acks).
+	for _, w := range []struct {
+		tenant, thread string
+		version        uint64
+	}{{"globex", "secret", bWrote.Version}, {"acme", "t1", aWrote.Version}} {
+		require.Eventually(t, func() bool {
+			th, err := d.admin.Get(ctx, w.tenant, w.thread)
+			return err == nil && th.FromSnapshot && th.Version >= w.version
+		}, time.Minute, 10*time.Millisecond, "%s/%s has a snapshot at version %d", w.tenant, w.thread, w.version)
+	}
 	for i := range max(res.Partitions, 1) {
 		require.NoError(t, provision.WaitConsumerDrained(ctx, d.js, res.Partition(i).Stream, projector.DefaultConfig().Durable))
 	}
