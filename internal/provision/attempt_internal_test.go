@@ -3,6 +3,7 @@ package provision
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,21 +19,30 @@ func TestAttemptAsksAgainOnlyAfterItsOwnTimeout(t *testing.T) {
 	c := Config{AttemptTimeout: first}
 	waitOut := func(ctx context.Context) (int, error) { <-ctx.Done(); return 0, ctx.Err() }
 	t.Run("each attempt waits twice as long as the one before, up to 8 times the first", func(t *testing.T) {
-		var waits []time.Duration
+		// An attempt's context is made after the previous call returned and
+		// before this call starts, so its deadline lies between those two
+		// instants plus the attempt's timeout, however late the scheduler
+		// runs either.
+		var deadlines, starts, ends []time.Time
+		ends = append(ends, time.Now())
 		v, err := attempt(context.Background(), c, func(ctx context.Context) (int, error) {
+			starts = append(starts, time.Now())
 			dl, ok := ctx.Deadline()
 			require.True(t, ok)
-			waits = append(waits, time.Until(dl))
-			if len(waits) < 6 {
-				return waitOut(ctx)
+			deadlines = append(deadlines, dl)
+			if len(deadlines) < 6 {
+				_, err := waitOut(ctx)
+				ends = append(ends, time.Now())
+				return 0, err
 			}
 			return 7, nil
 		})
 		require.NoError(t, err)
 		require.Equal(t, 7, v)
-		require.Len(t, waits, 6)
+		require.Len(t, deadlines, 6)
 		for i, want := range []time.Duration{first, 2 * first, 4 * first, 8 * first, 8 * first, 8 * first} {
-			require.InDelta(t, want, waits[i], float64(first/2), "attempt %d", i+1)
+			require.GreaterOrEqual(t, deadlines[i].Sub(ends[i]), want, "attempt %d waits no less", i+1)
+			require.LessOrEqual(t, deadlines[i].Sub(starts[i]), want, "attempt %d waits no more", i+1)
 		}
 	})
 	t.Run("an error that is not a timeout is returned at once", func(t *testing.T) {
@@ -43,19 +53,29 @@ func TestAttemptAsksAgainOnlyAfterItsOwnTimeout(t *testing.T) {
 		require.Equal(t, 1, calls)
 	})
 	t.Run("the caller's deadline ends the attempts", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*first)
-		defer cancel()
+		// The caller's deadline arrives during the second attempt, when
+		// the test says, not when a timer fires: a late scheduler cannot
+		// let it pass during the first.
+		ctx := newExpiringContext()
 		calls := 0
-		_, err := attempt(ctx, c, func(ctx context.Context) (int, error) { calls++; return waitOut(ctx) })
+		_, err := attempt(ctx, c, func(actx context.Context) (int, error) {
+			calls++
+			if calls == 2 {
+				ctx.expire()
+			}
+			return waitOut(actx)
+		})
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.Error(t, ctx.Err(), "ended by the caller's deadline")
-		require.GreaterOrEqual(t, calls, 2)
+		require.Equal(t, 2, calls, "the first attempt's timeout asks again; the caller's deadline ends the attempts")
 	})
 	t.Run("a context without deadline gets DefaultRequestTimeout", func(t *testing.T) {
+		start := time.Now()
 		_, err := attempt(context.Background(), Config{AttemptTimeout: time.Hour}, func(ctx context.Context) (int, error) {
 			dl, ok := ctx.Deadline()
 			require.True(t, ok)
-			require.InDelta(t, DefaultRequestTimeout, time.Until(dl), float64(time.Second))
+			require.GreaterOrEqual(t, dl.Sub(start), DefaultRequestTimeout)
+			require.LessOrEqual(t, time.Until(dl), DefaultRequestTimeout)
 			return 0, nil
 		})
 		require.NoError(t, err)
@@ -63,9 +83,44 @@ func TestAttemptAsksAgainOnlyAfterItsOwnTimeout(t *testing.T) {
 	t.Run("once makes one call bounded by the attempt timeout", func(t *testing.T) {
 		calls := 0
 		start := time.Now()
-		_, err := once(context.Background(), c, func(ctx context.Context) (int, error) { calls++; return waitOut(ctx) })
+		_, err := once(context.Background(), c, func(ctx context.Context) (int, error) {
+			calls++
+			dl, ok := ctx.Deadline()
+			require.True(t, ok)
+			require.GreaterOrEqual(t, dl.Sub(start), first)
+			require.LessOrEqual(t, time.Until(dl), first)
+			return waitOut(ctx)
+		})
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.Equal(t, 1, calls)
-		require.Less(t, time.Since(start), 8*first)
 	})
 }
+
+// expiringContext is a caller's context whose deadline, reported an hour
+// away, arrives when expire is called: Done closes and Err returns
+// context.DeadlineExceeded from then on. It carries no values.
+type expiringContext struct {
+	context.Context // context.Background, for Value
+	deadline        time.Time
+	done            chan struct{}
+	once            sync.Once
+}
+
+func newExpiringContext() *expiringContext {
+	return &expiringContext{Context: context.Background(), deadline: time.Now().Add(time.Hour), done: make(chan struct{})}
+}
+
+func (c *expiringContext) Deadline() (time.Time, bool) { return c.deadline, true }
+
+func (c *expiringContext) Done() <-chan struct{} { return c.done }
+
+func (c *expiringContext) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+func (c *expiringContext) expire() { c.once.Do(func() { close(c.done) }) }
