@@ -128,6 +128,22 @@ const MAX_KNOWN_BLOBS = 10_000;
 /** The most thread namespaces whose last checkpoint is remembered, and threads remembered as written. */
 const MAX_REMEMBERED = 1_000;
 
+/**
+ * The most characters of JSON text one group of appends sends: at up to 3
+ * UTF-8 bytes a character, under agentd's default request body limit
+ * (`httpapi.DefaultMaxBodyBytes`, 1 MiB + 64 KiB), so grouping does not
+ * make a body too large for it (a smaller limit answers 413, and the
+ * group goes member by member). An append larger than this goes alone.
+ */
+const MAX_GROUP_CHARS = 256 << 10;
+/** The most events one group of appends sends (convlog's atomic append takes up to 1,000: `client.MaxTurnEvents`). */
+const MAX_GROUP_EVENTS = 200;
+
+/** An append waiting in a thread's queue: its events' JSON text (list elements), their number, and its caller's promise. */
+type Member = { list: string; count: number; resolve: () => void; reject: (err: unknown) => void };
+/** A thread's appends: whether a group is in flight, and the appends waiting behind it, in call order. */
+type Queue = { busy: boolean; waiting: Member[] };
+
 /** A checkpoint as put remembers it: its id, channel versions, the value objects its event holds, and the ids of its messages. */
 type Stored = { id: string; versions: ChannelVersions; channels: Record<string, OutValue>; messageIds?: Set<string> };
 
@@ -151,8 +167,8 @@ export class ConvlogSaver extends BaseCheckpointSaver {
   private readonly blobs = new Set<string>();
   /** The prefix of the placeholders body() replaces with raw JSON text (no event text holds it: it starts with NUL and is random). */
   private readonly nonce = `\u0000raw:${randomBytes(8).toString("hex")}:`;
-  /** Per thread: the saver's last append to it (appends to one thread go one at a time). */
-  private readonly queues = new Map<string, Promise<unknown>>();
+  /** Per thread with appends queued or in flight: its queue (appends to one thread go one group at a time). */
+  private readonly queues = new Map<string, Queue>();
   /** Per thread and namespace: the checkpoint last put or read. */
   private readonly last = new Map<string, Stored>();
 
@@ -330,20 +346,90 @@ export class ConvlogSaver extends BaseCheckpointSaver {
    * writes while its checkpoint is being put, and concurrent appends to
    * one thread would only race for the thread's next version (convlog
    * checks each against the thread's state, and the loser checks again).
+   *
+   * Group commit: the appends that queue up behind one in flight go
+   * together as one atomic append when it finishes (their events in call
+   * order, at most {@link MAX_GROUP_CHARS} characters of body and
+   * {@link MAX_GROUP_EVENTS} events), so a graph that does not await its
+   * writes (durability "async") makes fewer requests. Each call settles
+   * with its group. A group convlog refused (4xx: nothing was stored) is
+   * sent again member by member, in order, so each call gets its own
+   * answer; a group whose outcome is unknown (no answer, 5xx) is sent
+   * again whole first: its event ids make convlog store it once.
    */
   private append(threadId: string, events: object[]): Promise<void> {
-    const body = this.body(events);
-    const prev = this.queues.get(threadId) ?? Promise.resolve();
-    const next = prev.then(
-      () => this.send(threadId, body),
-      () => this.send(threadId, body),
-    );
-    const tail = next.catch(() => undefined);
-    this.queues.set(threadId, tail);
-    void tail.then(() => {
-      if (this.queues.get(threadId) === tail) this.queues.delete(threadId);
+    const list = this.eventsText(events);
+    return new Promise<void>((resolve, reject) => {
+      let q = this.queues.get(threadId);
+      if (q === undefined) {
+        q = { busy: false, waiting: [] };
+        this.queues.set(threadId, q);
+      }
+      q.waiting.push({ list, count: events.length, resolve, reject });
+      if (!q.busy) void this.pump(threadId, q);
     });
-    return next;
+  }
+
+  /** Sends the thread's queued appends, a group at a time, until none is left. */
+  private async pump(threadId: string, q: Queue): Promise<void> {
+    q.busy = true;
+    try {
+      await this.drain(threadId, q);
+    } finally {
+      q.busy = false;
+      if (this.queues.get(threadId) === q && q.waiting.length === 0) this.queues.delete(threadId);
+    }
+  }
+
+  private async drain(threadId: string, q: Queue): Promise<void> {
+    while (q.waiting.length > 0) {
+      const group = [q.waiting.shift() as Member];
+      let bytes = group[0].list.length;
+      let count = group[0].count;
+      while (q.waiting.length > 0) {
+        const m = q.waiting[0];
+        if (bytes + m.list.length + 1 > MAX_GROUP_CHARS || count + m.count > MAX_GROUP_EVENTS) break;
+        group.push(q.waiting.shift() as Member);
+        bytes += m.list.length + 1;
+        count += m.count;
+      }
+      await this.sendGroup(threadId, group);
+    }
+  }
+
+  /** Sends a group of queued appends as one atomic append and settles each member's promise. */
+  private async sendGroup(threadId: string, group: Member[]): Promise<void> {
+    const body = (ms: Member[]) => `{"events":[${ms.map((m) => m.list).join(",")}]}`;
+    let err: unknown;
+    try {
+      await this.send(threadId, body(group));
+      for (const m of group) m.resolve();
+      return;
+    } catch (e) {
+      err = e;
+    }
+    if (group.length > 1 && !refusedWhole(err)) {
+      // Unknown outcome: the same events again (stored once by their ids).
+      try {
+        await this.send(threadId, body(group));
+        for (const m of group) m.resolve();
+        return;
+      } catch (e) {
+        err = e;
+      }
+    }
+    if (group.length === 1 || !refusedWhole(err)) {
+      for (const m of group) m.reject(err);
+      return;
+    }
+    for (const m of group) {
+      try {
+        await this.send(threadId, body([m]));
+        m.resolve();
+      } catch (e) {
+        m.reject(e);
+      }
+    }
   }
 
   private async send(threadId: string, body: string): Promise<void> {
@@ -365,18 +451,19 @@ export class ConvlogSaver extends BaseCheckpointSaver {
   }
 
   /**
-   * The JSON body of an append of `events`: value objects' `raw` JSON
-   * text goes in as `json` as it is, not parsed and encoded again.
+   * The JSON text of `events` as the elements of an append's `events`
+   * list (without the brackets): value objects' `raw` JSON text goes in
+   * as `json` as it is, not parsed and encoded again.
    */
-  private body(events: object[]): string {
+  private eventsText(events: object[]): string {
     const raws: string[] = [];
-    const text = JSON.stringify({ events }, (k, v) => {
+    const text = JSON.stringify(events, (k, v) => {
       if (v && typeof v === "object" && typeof (v as OutValue).raw === "string" && typeof (v as OutValue).type === "string") {
         raws.push((v as OutValue).raw as string);
         return { type: (v as OutValue).type, json: `${this.nonce}${raws.length - 1}` };
       }
       return v;
-    });
+    }).slice(1, -1);
     if (raws.length === 0) return text;
     // Each placeholder is a JSON string of its own: "<NUL>raw:<nonce>:<i>".
     const parts = text.split(JSON.stringify(this.nonce).slice(0, -1));
@@ -575,6 +662,14 @@ function outValues(vs: Record<string, Value> | undefined): Record<string, OutVal
  */
 function isJSONText(text: string): boolean {
   return /^\s*[[{"tfn\-0-9]/.test(text);
+}
+
+/**
+ * Whether err is convlog refusing an append (a 4xx answer): nothing of it
+ * was stored. Any other failure (no answer, 5xx) leaves the outcome unknown.
+ */
+function refusedWhole(err: unknown): boolean {
+  return err instanceof ConvlogError && err.status >= 400 && err.status < 500;
 }
 
 /** The ConvlogError of a refused request (its problem body, or a minimal one). */
