@@ -61,9 +61,10 @@
  *
  * @packageDocumentation
  */
-import { createHash, randomBytes } from "node:crypto";
+import { createHash, randomBytes, randomUUID } from "node:crypto";
 import {
   BaseCheckpointSaver,
+  JsonPlusSerializer,
   TASKS,
   WRITES_IDX_MAP,
   compareWritesSortKeys,
@@ -171,6 +172,10 @@ export class ConvlogSaver extends BaseCheckpointSaver {
   private readonly queues = new Map<string, Queue>();
   /** Per thread and namespace: the checkpoint last put or read. */
   private readonly last = new Map<string, Stored>();
+  /** Whether the serializer is LangGraph's JSON+ serializer itself (whose output for a list is its elements' outputs joined), so lists go element by element. */
+  private readonly elementwise: boolean;
+  /** Per LangChain object of a list value (a message): its serialized text and its own fields (ownFields) when it was serialized. */
+  private readonly texts = new WeakMap<object, { fields: string; text: string }>();
 
   constructor(opts: ConvlogSaverOptions) {
     super(opts.serde);
@@ -179,6 +184,7 @@ export class ConvlogSaver extends BaseCheckpointSaver {
     this.inlineBytes = opts.inlineBytes ?? INLINE_VALUE_BYTES;
     this.messagesChannel = opts.messagesChannel ?? "messages";
     this.messagesAs = opts.messagesAs ?? "checkpoint";
+    this.elementwise = this.serde.constructor === JsonPlusSerializer;
   }
 
   /** The checkpoint of `config` (its `checkpoint_id`, else the newest of its namespace); undefined when there is none. */
@@ -482,29 +488,69 @@ export class ConvlogSaver extends BaseCheckpointSaver {
 
   /** The value object of `v`: inline when its serialized bytes are small, else a blob named by their digest. */
   private async encode(threadId: string, v: unknown): Promise<OutValue> {
-    const [type, bytes] = await this.serde.dumpsTyped(v);
-    if (bytes.length > this.inlineBytes) {
-      const blob = `lg/${createHash("sha256").update(bytes).digest("hex")}`;
-      const key = `${threadId}\0${blob}`;
-      if (!this.blobs.has(key)) {
-        try {
-          await this.client.putBlob(threadId, blob, bytes);
-        } catch (err) {
-          if (!missing(err)) throw err;
-          await this.ensure(threadId);
-          await this.client.putBlob(threadId, blob, bytes);
-        }
-        if (this.blobs.size >= MAX_KNOWN_BLOBS) this.blobs.clear();
-        this.blobs.add(key);
-      }
-      return { type, blob, size: bytes.length };
+    const text = this.listText(v);
+    if (text !== undefined) {
+      // At most 3 UTF-8 bytes per UTF-16 code unit: most texts need no count.
+      if (text.length * 3 <= this.inlineBytes || Buffer.byteLength(text) <= this.inlineBytes) return { type: "json", raw: text };
+      return this.blobValue(threadId, "json", enc.encode(text));
     }
+    const [type, bytes] = await this.serde.dumpsTyped(v);
+    if (bytes.length > this.inlineBytes) return this.blobValue(threadId, type, bytes);
     if (type === "json") {
       // LangGraph's JSON serializer writes JSON text; anything else goes as bytes.
       const text = dec.decode(bytes);
       if (isJSONText(text)) return { type, raw: text };
     }
     return { type, base64: Buffer.from(bytes).toString("base64") };
+  }
+
+  /** The value object of serialized bytes stored as a blob of the thread, named by their SHA-256 (stored once per saver). */
+  private async blobValue(threadId: string, type: string, bytes: Uint8Array): Promise<OutValue> {
+    const blob = `lg/${createHash("sha256").update(bytes).digest("hex")}`;
+    const key = `${threadId}\0${blob}`;
+    if (!this.blobs.has(key)) {
+      try {
+        await this.client.putBlob(threadId, blob, bytes);
+      } catch (err) {
+        if (!missing(err)) throw err;
+        await this.ensure(threadId);
+        await this.client.putBlob(threadId, blob, bytes);
+      }
+      if (this.blobs.size >= MAX_KNOWN_BLOBS) this.blobs.clear();
+      this.blobs.add(key);
+    }
+    return { type, blob, size: bytes.length };
+  }
+
+  /**
+   * The JSON+ serializer's text of a list `v`, built from its elements'
+   * texts: the text of a LangChain object (a message: it has `toJSON`) is
+   * kept per object and used again while the object's own fields are
+   * the same ({@link ownFields}), so a channel that grows by a message per step
+   * serializes each message once, not on every step (LangChain's
+   * `toJSON` is far costlier than plain `JSON.stringify` of the fields).
+   * Undefined when `v` is not a list or the serializer is another.
+   */
+  private listText(v: unknown): string | undefined {
+    if (!this.elementwise || !Array.isArray(v)) return undefined;
+    const serde = this.serde as unknown as { _dumps(o: unknown): Uint8Array };
+    const parts = new Array<string>(v.length);
+    for (let i = 0; i < v.length; i++) {
+      const el: unknown = v[i];
+      const fields = el !== null && typeof el === "object" && typeof (el as { toJSON?: unknown }).toJSON === "function" ? ownFields(el) : undefined;
+      if (fields !== undefined) {
+        const got = this.texts.get(el as object);
+        if (got !== undefined && got.fields === fields) {
+          parts[i] = got.text;
+          continue;
+        }
+      }
+      // A function or symbol is `null` in a list, as JSON.stringify writes it.
+      const text = dec.decode(serde._dumps(el)) || "null";
+      if (fields !== undefined) this.texts.set(el as object, { fields, text });
+      parts[i] = text;
+    }
+    return `[${parts.join(",")}]`;
   }
 
   private async decode(threadId: string, v: Value): Promise<unknown> {
@@ -672,6 +718,36 @@ function refusedWhole(err: unknown): boolean {
   return err instanceof ConvlogError && err.status >= 400 && err.status < 500;
 }
 
+/**
+ * A text that differs when an object's own enumerable fields differ:
+ * strings and other primitives as they are, empty lists and objects as
+ * such, other objects as their JSON (not of the object itself, so its
+ * `toJSON` does not run). Of a LangChain object's `lc_kwargs` only the
+ * keys count, and the values of keys the object has no field of: its
+ * `toJSON` reads the object's fields for the others. Undefined when a
+ * field does not serialize (a cycle, a BigInt).
+ */
+function ownFields(o: object): string | undefined {
+  const obj = o as Record<string, unknown>;
+  let s = "";
+  try {
+    for (const k of Object.keys(obj)) {
+      const v = obj[k];
+      if (typeof v === "string") s += `${k}:${v.length}:${v};`;
+      else if (v === null || typeof v !== "object") s += `${k}=${String(v)};`;
+      else if (k === "lc_kwargs" && !Array.isArray(v)) {
+        s += `${k}{`;
+        for (const kk of Object.keys(v)) s += kk in obj ? `${kk};` : `${kk}=${JSON.stringify((v as Record<string, unknown>)[kk])};`;
+        s += "}";
+      } else if (Array.isArray(v) ? v.length === 0 : Object.getPrototypeOf(v) === Object.prototype && Object.keys(v).length === 0) s += `${k}${Array.isArray(v) ? "[]" : "{}"};`;
+      else s += `${k}=${JSON.stringify(v)};`;
+    }
+  } catch {
+    return undefined;
+  }
+  return s;
+}
+
 /** The ConvlogError of a refused request (its problem body, or a minimal one). */
 function refused(res: Response, body: unknown): ConvlogError {
   const problem = body && typeof body === "object" && "status" in body ? body : { type: "about:blank", title: res.statusText || "HTTP error", status: res.status };
@@ -769,18 +845,13 @@ function messageEventOf(m: Message): Event {
   }
 }
 
-/** A UUIDv7 (RFC 9562): 48 bits of Unix ms, then random bits; convlog's event ids. */
+/**
+ * A UUIDv7 (RFC 9562): 48 bits of Unix ms, the version, then the random
+ * bits of a `randomUUID()` (a v4, whose variant bits v7 shares); convlog's
+ * event ids. `randomUUID` draws from a cached pool of random bytes.
+ */
 function uuidv7(): string {
-  const b = randomBytes(16);
-  const ms = Date.now();
-  b[0] = Math.floor(ms / 2 ** 40) & 0xff;
-  b[1] = Math.floor(ms / 2 ** 32) & 0xff;
-  b[2] = (ms >>> 24) & 0xff;
-  b[3] = (ms >>> 16) & 0xff;
-  b[4] = (ms >>> 8) & 0xff;
-  b[5] = ms & 0xff;
-  b[6] = (b[6] & 0x0f) | 0x70;
-  b[8] = (b[8] & 0x3f) | 0x80;
-  const h = b.toString("hex");
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+  const r = randomUUID();
+  const ms = Date.now().toString(16).padStart(12, "0");
+  return `${ms.slice(0, 8)}-${ms.slice(8, 12)}-7${r.slice(15)}`;
 }

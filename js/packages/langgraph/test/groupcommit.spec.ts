@@ -7,6 +7,7 @@ import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Annotation, END, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
 import { AIMessage, HumanMessage } from "@langchain/core/messages";
+import { JsonPlusSerializer, emptyCheckpoint, uuid6 } from "@langchain/langgraph-checkpoint";
 import { ConvlogClient, ConvlogError, nodeFetch } from "@convlog/client";
 import { startAgentd, keys, type Agentd } from "@convlog/testing";
 import { ConvlogSaver } from "../src/index.js";
@@ -241,5 +242,29 @@ describe("group commit of a thread's appends", () => {
     expect(b.duplicate).toBe(true);
     expect(b.events).toEqual(a.events);
     expect(await eventIds(thread_id, "checkpoint.writes")).toEqual(ids);
+  });
+});
+
+describe("a list value serialized message by message", () => {
+  it("stores a message changed in place between puts as it is at the later put", async () => {
+    const saver = new ConvlogSaver({ client: plain });
+    const serde = new JsonPlusSerializer();
+    const thread_id = `lg-mutated-${Date.now()}`;
+    const m1 = new AIMessage({ content: "first", id: "m1" });
+    const cp = (messages: unknown[], v: number) => ({ ...emptyCheckpoint(), id: uuid6(v), channel_values: { messages }, channel_versions: { messages: v } });
+    const meta = (step: number) => ({ source: "loop" as const, step, parents: {} });
+    const c1 = await saver.put({ configurable: { thread_id, checkpoint_ns: "" } }, cp([m1], 1), meta(0), { messages: 1 });
+    m1.content = "changed";
+    m1.response_metadata.note = "nested";
+    const m2 = new AIMessage({ content: "second", id: "m2" });
+    const c2 = await saver.put(c1, cp([m1, m2], 2), meta(1), { messages: 2 });
+
+    const want = async (list: unknown[]) => JSON.stringify(await serde.loadsTyped("json", (await serde.dumpsTyped(list))[1]));
+    const got = await saver.getTuple(c2);
+    expect(JSON.stringify(got?.checkpoint.channel_values.messages)).toBe(await want([m1, m2]));
+    expect(JSON.stringify(got?.checkpoint.channel_values.messages)).toContain("nested");
+    // The first checkpoint keeps the message as it was put.
+    const first = await saver.getTuple(c1);
+    expect(JSON.stringify(first?.checkpoint.channel_values.messages)).toBe(await want([new AIMessage({ content: "first", id: "m1" })]));
   });
 });
