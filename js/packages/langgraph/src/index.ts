@@ -61,9 +61,10 @@
  *
  * @packageDocumentation
  */
-import { createHash, randomBytes } from "node:crypto";
+import { createHash, randomBytes, randomUUID } from "node:crypto";
 import {
   BaseCheckpointSaver,
+  JsonPlusSerializer,
   TASKS,
   WRITES_IDX_MAP,
   compareWritesSortKeys,
@@ -128,6 +129,22 @@ const MAX_KNOWN_BLOBS = 10_000;
 /** The most thread namespaces whose last checkpoint is remembered, and threads remembered as written. */
 const MAX_REMEMBERED = 1_000;
 
+/**
+ * The most characters of JSON text one group of appends sends: at up to 3
+ * UTF-8 bytes a character, under agentd's default request body limit
+ * (`httpapi.DefaultMaxBodyBytes`, 1 MiB + 64 KiB), so grouping does not
+ * make a body too large for it (a smaller limit answers 413, and the
+ * group goes member by member). An append larger than this goes alone.
+ */
+const MAX_GROUP_CHARS = 256 << 10;
+/** The most events one group of appends sends (convlog's atomic append takes up to 1,000: `client.MaxTurnEvents`). */
+const MAX_GROUP_EVENTS = 200;
+
+/** An append waiting in a thread's queue: its events' JSON text (list elements), their number, and its caller's promise. */
+type Member = { list: string; count: number; resolve: () => void; reject: (err: unknown) => void };
+/** A thread's appends: whether a group is in flight, and the appends waiting behind it, in call order. */
+type Queue = { busy: boolean; waiting: Member[] };
+
 /** A checkpoint as put remembers it: its id, channel versions, the value objects its event holds, and the ids of its messages. */
 type Stored = { id: string; versions: ChannelVersions; channels: Record<string, OutValue>; messageIds?: Set<string> };
 
@@ -151,10 +168,14 @@ export class ConvlogSaver extends BaseCheckpointSaver {
   private readonly blobs = new Set<string>();
   /** The prefix of the placeholders body() replaces with raw JSON text (no event text holds it: it starts with NUL and is random). */
   private readonly nonce = `\u0000raw:${randomBytes(8).toString("hex")}:`;
-  /** Per thread: the saver's last append to it (appends to one thread go one at a time). */
-  private readonly queues = new Map<string, Promise<unknown>>();
+  /** Per thread with appends queued or in flight: its queue (appends to one thread go one group at a time). */
+  private readonly queues = new Map<string, Queue>();
   /** Per thread and namespace: the checkpoint last put or read. */
   private readonly last = new Map<string, Stored>();
+  /** Whether the serializer is LangGraph's JSON+ serializer itself (whose output for a list is its elements' outputs joined), so lists go element by element. */
+  private readonly elementwise: boolean;
+  /** Per LangChain object of a list value (a message): its serialized text and its own fields (ownFields) when it was serialized. */
+  private readonly texts = new WeakMap<object, { fields: string; text: string }>();
 
   constructor(opts: ConvlogSaverOptions) {
     super(opts.serde);
@@ -163,6 +184,7 @@ export class ConvlogSaver extends BaseCheckpointSaver {
     this.inlineBytes = opts.inlineBytes ?? INLINE_VALUE_BYTES;
     this.messagesChannel = opts.messagesChannel ?? "messages";
     this.messagesAs = opts.messagesAs ?? "checkpoint";
+    this.elementwise = this.serde.constructor === JsonPlusSerializer;
   }
 
   /** The checkpoint of `config` (its `checkpoint_id`, else the newest of its namespace); undefined when there is none. */
@@ -330,20 +352,90 @@ export class ConvlogSaver extends BaseCheckpointSaver {
    * writes while its checkpoint is being put, and concurrent appends to
    * one thread would only race for the thread's next version (convlog
    * checks each against the thread's state, and the loser checks again).
+   *
+   * Group commit: the appends that queue up behind one in flight go
+   * together as one atomic append when it finishes (their events in call
+   * order, at most {@link MAX_GROUP_CHARS} characters of body and
+   * {@link MAX_GROUP_EVENTS} events), so a graph that does not await its
+   * writes (durability "async") makes fewer requests. Each call settles
+   * with its group. A group convlog refused (4xx: nothing was stored) is
+   * sent again member by member, in order, so each call gets its own
+   * answer; a group whose outcome is unknown (no answer, 5xx) is sent
+   * again whole first: its event ids make convlog store it once.
    */
   private append(threadId: string, events: object[]): Promise<void> {
-    const body = this.body(events);
-    const prev = this.queues.get(threadId) ?? Promise.resolve();
-    const next = prev.then(
-      () => this.send(threadId, body),
-      () => this.send(threadId, body),
-    );
-    const tail = next.catch(() => undefined);
-    this.queues.set(threadId, tail);
-    void tail.then(() => {
-      if (this.queues.get(threadId) === tail) this.queues.delete(threadId);
+    const list = this.eventsText(events);
+    return new Promise<void>((resolve, reject) => {
+      let q = this.queues.get(threadId);
+      if (q === undefined) {
+        q = { busy: false, waiting: [] };
+        this.queues.set(threadId, q);
+      }
+      q.waiting.push({ list, count: events.length, resolve, reject });
+      if (!q.busy) void this.pump(threadId, q);
     });
-    return next;
+  }
+
+  /** Sends the thread's queued appends, a group at a time, until none is left. */
+  private async pump(threadId: string, q: Queue): Promise<void> {
+    q.busy = true;
+    try {
+      await this.drain(threadId, q);
+    } finally {
+      q.busy = false;
+      if (this.queues.get(threadId) === q && q.waiting.length === 0) this.queues.delete(threadId);
+    }
+  }
+
+  private async drain(threadId: string, q: Queue): Promise<void> {
+    while (q.waiting.length > 0) {
+      const group = [q.waiting.shift() as Member];
+      let bytes = group[0].list.length;
+      let count = group[0].count;
+      while (q.waiting.length > 0) {
+        const m = q.waiting[0];
+        if (bytes + m.list.length + 1 > MAX_GROUP_CHARS || count + m.count > MAX_GROUP_EVENTS) break;
+        group.push(q.waiting.shift() as Member);
+        bytes += m.list.length + 1;
+        count += m.count;
+      }
+      await this.sendGroup(threadId, group);
+    }
+  }
+
+  /** Sends a group of queued appends as one atomic append and settles each member's promise. */
+  private async sendGroup(threadId: string, group: Member[]): Promise<void> {
+    const body = (ms: Member[]) => `{"events":[${ms.map((m) => m.list).join(",")}]}`;
+    let err: unknown;
+    try {
+      await this.send(threadId, body(group));
+      for (const m of group) m.resolve();
+      return;
+    } catch (e) {
+      err = e;
+    }
+    if (group.length > 1 && !refusedWhole(err)) {
+      // Unknown outcome: the same events again (stored once by their ids).
+      try {
+        await this.send(threadId, body(group));
+        for (const m of group) m.resolve();
+        return;
+      } catch (e) {
+        err = e;
+      }
+    }
+    if (group.length === 1 || !refusedWhole(err)) {
+      for (const m of group) m.reject(err);
+      return;
+    }
+    for (const m of group) {
+      try {
+        await this.send(threadId, body([m]));
+        m.resolve();
+      } catch (e) {
+        m.reject(e);
+      }
+    }
   }
 
   private async send(threadId: string, body: string): Promise<void> {
@@ -365,18 +457,19 @@ export class ConvlogSaver extends BaseCheckpointSaver {
   }
 
   /**
-   * The JSON body of an append of `events`: value objects' `raw` JSON
-   * text goes in as `json` as it is, not parsed and encoded again.
+   * The JSON text of `events` as the elements of an append's `events`
+   * list (without the brackets): value objects' `raw` JSON text goes in
+   * as `json` as it is, not parsed and encoded again.
    */
-  private body(events: object[]): string {
+  private eventsText(events: object[]): string {
     const raws: string[] = [];
-    const text = JSON.stringify({ events }, (k, v) => {
+    const text = JSON.stringify(events, (k, v) => {
       if (v && typeof v === "object" && typeof (v as OutValue).raw === "string" && typeof (v as OutValue).type === "string") {
         raws.push((v as OutValue).raw as string);
         return { type: (v as OutValue).type, json: `${this.nonce}${raws.length - 1}` };
       }
       return v;
-    });
+    }).slice(1, -1);
     if (raws.length === 0) return text;
     // Each placeholder is a JSON string of its own: "<NUL>raw:<nonce>:<i>".
     const parts = text.split(JSON.stringify(this.nonce).slice(0, -1));
@@ -395,29 +488,69 @@ export class ConvlogSaver extends BaseCheckpointSaver {
 
   /** The value object of `v`: inline when its serialized bytes are small, else a blob named by their digest. */
   private async encode(threadId: string, v: unknown): Promise<OutValue> {
-    const [type, bytes] = await this.serde.dumpsTyped(v);
-    if (bytes.length > this.inlineBytes) {
-      const blob = `lg/${createHash("sha256").update(bytes).digest("hex")}`;
-      const key = `${threadId}\0${blob}`;
-      if (!this.blobs.has(key)) {
-        try {
-          await this.client.putBlob(threadId, blob, bytes);
-        } catch (err) {
-          if (!missing(err)) throw err;
-          await this.ensure(threadId);
-          await this.client.putBlob(threadId, blob, bytes);
-        }
-        if (this.blobs.size >= MAX_KNOWN_BLOBS) this.blobs.clear();
-        this.blobs.add(key);
-      }
-      return { type, blob, size: bytes.length };
+    const text = this.listText(v);
+    if (text !== undefined) {
+      // At most 3 UTF-8 bytes per UTF-16 code unit: most texts need no count.
+      if (text.length * 3 <= this.inlineBytes || Buffer.byteLength(text) <= this.inlineBytes) return { type: "json", raw: text };
+      return this.blobValue(threadId, "json", enc.encode(text));
     }
+    const [type, bytes] = await this.serde.dumpsTyped(v);
+    if (bytes.length > this.inlineBytes) return this.blobValue(threadId, type, bytes);
     if (type === "json") {
       // LangGraph's JSON serializer writes JSON text; anything else goes as bytes.
       const text = dec.decode(bytes);
       if (isJSONText(text)) return { type, raw: text };
     }
     return { type, base64: Buffer.from(bytes).toString("base64") };
+  }
+
+  /** The value object of serialized bytes stored as a blob of the thread, named by their SHA-256 (stored once per saver). */
+  private async blobValue(threadId: string, type: string, bytes: Uint8Array): Promise<OutValue> {
+    const blob = `lg/${createHash("sha256").update(bytes).digest("hex")}`;
+    const key = `${threadId}\0${blob}`;
+    if (!this.blobs.has(key)) {
+      try {
+        await this.client.putBlob(threadId, blob, bytes);
+      } catch (err) {
+        if (!missing(err)) throw err;
+        await this.ensure(threadId);
+        await this.client.putBlob(threadId, blob, bytes);
+      }
+      if (this.blobs.size >= MAX_KNOWN_BLOBS) this.blobs.clear();
+      this.blobs.add(key);
+    }
+    return { type, blob, size: bytes.length };
+  }
+
+  /**
+   * The JSON+ serializer's text of a list `v`, built from its elements'
+   * texts: the text of a LangChain object (a message: it has `toJSON`) is
+   * kept per object and used again while the object's own fields are
+   * the same ({@link ownFields}), so a channel that grows by a message per step
+   * serializes each message once, not on every step (LangChain's
+   * `toJSON` is far costlier than plain `JSON.stringify` of the fields).
+   * Undefined when `v` is not a list or the serializer is another.
+   */
+  private listText(v: unknown): string | undefined {
+    if (!this.elementwise || !Array.isArray(v)) return undefined;
+    const serde = this.serde as unknown as { _dumps(o: unknown): Uint8Array };
+    const parts = new Array<string>(v.length);
+    for (let i = 0; i < v.length; i++) {
+      const el: unknown = v[i];
+      const fields = el !== null && typeof el === "object" && typeof (el as { toJSON?: unknown }).toJSON === "function" ? ownFields(el) : undefined;
+      if (fields !== undefined) {
+        const got = this.texts.get(el as object);
+        if (got !== undefined && got.fields === fields) {
+          parts[i] = got.text;
+          continue;
+        }
+      }
+      // A function or symbol is `null` in a list, as JSON.stringify writes it.
+      const text = dec.decode(serde._dumps(el)) || "null";
+      if (fields !== undefined) this.texts.set(el as object, { fields, text });
+      parts[i] = text;
+    }
+    return `[${parts.join(",")}]`;
   }
 
   private async decode(threadId: string, v: Value): Promise<unknown> {
@@ -577,6 +710,44 @@ function isJSONText(text: string): boolean {
   return /^\s*[[{"tfn\-0-9]/.test(text);
 }
 
+/**
+ * Whether err is convlog refusing an append (a 4xx answer): nothing of it
+ * was stored. Any other failure (no answer, 5xx) leaves the outcome unknown.
+ */
+function refusedWhole(err: unknown): boolean {
+  return err instanceof ConvlogError && err.status >= 400 && err.status < 500;
+}
+
+/**
+ * A text that differs when an object's own enumerable fields differ:
+ * strings and other primitives as they are, empty lists and objects as
+ * such, other objects as their JSON (not of the object itself, so its
+ * `toJSON` does not run). Of a LangChain object's `lc_kwargs` only the
+ * keys count, and the values of keys the object has no field of: its
+ * `toJSON` reads the object's fields for the others. Undefined when a
+ * field does not serialize (a cycle, a BigInt).
+ */
+function ownFields(o: object): string | undefined {
+  const obj = o as Record<string, unknown>;
+  let s = "";
+  try {
+    for (const k of Object.keys(obj)) {
+      const v = obj[k];
+      if (typeof v === "string") s += `${k}:${v.length}:${v};`;
+      else if (v === null || typeof v !== "object") s += `${k}=${String(v)};`;
+      else if (k === "lc_kwargs" && !Array.isArray(v)) {
+        s += `${k}{`;
+        for (const kk of Object.keys(v)) s += kk in obj ? `${kk};` : `${kk}=${JSON.stringify((v as Record<string, unknown>)[kk])};`;
+        s += "}";
+      } else if (Array.isArray(v) ? v.length === 0 : Object.getPrototypeOf(v) === Object.prototype && Object.keys(v).length === 0) s += `${k}${Array.isArray(v) ? "[]" : "{}"};`;
+      else s += `${k}=${JSON.stringify(v)};`;
+    }
+  } catch {
+    return undefined;
+  }
+  return s;
+}
+
 /** The ConvlogError of a refused request (its problem body, or a minimal one). */
 function refused(res: Response, body: unknown): ConvlogError {
   const problem = body && typeof body === "object" && "status" in body ? body : { type: "about:blank", title: res.statusText || "HTTP error", status: res.status };
@@ -674,18 +845,13 @@ function messageEventOf(m: Message): Event {
   }
 }
 
-/** A UUIDv7 (RFC 9562): 48 bits of Unix ms, then random bits; convlog's event ids. */
+/**
+ * A UUIDv7 (RFC 9562): 48 bits of Unix ms, the version, then the random
+ * bits of a `randomUUID()` (a v4, whose variant bits v7 shares); convlog's
+ * event ids. `randomUUID` draws from a cached pool of random bytes.
+ */
 function uuidv7(): string {
-  const b = randomBytes(16);
-  const ms = Date.now();
-  b[0] = Math.floor(ms / 2 ** 40) & 0xff;
-  b[1] = Math.floor(ms / 2 ** 32) & 0xff;
-  b[2] = (ms >>> 24) & 0xff;
-  b[3] = (ms >>> 16) & 0xff;
-  b[4] = (ms >>> 8) & 0xff;
-  b[5] = ms & 0xff;
-  b[6] = (b[6] & 0x0f) | 0x70;
-  b[8] = (b[8] & 0x3f) | 0x80;
-  const h = b.toString("hex");
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+  const r = randomUUID();
+  const ms = Date.now().toString(16).padStart(12, "0");
+  return `${ms.slice(0, 8)}-${ms.slice(8, 12)}-7${r.slice(15)}`;
 }
