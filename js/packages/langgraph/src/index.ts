@@ -184,7 +184,9 @@ export class ConvlogSaver extends BaseCheckpointSaver {
     this.inlineBytes = opts.inlineBytes ?? INLINE_VALUE_BYTES;
     this.messagesChannel = opts.messagesChannel ?? "messages";
     this.messagesAs = opts.messagesAs ?? "checkpoint";
-    this.elementwise = this.serde.constructor === JsonPlusSerializer;
+    // The JSON+ serializer's `_dumps` (its bytes of one value) is not part
+    // of its typed API: without it, lists go through `dumpsTyped` whole.
+    this.elementwise = this.serde.constructor === JsonPlusSerializer && typeof (this.serde as unknown as { _dumps?: unknown })._dumps === "function";
   }
 
   /** The checkpoint of `config` (its `checkpoint_id`, else the newest of its namespace); undefined when there is none. */

@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Annotation, END, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
-import { AIMessage, HumanMessage } from "@langchain/core/messages";
+import { AIMessage, HumanMessage, ToolMessage } from "@langchain/core/messages";
 import { JsonPlusSerializer, emptyCheckpoint, uuid6 } from "@langchain/langgraph-checkpoint";
 import { ConvlogClient, ConvlogError, nodeFetch } from "@convlog/client";
 import { startAgentd, keys, type Agentd } from "@convlog/testing";
@@ -266,5 +266,30 @@ describe("a list value serialized message by message", () => {
     // The first checkpoint keeps the message as it was put.
     const first = await saver.getTuple(c1);
     expect(JSON.stringify(first?.checkpoint.channel_values.messages)).toBe(await want([new AIMessage({ content: "first", id: "m1" })]));
+  });
+});
+
+describe("a list value written element by element", () => {
+  it("reads back as the serializer's own text of the whole list would", async () => {
+    const saver = new ConvlogSaver({ client: plain });
+    const serde = new JsonPlusSerializer();
+    const thread_id = `lg-elements-${Date.now()}`;
+    const shared = new HumanMessage({ content: "said twice", id: "h1" });
+    const lists: unknown[][] = [
+      [],
+      [shared, new AIMessage({ content: "", id: "a1", tool_calls: [{ id: "call_1", name: "lookup", args: { q: "x", n: [1, 2] } }] }),
+        new ToolMessage({ content: JSON.stringify({ ok: true }), tool_call_id: "call_1", id: "t1" }), shared],
+      ["text", 42, null, true, { plain: { nested: ["a", 1.5] } }, [1, [2, [3]]], "\u0000 \u2028 quotes \" and \\"],
+      [new Date(0), new Map([["k", 1]]), new Set([1, 2]), undefined, () => 1],
+    ];
+    let config = { configurable: { thread_id, checkpoint_ns: "" } } as Parameters<ConvlogSaver["put"]>[0];
+    for (let i = 0; i < lists.length; i++) {
+      const cp = { ...emptyCheckpoint(), id: uuid6(i), channel_values: { items: lists[i] }, channel_versions: { items: i + 1 } };
+      config = await saver.put(config, cp, { source: "loop" as const, step: i, parents: {} }, { items: i + 1 });
+      const [type, bytes] = await serde.dumpsTyped(lists[i]);
+      const want = await serde.loadsTyped(type, bytes);
+      const got = await saver.getTuple(config);
+      expect(got?.checkpoint.channel_values.items, `list ${i}`).toEqual(want);
+    }
   });
 });
