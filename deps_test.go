@@ -51,8 +51,9 @@ const mod = "github.com/convlog/convlog/"
 //	                               worker.Tools, so it sits under agentd with its users)
 //
 // The internal leaves (directget, provision, lru, shutdown, ports) are NATS
-// plumbing, a cache, a stop gate and a port finder that import nothing of ours; only internal/embedded (and tests)
-// import nats-server.
+// plumbing, a cache, a stop gate and a port finder that import nothing of ours
+// but one another (provision attempts its requests with directget's retry);
+// only internal/embedded (and tests) import nats-server.
 func TestDependencyDirection(t *testing.T) {
 	for _, c := range dependencyRules() {
 		t.Run(c.pkg, func(t *testing.T) {
@@ -128,7 +129,8 @@ func dependencyRules() []dependencyRule {
 	return []dependencyRule{
 		{"events", []string{"github.com/nats-io/"}, nil},
 		{"internal/directget", []string{"github.com/nats-io/nats-server"}, nil},
-		{"internal/provision", []string{"github.com/nats-io/nats-server"}, nil},
+		// Provisioning's requests are attempted as the log reads are.
+		{"internal/provision", []string{"github.com/nats-io/nats-server"}, []string{"internal/directget"}},
 		{"internal/lru", []string{"github.com/nats-io/"}, nil},
 		{"internal/shutdown", []string{"github.com/nats-io/"}, nil},
 		{"internal/ports", []string{"github.com/nats-io/"}, nil},

@@ -2,10 +2,9 @@ package provision
 
 import (
 	"context"
-	"errors"
 	"time"
 
-	"github.com/nats-io/nats.go"
+	"github.com/convlog/convlog/internal/directget"
 )
 
 // DefaultAttemptTimeout is the default of [Config.AttemptTimeout]: how
@@ -21,32 +20,26 @@ const DefaultAttemptTimeout = 5 * time.Second
 // the caller's context has no deadline.
 const DefaultRequestTimeout = 30 * time.Second
 
-// maxWaitFactor bounds how much longer than the first an attempt waits.
-const maxWaitFactor = 8
-
 // attempt calls f until it returns anything but a timeout of its own
-// attempt: each call gets a context that ends after the attempt timeout
-// (c's; each retry twice as long as the one before, up to maxWaitFactor
-// times the first) or with ctx, whichever comes first. When ctx has no
-// deadline, the attempts end after DefaultRequestTimeout. f's requests
-// must be safe to make again. It returns f's last result: a success, an
-// error that is not a timeout, or, when ctx ends, f's error.
+// attempt, as [directget.Attempts] does (each call gets a context that
+// ends after the attempt timeout, c's, each retry twice as long as the one
+// before, up to 8 times the first, or with ctx), and returns f's last
+// result: a success, an error that is not a timeout, or, when ctx ends,
+// f's error. When ctx has no deadline, the attempts end after
+// DefaultRequestTimeout. f's requests must be safe to make again.
 func attempt[T any](ctx context.Context, c Config, f func(context.Context) (T, error)) (T, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultRequestTimeout)
 		defer cancel()
 	}
-	first := c.attemptTimeout()
-	for wait := first; ; wait = min(2*wait, maxWaitFactor*first) {
-		actx, cancel := context.WithTimeout(ctx, wait)
-		v, err := f(actx)
-		timedOut := errors.Is(actx.Err(), context.DeadlineExceeded)
-		cancel()
-		if err == nil || ctx.Err() != nil || !timedOut || !isTimeout(err) {
-			return v, err
-		}
-	}
+	var v T
+	err := directget.Attempts(ctx, c.attemptTimeout(), func(ctx context.Context) error {
+		var err error
+		v, err = f(ctx)
+		return err
+	})
+	return v, err
 }
 
 // once calls f with a context that ends after c's attempt timeout (or
@@ -56,12 +49,6 @@ func once[T any](ctx context.Context, c Config, f func(context.Context) (T, erro
 	actx, cancel := context.WithTimeout(ctx, c.attemptTimeout())
 	defer cancel()
 	return f(actx)
-}
-
-// isTimeout reports whether err is a request's timeout: it wraps
-// context.DeadlineExceeded or nats.ErrTimeout.
-func isTimeout(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
 }
 
 // attemptTimeout is c.AttemptTimeout, or DefaultAttemptTimeout when that

@@ -3,7 +3,6 @@ package provision
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,8 +11,9 @@ import (
 
 // attempt gives each call its own attempt timeout, twice the one before
 // up to 8 times the first, and calls again only after a timeout of that
-// attempt; another error, or the end of the caller's context, ends it.
-// once makes one call bounded by the attempt timeout.
+// attempt; another error ends it (the end of the caller's context too:
+// directget's tests of Attempts, which attempt runs). once makes one call
+// bounded by the attempt timeout.
 func TestAttemptAsksAgainOnlyAfterItsOwnTimeout(t *testing.T) {
 	const first = 40 * time.Millisecond
 	c := Config{AttemptTimeout: first}
@@ -52,23 +52,6 @@ func TestAttemptAsksAgainOnlyAfterItsOwnTimeout(t *testing.T) {
 		require.ErrorIs(t, err, boom)
 		require.Equal(t, 1, calls)
 	})
-	t.Run("the caller's deadline ends the attempts", func(t *testing.T) {
-		// The caller's deadline arrives during the second attempt, when
-		// the test says, not when a timer fires: a late scheduler cannot
-		// let it pass during the first.
-		ctx := newExpiringContext()
-		calls := 0
-		_, err := attempt(ctx, c, func(actx context.Context) (int, error) {
-			calls++
-			if calls == 2 {
-				ctx.expire()
-			}
-			return waitOut(actx)
-		})
-		require.ErrorIs(t, err, context.DeadlineExceeded)
-		require.Error(t, ctx.Err(), "ended by the caller's deadline")
-		require.Equal(t, 2, calls, "the first attempt's timeout asks again; the caller's deadline ends the attempts")
-	})
 	t.Run("a context without deadline gets DefaultRequestTimeout", func(t *testing.T) {
 		start := time.Now()
 		_, err := attempt(context.Background(), Config{AttemptTimeout: time.Hour}, func(ctx context.Context) (int, error) {
@@ -95,32 +78,3 @@ func TestAttemptAsksAgainOnlyAfterItsOwnTimeout(t *testing.T) {
 		require.Equal(t, 1, calls)
 	})
 }
-
-// expiringContext is a caller's context whose deadline, reported an hour
-// away, arrives when expire is called: Done closes and Err returns
-// context.DeadlineExceeded from then on. It carries no values.
-type expiringContext struct {
-	context.Context // context.Background, for Value
-	deadline        time.Time
-	done            chan struct{}
-	once            sync.Once
-}
-
-func newExpiringContext() *expiringContext {
-	return &expiringContext{Context: context.Background(), deadline: time.Now().Add(time.Hour), done: make(chan struct{})}
-}
-
-func (c *expiringContext) Deadline() (time.Time, bool) { return c.deadline, true }
-
-func (c *expiringContext) Done() <-chan struct{} { return c.done }
-
-func (c *expiringContext) Err() error {
-	select {
-	case <-c.done:
-		return context.DeadlineExceeded
-	default:
-		return nil
-	}
-}
-
-func (c *expiringContext) expire() { c.once.Do(func() { close(c.done) }) }
