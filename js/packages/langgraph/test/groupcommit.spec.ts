@@ -104,6 +104,26 @@ function counter(saver: ConvlogSaver, steps: number) {
 /** A config naming a checkpoint of the thread. */
 const at = (thread_id: string, checkpoint_id = "cp-1") => ({ configurable: { thread_id, checkpoint_ns: "", checkpoint_id } });
 
+/**
+ * A saver on a spying client with one putWrites of a new thread in flight
+ * and held (the thread created by an earlier one): the appends made until
+ * `g.open()` queue behind it. The spy's counts start at that append.
+ */
+async function oneInFlight(name: string) {
+  const { spy, client } = spyClient();
+  const saver = new ConvlogSaver({ client });
+  const thread_id = `lg-group-${name}-${Date.now()}`;
+  await saver.putWrites(at(thread_id), [["a", 0]], "task-0");
+  spy.appends = 0;
+  spy.bodies = [];
+  const g = gate();
+  spy.hold = g.wait;
+  const first = saver.putWrites(at(thread_id), [["a", 1]], "task-1");
+  await until(() => spy.appends === 1);
+  spy.hold = undefined;
+  return { spy, saver, thread_id, g, first };
+}
+
 describe("group commit of a thread's appends", () => {
   it("sends fewer appends than the saver's calls when a graph does not await its writes (durability async)", async () => {
     const { spy, client } = spyClient();
@@ -140,17 +160,7 @@ describe("group commit of a thread's appends", () => {
   });
 
   it("sends the appends queued behind one in flight as one append, in call order", async () => {
-    const { spy, client } = spyClient();
-    const saver = new ConvlogSaver({ client });
-    const thread_id = `lg-group-order-${Date.now()}`;
-    await saver.putWrites(at(thread_id), [["a", 0]], "task-0");
-    spy.appends = 0;
-    spy.bodies = [];
-    const g = gate();
-    spy.hold = g.wait;
-    const first = saver.putWrites(at(thread_id), [["a", 1]], "task-1");
-    await until(() => spy.appends === 1);
-    spy.hold = undefined;
+    const { spy, saver, thread_id, g, first } = await oneInFlight("order");
     const rest = [2, 3, 4].map((i) => saver.putWrites(at(thread_id), [["a", i]], `task-${i}`));
     g.open();
     await Promise.all([first, ...rest]);
@@ -165,17 +175,7 @@ describe("group commit of a thread's appends", () => {
   });
 
   it("answers each member of a refused group on its own: the failing one gets its error, the others land", async () => {
-    const { spy, client } = spyClient();
-    const saver = new ConvlogSaver({ client });
-    const thread_id = `lg-group-refused-${Date.now()}`;
-    await saver.putWrites(at(thread_id), [["a", 0]], "task-0");
-    spy.appends = 0;
-    spy.bodies = [];
-    const g = gate();
-    spy.hold = g.wait;
-    const first = saver.putWrites(at(thread_id), [["a", 1]], "task-1");
-    await until(() => spy.appends === 1);
-    spy.hold = undefined;
+    const { spy, saver, thread_id, g, first } = await oneInFlight("refused");
     // A task id longer than checkpoint.writes.json allows (256): refused.
     const settled = Promise.allSettled([
       saver.putWrites(at(thread_id), [["a", 2]], "task-2"),
@@ -200,17 +200,7 @@ describe("group commit of a thread's appends", () => {
   });
 
   it("sends a group whose answer was lost again whole, and convlog stores its events once", async () => {
-    const { spy, client } = spyClient();
-    const saver = new ConvlogSaver({ client });
-    const thread_id = `lg-group-lost-${Date.now()}`;
-    await saver.putWrites(at(thread_id), [["a", 0]], "task-0");
-    spy.appends = 0;
-    spy.bodies = [];
-    const g = gate();
-    spy.hold = g.wait;
-    const first = saver.putWrites(at(thread_id), [["a", 1]], "task-1");
-    await until(() => spy.appends === 1);
-    spy.hold = undefined;
+    const { spy, saver, thread_id, g, first } = await oneInFlight("lost");
     const rest = [2, 3, 4].map((i) => saver.putWrites(at(thread_id), [["a", i]], `task-${i}`));
     // The group reaches agentd and is stored, but its answer is lost.
     spy.after = (res) => {
