@@ -46,7 +46,7 @@ const mod = "github.com/convlog/convlog/"
 //	internal/memtune               nothing of ours, no NATS: the collector's settings agentd serve runs under
 //	agentd/serve                   the parts above in one process (agentd serve); no test support
 //	agentd (the command)           everything above but test support
-//	test support                   natstest, clienttest, tenancytest, modeltest, checkpointertest, foldcases, the
+//	test support                   natstest, clienttest, tenancytest, modeltest, checkpointertest, foldcases, benchtest, the
 //	                               test agent (agentd/internal/agenttest: it implements
 //	                               worker.Tools, so it sits under agentd with its users)
 //
@@ -115,7 +115,7 @@ func testSupport() []string {
 	var out []string
 	for _, p := range []string{"internal/natstest", "internal/nodetest", "internal/tenancy/tenancytest",
 		"agent/model/modeltest", "agentd/internal/agenttest", "client/deepagents/checkpointertest",
-		"internal/foldcases", "internal/clienttest", "internal/eventfixtures", "internal/testlog"} {
+		"internal/foldcases", "internal/clienttest", "internal/eventfixtures", "internal/testlog", "internal/benchtest"} {
 		out = append(out, mod+p)
 	}
 	return out
@@ -221,6 +221,7 @@ func dependencyRules() []dependencyRule {
 		{"internal/eventfixtures", []string{"github.com/nats-io/"}, []string{"events"}},
 		// A log buffer for tests: the standard library only.
 		{"internal/testlog", []string{"github.com/nats-io/"}, nil},
+		{"internal/benchtest", []string{"github.com/nats-io/"}, nil},
 		// The cluster tests build with -tags cluster; without it, a doc.go.
 		{"deploy/clustertest", []string{"github.com/nats-io/"}, nil},
 		// This package: the tests that hold the repository together.

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/benchtest"
 	"github.com/convlog/convlog/internal/clienttest"
 	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/internal/provision"
@@ -199,11 +199,11 @@ func alternate(b *testing.B, name string, f, rawGet func()) {
 	var fs, raws, ratios []float64
 	var cpuF, cpuRaw time.Duration
 	timed := func(g func(), cpu *time.Duration) float64 {
-		c0 := processCPU()
+		c0 := benchtest.CPU()
 		t0 := time.Now()
 		g()
 		d := time.Since(t0)
-		*cpu += processCPU() - c0
+		*cpu += benchtest.CPU() - c0
 		return float64(d)
 	}
 	round := 0
@@ -217,16 +217,9 @@ func alternate(b *testing.B, name string, f, rawGet func()) {
 		round++
 		fs, raws, ratios = append(fs, x), append(raws, r), append(ratios, x/r)
 	}
-	b.ReportMetric(medianOf(ratios), name+"/raw-get")
-	b.ReportMetric(medianOf(fs), "ns/"+name)
-	b.ReportMetric(medianOf(raws), "ns/raw-get")
+	b.ReportMetric(benchtest.Median(ratios), name+"/raw-get")
+	b.ReportMetric(benchtest.Median(fs), "ns/"+name)
+	b.ReportMetric(benchtest.Median(raws), "ns/raw-get")
 	b.ReportMetric(float64(cpuF.Microseconds())/float64(b.N), "cpu-us/"+name)
 	b.ReportMetric(float64(cpuRaw.Microseconds())/float64(b.N), "cpu-us/raw-get")
-}
-
-// processCPU is the user and system CPU time of this process so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

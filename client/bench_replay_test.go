@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"runtime"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/convlog/convlog/client"
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/benchtest"
 	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/internal/provision"
 )
@@ -99,17 +99,8 @@ func BenchmarkReplay(b *testing.B) {
 			round++
 			replays, reads, ratios = append(replays, r), append(reads, cr), append(ratios, r/cr)
 		}
-		b.ReportMetric(medianOf(ratios), "replay/consumer")
-		b.ReportMetric(medianOf(replays), "replay-events/s")
-		b.ReportMetric(medianOf(reads), "consumer-events/s")
+		b.ReportMetric(benchtest.Median(ratios), "replay/consumer")
+		b.ReportMetric(benchtest.Median(replays), "replay-events/s")
+		b.ReportMetric(benchtest.Median(reads), "consumer-events/s")
 	})
-}
-
-func medianOf(x []float64) float64 {
-	if len(x) == 0 {
-		return 0
-	}
-	x = slices.Clone(x)
-	slices.Sort(x)
-	return x[len(x)/2]
 }

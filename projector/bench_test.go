@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/benchtest"
 	"github.com/convlog/convlog/projector"
 	"github.com/convlog/convlog/snapstore"
 )
@@ -144,13 +144,13 @@ func BenchmarkSnapshots(b *testing.B) {
 		}
 		rawGet := func() { _, _ = e.res.Snapshots.Get(ctx, rawKey) }
 		b.Run(fmt.Sprintf("Load/%d", n), func(b *testing.B) {
-			cpu := cpuTime()
+			cpu := benchtest.CPU()
 			for b.Loop() {
 				if _, err := plain.Load(ctx, "bench", thread); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N), "cpu-us/op")
+			b.ReportMetric(float64((benchtest.CPU()-cpu).Microseconds())/float64(b.N), "cpu-us/op")
 			b.ReportMetric(float64(snap.Bytes), "snapshot-bytes")
 			b.ReportMetric(float64(len(snap.Chunks)), "chunks")
 			if snap.Bytes <= 1<<20-1024 {
@@ -160,13 +160,13 @@ func BenchmarkSnapshots(b *testing.B) {
 			}
 		})
 		b.Run(fmt.Sprintf("LoadCold/%d", n), func(b *testing.B) {
-			cpu := cpuTime()
+			cpu := benchtest.CPU()
 			for b.Loop() {
 				if _, err := e.store(e.res.Snapshots, noCache).Load(ctx, "bench", thread); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N), "cpu-us/op")
+			b.ReportMetric(float64((benchtest.CPU()-cpu).Microseconds())/float64(b.N), "cpu-us/op")
 			if snap.Bytes <= 1<<20-1024 {
 				b.ReportMetric(interleavedRatio(b, func() {
 					_, _ = e.store(e.res.Snapshots, noCache).Load(ctx, "bench", thread)
@@ -179,13 +179,13 @@ func BenchmarkSnapshots(b *testing.B) {
 			warm, err := cached.Load(ctx, "bench", thread)
 			require.NoError(b, err)
 			before := cached.ChunkCacheStats()
-			cpu := cpuTime()
+			cpu := benchtest.CPU()
 			for b.Loop() {
 				if _, err := cached.Load(ctx, "bench", thread); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N), "cpu-us/op")
+			b.ReportMetric(float64((benchtest.CPU()-cpu).Microseconds())/float64(b.N), "cpu-us/op")
 			after := cached.ChunkCacheStats()
 			if looked := (after.Hits - before.Hits) + (after.Misses - before.Misses); looked > 0 {
 				b.ReportMetric(float64(after.Hits-before.Hits)/float64(looked), "hit-ratio")
@@ -200,13 +200,13 @@ func BenchmarkSnapshots(b *testing.B) {
 		b.Run(fmt.Sprintf("LoadViewCached/%d", n), func(b *testing.B) {
 			_, err := cached.LoadView(ctx, "bench", thread) // warms the cache
 			require.NoError(b, err)
-			cpu := cpuTime()
+			cpu := benchtest.CPU()
 			for b.Loop() {
 				if _, err := cached.LoadView(ctx, "bench", thread); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N), "cpu-us/op")
+			b.ReportMetric(float64((benchtest.CPU()-cpu).Microseconds())/float64(b.N), "cpu-us/op")
 			if snap.Bytes <= 1<<20-1024 {
 				b.ReportMetric(interleavedRatio(b, func() {
 					_, _ = cached.LoadView(ctx, "bench", thread)
@@ -215,13 +215,13 @@ func BenchmarkSnapshots(b *testing.B) {
 		})
 		if snap.Bytes <= 1<<20-1024 {
 			b.Run(fmt.Sprintf("RawKVGet/%d", n), func(b *testing.B) {
-				cpu := cpuTime()
+				cpu := benchtest.CPU()
 				for b.Loop() {
 					if _, err := e.res.Snapshots.Get(ctx, rawKey); err != nil {
 						b.Fatal(err)
 					}
 				}
-				b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N), "cpu-us/op")
+				b.ReportMetric(float64((benchtest.CPU()-cpu).Microseconds())/float64(b.N), "cpu-us/op")
 				b.ReportMetric(float64(snap.Bytes), "value-bytes")
 			})
 		}
@@ -237,13 +237,13 @@ func BenchmarkSnapshots(b *testing.B) {
 			require.NoError(b, err)
 			version := h.State.Version
 			i := 0
-			cpu := cpuTime()
+			cpu := benchtest.CPU()
 			for b.Loop() {
 				version = e.publishAfter(b, c.ev("bench", thread, events.UserMessage{Content: content512(n + i)}), version)
 				watch.wait(b, thread, version)
 				i++
 			}
-			b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N), "cpu-us/op")
+			b.ReportMetric(float64((benchtest.CPU()-cpu).Microseconds())/float64(b.N), "cpu-us/op")
 			watch.mu.Lock()
 			steps := watch.steps[thread][skip:]
 			watch.mu.Unlock()
@@ -409,15 +409,6 @@ func BenchmarkStep(b *testing.B) {
 		watch.wait(b, ev.Thread, last[k])
 		i++
 	}
-}
-
-// cpuTime is the CPU time (user + system) this process used so far: the
-// server runs in the process too, so it counts the work of both sides,
-// which stays meaningful when other processes compete for the CPU.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkCatchUp publishes 100 user messages of 512 bytes to each of

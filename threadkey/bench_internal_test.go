@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/convlog/convlog/events"
+	"github.com/convlog/convlog/internal/benchtest"
 )
 
 // benchEvent returns a new thread key and the clear encoding of a user
@@ -64,7 +65,7 @@ func BenchmarkOpenEvent(b *testing.B) {
 		b.ReportMetric(ratio(times, "open-v2", "gcm-open"), "open-v2/gcm")
 		b.ReportMetric(ratio(times, "seal-v2", "gcm-seal"), "seal-v2/gcm")
 		for _, op := range ops {
-			b.ReportMetric(median(times[op.name]), "ns/"+op.name)
+			b.ReportMetric(benchtest.Median(times[op.name]), "ns/"+op.name)
 		}
 	})
 }
@@ -170,7 +171,7 @@ func ratio(times map[string][]float64, a, c string) float64 {
 	for i := range r {
 		r[i] = times[a][i] / times[c][i]
 	}
-	return median(r)
+	return benchtest.Median(r)
 }
 
 // BenchmarkFormatRatio sets format 2 against format 1 in one run, as
@@ -189,17 +190,8 @@ func BenchmarkFormatRatio(b *testing.B) {
 	b.ReportMetric(ratio(times, "seal-v2", "seal-v1"), "seal-v2/v1")
 	b.ReportMetric(ratio(times, "open-v2", "decode"), "open-v2/decode")
 	for _, op := range ops {
-		b.ReportMetric(median(times[op.name]), "ns/"+op.name)
+		b.ReportMetric(benchtest.Median(times[op.name]), "ns/"+op.name)
 	}
-}
-
-func median(x []float64) float64 {
-	if len(x) == 0 {
-		return 0
-	}
-	x = slices.Clone(x)
-	slices.Sort(x)
-	return x[len(x)/2]
 }
 
 // BenchmarkOpenValues is what a cold Get of a 1,000-message thread spends

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/convlog/convlog/internal/benchtest"
 	"github.com/convlog/convlog/internal/natstest"
 	"github.com/convlog/convlog/internal/provision"
 	"github.com/convlog/convlog/threadkey"
@@ -72,7 +73,7 @@ func BenchmarkOpenSnapshotVsKVGet(b *testing.B) {
 	b.ReportMetric(threadkey.Ratio(times, "opens", "raw"), "open/raw-get")
 	b.ReportMetric(threadkey.Ratio(times, "in-place", "raw"), "open-in-place/raw-get")
 	b.ReportMetric(threadkey.Ratio(times, "gets", "raw"), "chunk-gets/raw-get")
-	b.ReportMetric(threadkey.Median(raw), "ns/raw-get")
-	b.ReportMetric(threadkey.Median(opens), "ns/open")
-	b.ReportMetric(threadkey.Median(inPlace), "ns/open-in-place")
+	b.ReportMetric(benchtest.Median(raw), "ns/raw-get")
+	b.ReportMetric(benchtest.Median(opens), "ns/open")
+	b.ReportMetric(benchtest.Median(inPlace), "ns/open-in-place")
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/convlog/convlog/internal/benchtest"
 	"github.com/convlog/convlog/threadkey"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/chacha20poly1305"
@@ -69,7 +70,7 @@ func BenchmarkOpenThroughKeys(b *testing.B) {
 		b.ReportMetric(threadkey.Ratio(times, "open", "aead-open"), "open/aead")
 		b.ReportMetric(threadkey.Ratio(times, "seal", "aead-seal"), "seal/aead")
 		for _, name := range []string{"open", "seal", "aead-open", "aead-seal"} {
-			b.ReportMetric(threadkey.Median(times[name]), "ns/"+name)
+			b.ReportMetric(benchtest.Median(times[name]), "ns/"+name)
 		}
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/convlog/convlog/internal/benchtest"
 	"github.com/convlog/convlog/internal/directget"
 	"github.com/convlog/convlog/internal/natstest"
 )
@@ -59,7 +59,7 @@ func BenchmarkBatch(b *testing.B) {
 		{250, 0}, {500, 0}, {1000, 0}, {1000, 8 << 20}, {2000, 8 << 20}, {5000, 8 << 20}, {10000, 16 << 20},
 	} {
 		b.Run(fmt.Sprintf("batch=%d/max_bytes=%d", tc.batch, tc.maxBytes), func(b *testing.B) {
-			cpu0 := cpuTime()
+			cpu0 := benchtest.CPU()
 			for b.Loop() {
 				from, n := uint64(1), 0
 				for {
@@ -83,16 +83,7 @@ func BenchmarkBatch(b *testing.B) {
 // machine's noise moves less than the rate.
 func reportRead(b *testing.B, cpu0 time.Duration) {
 	b.ReportMetric(float64(benchMessages*b.N)/b.Elapsed().Seconds(), "msgs/s")
-	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(benchMessages*b.N), "cpu-ns/msg")
-}
-
-// cpuTime is the CPU time this process has used (user and system).
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64((benchtest.CPU()-cpu0).Nanoseconds())/float64(benchMessages*b.N), "cpu-ns/msg")
 }
 
 // BenchmarkOrderedConsumer reads the same messages with an ordered
@@ -102,7 +93,7 @@ func cpuTime() time.Duration {
 func BenchmarkOrderedConsumer(b *testing.B) {
 	s := benchStream(b)
 	ctx := context.Background()
-	cpu0 := cpuTime()
+	cpu0 := benchtest.CPU()
 	for b.Loop() {
 		cons, err := s.JS.OrderedConsumer(ctx, "S", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"s.t"},
 			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: 1})
