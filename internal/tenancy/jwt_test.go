@@ -157,14 +157,7 @@ func startOperatorServer(t *testing.T, res provision.Config) *operatorServer {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "operator.conf"), []byte(frag), 0o600))
 	conf := filepath.Join(dir, "nats.conf")
 	require.NoError(t, os.WriteFile(conf, []byte("listen: 127.0.0.1:-1\njetstream { store_dir: \""+filepath.Join(dir, "js")+"\" }\ninclude 'operator.conf'\n"), 0o600))
-	opts, err := server.ProcessConfigFile(conf)
-	require.NoError(t, err)
-	opts.NoLog, opts.NoSigs = true, true
-	srv, err := server.NewServer(opts)
-	require.NoError(t, err)
-	srv.Start()
-	t.Cleanup(srv.Shutdown)
-	require.True(t, srv.ReadyForConnections(10*time.Second))
+	srv := startConfFile(t, conf)
 	for name, creds := range map[string][]byte{"sys.creds": setup.SystemUserCreds, "convlog.creds": setup.ConvlogUserCreds} {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), creds, 0o600))
 	}
@@ -292,4 +285,19 @@ func TestPushAccountJWTReportsARefusal(t *testing.T) {
 	convlog := o.connect(t, "convlog.creds")
 	err = tenancy.PushAccountJWT(ctx, convlog, foreign)
 	require.True(t, errors.Is(err, nats.ErrNoResponders), "a user of another account reaches no resolver: %v", err)
+}
+
+// startConfFile starts an embedded nats-server from the configuration
+// file conf, shut down when t ends, and waits until it takes connections.
+func startConfFile(t *testing.T, conf string) *server.Server {
+	t.Helper()
+	opts, err := server.ProcessConfigFile(conf)
+	require.NoError(t, err)
+	opts.NoLog, opts.NoSigs = true, true
+	srv, err := server.NewServer(opts)
+	require.NoError(t, err)
+	srv.Start()
+	t.Cleanup(srv.Shutdown)
+	require.True(t, srv.ReadyForConnections(10*time.Second))
+	return srv
 }

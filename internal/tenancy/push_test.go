@@ -54,14 +54,7 @@ func startOperatorCluster(t *testing.T, thirdResolver func(setup *tenancy.Operat
 		require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf(
 			"server_name: n%d\nlisten: 127.0.0.1:-1\ncluster { name: push, listen: 127.0.0.1:%d, routes: [%s] }\ninclude 'operator.conf'\n",
 			i+1, p, strings.Join(routes, ", "))), 0o600))
-		opts, err := server.ProcessConfigFile(conf)
-		require.NoError(t, err)
-		opts.NoLog, opts.NoSigs = true, true
-		srv, err := server.NewServer(opts)
-		require.NoError(t, err)
-		srv.Start()
-		t.Cleanup(srv.Shutdown)
-		require.True(t, srv.ReadyForConnections(10*time.Second))
+		srv := startConfFile(t, conf)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "sys.creds"), setup.SystemUserCreds, 0o600))
 		c.servers = append(c.servers, srv)
 		c.dirs = append(c.dirs, dir)
