@@ -769,7 +769,8 @@ func replaySection(m *md, res *Results) {
 	if r.ConsumerRatio.Measured() {
 		m.p("Against the consumer read, run by run (each run reads the thread %d times with convlog's replay and %d times", pairRepeat(r.Events), pairRepeat(r.Events))
 		m.p("through the consumer, one read at a time in the order AB BA AB ..., each read timed alone after a collection,")
-		m.p("then every other way once, in a rotating order): %s.", fmtSpread(r.ConsumerRatio))
+		m.p("and takes the fastest read of each, the one the machine's other load disturbed least; then every other way")
+		m.p("once, in a rotating order): %s.", fmtSpread(r.ConsumerRatio))
 	}
 	m.p("")
 	if sc := r.Sealing; sc.Open > 0 {
