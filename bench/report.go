@@ -767,9 +767,10 @@ func replaySection(m *md, res *Results) {
 	m.p("")
 	m.p("A ratio above 1 means convlog's replay is faster than that way.")
 	if r.ConsumerRatio.Measured() {
-		m.p("Against the consumer read, run by run (each run times convlog's replay and the consumer read back to back, in")
-		m.p("an order that alternates, each reading the thread %d times in a row, then every other way once, in a rotating", pairRepeat(r.Events))
-		m.p("order; a collection before each): %s.", fmtSpread(r.ConsumerRatio))
+		m.p("Against the consumer read, run by run (each run reads the thread %d times with convlog's replay and %d times", pairRepeat(r.Events), pairRepeat(r.Events))
+		m.p("through the consumer, one read at a time in the order AB BA AB ..., each read timed alone after a collection,")
+		m.p("and takes the fastest read of each, the one the machine's other load disturbed least; then every other way")
+		m.p("once, in a rotating order): %s.", fmtSpread(r.ConsumerRatio))
 	}
 	m.p("")
 	if sc := r.Sealing; sc.Open > 0 {

@@ -478,14 +478,16 @@ func sealEvent(tk *threadKey, data []byte, pm events.PayloadMember) ([]byte, err
 	}
 	// Sealed straight into the stored encoding: the envelope before the
 	// member, "payload_sealed", the bin header, the box, the envelope
-	// after it. The associated data and the nonce are built past the
-	// encoding's end in the same buffer, so that sealing allocates only
-	// its result.
+	// after it. The associated data and the nonce are built in a pooled
+	// scratch buffer (warm in the cache, where the new result's memory is
+	// not), so that sealing allocates only its result.
 	env := pm.Envelope
 	box := 1 + idLen + tailLen + len(pm.Value) + 16
 	n := pm.Start + len(sealedMember) + binHeaderLen(box) + box + len(data) - pm.End
-	out := make([]byte, 0, n+adLen(eventLabel2, env)+24)
-	ad := appendAD(out[n:n], eventLabel2, env)
+	sp := getScratch(adLen(eventLabel2, env) + 24)
+	defer putScratch(sp)
+	ad := appendAD((*sp)[:0], eventLabel2, env)
+	out := make([]byte, 0, n)
 	out = append(out, data[:pm.Start]...)
 	out = append(out, sealedMember...)
 	out = appendBinHeader(out, box)
@@ -618,21 +620,19 @@ func openEventID(tk *threadKey, data []byte, pm events.PayloadMember, u [16]byte
 	}
 	// Opened straight into the clear encoding, which is shorter than
 	// data: the envelope before the member, "payload", the plaintext, the
-	// envelope after it. The associated data and the nonce are built past
-	// len(data) in the same buffer, so that opening allocates only its
-	// result; in place, they and the plaintext are built in a pooled
-	// scratch buffer, and the plaintext is copied over data once it
-	// authenticates.
-	var out, scratch []byte
+	// envelope after it. The associated data and the nonce are built in a
+	// pooled scratch buffer, which is warm in the cache where a new
+	// result's memory is not, so that opening allocates only its result;
+	// in place, the plaintext goes there too and is copied over data once
+	// it authenticates.
 	adn := adLen(label, env) + 24
+	n := adn
 	if inPlace {
-		sp := getScratch(adn + len(v))
-		defer putScratch(sp)
-		scratch = (*sp)[:0]
-	} else {
-		out = make([]byte, 0, len(data)+adn)
-		scratch = out[len(data):len(data)]
+		n += len(v)
 	}
+	sp := getScratch(n)
+	defer putScratch(sp)
+	scratch := (*sp)[:0]
 	ad := appendAD(scratch, label, env)
 	g, nonce, ct, err := eventAEAD(use, e, env, v, u, ad[len(ad):])
 	if err != nil {
@@ -652,6 +652,7 @@ func openEventID(tk *threadKey, data []byte, pm events.PayloadMember, u [16]byte
 		n += copy(data[n:], data[pm.End:])
 		return data[:n:n], nil
 	}
+	out := make([]byte, 0, len(data))
 	out = append(out, data[:pm.Start]...)
 	out = append(out, 0xa0|byte(len("payload")))
 	out = append(out, "payload"...)
@@ -691,8 +692,9 @@ func eventAEAD(use *threadKey, e tableEntry, env events.Event, v []byte, u [16]b
 	return c, append(append(buf, 0, 0, 0, 0), v[1+idLen:1+idLen+tailLen]...), v[1+idLen+tailLen:], nil
 }
 
-// scratches pools OpenStoredInPlace's buffers (associated data, nonce,
-// plaintext); maxScratch is the largest one kept, so that a rare large
+// scratches pools the buffers of sealing and opening an event (its
+// associated data and nonce; opening in place, its plaintext too);
+// maxScratch is the largest one kept, so that a rare large
 // event does not pin its buffer.
 var scratches = sync.Pool{New: func() any { return new([]byte) }}
 
