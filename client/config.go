@@ -72,10 +72,7 @@ type Config struct {
 	// first page of 32 reads them through an ephemeral consumer instead
 	// of more batched direct gets: about a third of the server CPU per
 	// event, for the cost of creating and deleting the consumer (two
-	// JetStream API calls), which a read of a few hundred events already
-	// recovers (a batched direct get of convlog's events is also served
-	// and parsed one message after another, without the consumer's
-	// pipelining). Default 100; negative: never. The NATS user
+	// JetStream API calls). Default 2,000; negative: never. The NATS user
 	// then also needs to create, read and delete consumers on the stream
 	// ($JS.API.CONSUMER.CREATE/MSG.NEXT/DELETE.<stream>.>). Without that
 	// permission a read waits up to 2 s for the creation, reads on with
@@ -114,7 +111,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{Resources: provision.DefaultConfig(), Producer: "convlog-client", Timeout: 10 * time.Second,
 		MaxRetries: 6, RetryBackoff: 50 * time.Millisecond, MaxAnyVersionAttempts: 100, CacheThreads: 4096,
-		ChunkCacheBytes: snapstore.DefaultChunkCacheBytes, ConsumerReadThreshold: 100, NewThreadID: events.NewID}
+		ChunkCacheBytes: snapstore.DefaultChunkCacheBytes, ConsumerReadThreshold: 2000, NewThreadID: events.NewID}
 }
 
 func (c Config) withDefaults() Config {
