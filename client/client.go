@@ -42,6 +42,9 @@ type Client struct {
 	// Config.NoQuotas).
 	quotas *quota.Checker
 	closed atomic.Bool
+	// replies are the inboxes appends wait for their publish acks on
+	// (append_reply.go).
+	replies replyInboxes
 	// untrack stops the watch of Config.TrackSnapshots (nil without).
 	untrack context.CancelFunc
 	// pageSize is readRaw's page size: the constant pageSize (tests of
@@ -323,6 +326,7 @@ func (c *Client) newSnapshots() *snapstore.Store {
 func (c *Client) Close() {
 	for _, p := range append([]*Client{c}, c.parts...) {
 		p.closed.Store(true)
+		p.replies.close()
 		if p.untrack != nil {
 			p.untrack()
 		}
