@@ -321,8 +321,10 @@ func (c *Client) newSnapshots() *snapstore.Store {
 }
 
 // Close marks the client closed; later calls return [ErrClosed]. It stops
-// the watch of Config.TrackSnapshots; it does not close the NATS
-// connection.
+// the watch of Config.TrackSnapshots and unsubscribes the inboxes appends
+// wait for their acks on (at most 64, as many as appends were ever in
+// flight at once; one in use is unsubscribed when its append ends); it
+// does not close the NATS connection.
 func (c *Client) Close() {
 	for _, p := range append([]*Client{c}, c.parts...) {
 		p.closed.Store(true)
