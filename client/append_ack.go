@@ -21,13 +21,18 @@ import (
 // jetstream.DefaultPubRetryWait, then reported as
 // jetstream.ErrNoStreamResponse; an error answer is a wrapped
 // *jetstream.APIError; an ack that is not one is jetstream.ErrInvalidJSAck),
-// with the ack parsed by parsePubAck.
+// with the ack parsed by parsePubAck. The ack is awaited on one of the
+// client's reply inboxes (append_reply.go) while it has one to spare.
 func (c *Client) publishMsg(ctx context.Context, m *nats.Msg) (seq uint64, dup bool, err error) {
-	resp, err := c.nc.RequestMsgWithContext(ctx, m)
-	for r := 0; errors.Is(err, nats.ErrNoResponders) && r < jetstream.DefaultPubRetryAttempts; r++ {
+	r := c.replies.take(c.nc)
+	if r != nil {
+		defer c.replies.give(r)
+	}
+	resp, err := c.request(ctx, r, m)
+	for i := 0; errors.Is(err, nats.ErrNoResponders) && i < jetstream.DefaultPubRetryAttempts; i++ {
 		// A leader election's blip: jetstream's publish retries it too.
 		_ = sleep(ctx, jetstream.DefaultPubRetryWait)
-		resp, err = c.nc.RequestMsgWithContext(ctx, m)
+		resp, err = c.request(ctx, r, m)
 	}
 	if errors.Is(err, nats.ErrNoResponders) {
 		return 0, false, jetstream.ErrNoStreamResponse
@@ -36,6 +41,15 @@ func (c *Client) publishMsg(ctx context.Context, m *nats.Msg) (seq uint64, dup b
 		return 0, false, err
 	}
 	return parsePubAck(resp.Data)
+}
+
+// request sends m and waits for the answer on r, or through nats.go's
+// request when r is nil.
+func (c *Client) request(ctx context.Context, r *replyInbox, m *nats.Msg) (*nats.Msg, error) {
+	if r != nil {
+		return r.request(ctx, c.nc, m)
+	}
+	return c.nc.RequestMsgWithContext(ctx, m)
 }
 
 // pubAck is the part of a JetStream publish ack an append reads.

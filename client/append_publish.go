@@ -152,8 +152,8 @@ func (c *Client) attemptTimeout() time.Duration {
 
 func (c *Client) publishOnce(ctx context.Context, p *prepared, expect uint64) ([]uint64, bool, error) {
 	timeout := c.attemptTimeout()
-	actx, cancel := attemptContext(ctx, timeout)
-	defer cancel()
+	actx := attemptContext(ctx, timeout)
+	defer actx.release()
 	exp := strconv.FormatUint(expect, 10)
 	if len(p.msgs) == 1 {
 		m := p.msgs[0]

@@ -42,6 +42,9 @@ type Client struct {
 	// Config.NoQuotas).
 	quotas *quota.Checker
 	closed atomic.Bool
+	// replies are the inboxes appends wait for their publish acks on
+	// (append_reply.go).
+	replies replyInboxes
 	// untrack stops the watch of Config.TrackSnapshots (nil without).
 	untrack context.CancelFunc
 	// pageSize is readRaw's page size: the constant pageSize (tests of
@@ -318,11 +321,14 @@ func (c *Client) newSnapshots() *snapstore.Store {
 }
 
 // Close marks the client closed; later calls return [ErrClosed]. It stops
-// the watch of Config.TrackSnapshots; it does not close the NATS
-// connection.
+// the watch of Config.TrackSnapshots and unsubscribes the inboxes appends
+// wait for their acks on (at most 64, as many as appends were ever in
+// flight at once; one in use is unsubscribed when its append ends); it
+// does not close the NATS connection.
 func (c *Client) Close() {
 	for _, p := range append([]*Client{c}, c.parts...) {
 		p.closed.Store(true)
+		p.replies.close()
 		if p.untrack != nil {
 			p.untrack()
 		}
