@@ -115,3 +115,37 @@ func TestClientCloseUnsubscribesItsReplyInboxes(t *testing.T) {
 	c.Close()
 	require.Equal(t, before, s.NC.NumSubscriptions())
 }
+
+// An append waiting on an inbox fails with nats.ErrConnectionClosed as
+// soon as the connection closes, as nats.go's request does, not when its
+// deadline passes.
+func TestReplyInboxFailsAtOnceWhenTheConnectionCloses(t *testing.T) {
+	s := natstest.Run(t)
+	_, err := s.NC.Subscribe("silent", func(*nats.Msg) {}) // never answers
+	require.NoError(t, err)
+	require.NoError(t, s.NC.Flush())
+	nc, err := s.Connect()
+	require.NoError(t, err)
+	var rs replyInboxes
+	defer rs.close()
+	r := rs.take(nc)
+	require.NotNil(t, r)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.request(ctx, nc, &nats.Msg{Subject: "silent"})
+		done <- err
+	}()
+	// The request is out (the subscriber counts it) before the close.
+	require.Eventually(t, func() bool {
+		return nc.Stats().OutMsgs >= 1
+	}, 10*time.Second, time.Millisecond)
+	nc.Close()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, nats.ErrConnectionClosed)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the request still waits 30 s after its connection closed")
+	}
+}
