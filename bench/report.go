@@ -687,12 +687,18 @@ func lagSection(m *md, res *Results) {
 		m.p("under a soft memory limit of %.1f GiB.", float64(l.MemoryLimit)/(1<<30))
 	}
 	m.p("")
-	m.p("Each rate runs both kinds of publish, each on threads of its own, in interleaved rounds (%d per rate): a round", max(1, res.Params.Lag.Rounds))
-	m.p("publishes a window of each kind at the rate, which kind first alternating round by round, so that both kinds")
-	m.p("and the plain consumer they are judged against share the machine's load. Each window gives its kind the ratio of")
-	m.p("the projection lag p99 of its events to the plain consumer's p99 of the same events; the ratio column is the")
-	m.p("median over the rounds with the lowest and highest, the other lag columns pool the kind's windows. The GC,")
-	m.p("allocation, KV, backlog and drain columns are of the whole run of the rate, both kinds.")
+	if r := res.Params.Lag.Rounds; r > 0 {
+		m.p("Each rate runs both kinds of publish, each on threads of its own, in %d interleaved rounds: a round publishes", r)
+		m.p("a warm-up, then a window of each kind at the rate (which kind first alternating round by round), then waits")
+		m.p("until everything is projected, so that both kinds and the plain consumer they are judged against share the")
+		m.p("machine's load and no round inherits the previous one's backlog. Each window gives its kind the ratio of the")
+		m.p("projection lag p99 of its events to the plain consumer's p99 of the same events; the ratio column is the")
+		m.p("median over the rounds with the lowest and highest, the other lag columns pool the kind's windows. The GC,")
+		m.p("allocation, KV, backlog and drain columns are of the whole run of the rate, both kinds (drain: the longest")
+		m.p("round's).")
+	} else {
+		m.p("Each rate is run twice, on threads of its own, one window each.")
+	}
 	m.p("")
 	m.p("**Conditional**: every event carries its thread's version in")
 	m.p("`Nats-Expected-Last-Subject-Sequence` (taken from the thread's previous publish ack), as `client.Append` and")
