@@ -290,8 +290,8 @@ type lagKind struct {
 	sent     int // events published, round robin over threads
 }
 
-// lagSlots records latencies by slot: a slot is one round's window of one
-// kind of publish (round*2 + kind).
+// lagSlots records latencies by slot: slot j is window j%2 of round j/2,
+// of the kind of publish kindOf(j).
 type lagSlots struct {
 	mu   sync.Mutex
 	lags [][]time.Duration
@@ -405,7 +405,10 @@ func lagPair(ctx context.Context, e *Env, p LagParams, rate int, log func(string
 			return
 		}
 		proj.add(j.(int), a.Lag)
-		for b := behind.Load(); a.Behind > b && !behind.CompareAndSwap(b, a.Behind); b = behind.Load() {
+		for b := behind.Load(); a.Behind > b; b = behind.Load() {
+			if behind.CompareAndSwap(b, a.Behind) {
+				break
+			}
 		}
 	})
 	defer e.SetOnApply(nil)
