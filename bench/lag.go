@@ -24,9 +24,12 @@ import (
 
 // LagParams size the projection lag section.
 type LagParams struct {
-	Rates   []int         // events/s
-	For     time.Duration // measured time per rate
-	Warmup  time.Duration // paced but not measured, before For
+	Rates []int // events/s
+	// For is the measured time per rate, both kinds of publish together:
+	// Rounds rounds, each a window of each kind (lagPair).
+	For     time.Duration
+	Rounds  int           // rounds of For (0 means 1)
+	Warmup  time.Duration // paced but not measured, before each round's windows
 	Threads int           // threads the events are spread over, round robin
 	Content int
 	// Backlog is how many events are published, round robin over Threads
@@ -53,13 +56,19 @@ type LagRow struct {
 	// Published and Measured count the events of the measured window
 	// published and seen projected.
 	Published, Measured int
-	// D is OnApply's Lag over the measured window's events.
+	// D is OnApply's Lag over the measured windows' events.
 	D Dist
 	// Consumer is the limit D is judged against: the delivery lag (stream
 	// timestamp to receipt) of the same window's events to a plain
-	// consumer of the row's subjects (an ordered consumer on a connection
+	// consumer of the run's subjects (an ordered consumer on a connection
 	// of its own, nothing decoded), running beside the projector.
 	Consumer Dist
+	// Ratio is D's p99 over Consumer's p99, round by round: each round's
+	// window of this kind of publish gives one (lagPair). RoundP99 is the
+	// median over those windows of D's p99. Both are zero in the results
+	// of runs before rounds.
+	Ratio    Spread
+	RoundP99 time.Duration
 	// Allocs is the heap objects this process allocated per event of the
 	// row (warm-up and window, until everything was projected): the
 	// publisher's, the plain consumer's and the projector's, and the
@@ -144,23 +153,16 @@ func RunLag(ctx context.Context, e *Env, p LagParams, log func(string, ...any)) 
 	defer restore()
 	res := &LagResults{Workers: projector.DefaultConfig().Workers}
 	res.GOGC, res.MemoryLimit = collectorSettings()
-	// Both kinds of publish at one rate before the next rate: a rate the
-	// projector cannot hold (5,000/s) leaves the machine busier for a while
-	// (garbage collection, the store compacting replaced heads), which
-	// should not land on only one kind's figures at a lower rate.
+	// Both kinds of publish at one rate, interleaved (lagPair), before the
+	// next rate.
 	for _, rate := range p.Rates {
-		for _, occ := range []bool{true, false} {
-			how := "conditional publishes (OCC header)"
-			if !occ {
-				how = "plain publishes"
-			}
-			log("lag: %d events/s for %s (+%s warm-up) over %d threads, %s", rate, p.For, p.Warmup, p.Threads, how)
-			row, err := lagAt(ctx, e, p, rate, occ, log)
-			if err != nil {
-				return nil, err
-			}
-			res.Rows = append(res.Rows, row)
+		log("lag: %d events/s for %s (+%s warm-up) over %d threads per kind, conditional and plain publishes alternating over %d rounds",
+			rate, p.For, p.Warmup, p.Threads, max(1, p.Rounds))
+		rows, err := lagPair(ctx, e, p, rate, log)
+		if err != nil {
+			return nil, err
 		}
+		res.Rows = append(res.Rows, rows[:]...)
 	}
 	if p.Backlog > 0 {
 		log("lag: catch-up of %d events over %d threads", p.Backlog, p.Threads)
@@ -202,14 +204,14 @@ func lagSplit(ctx context.Context, dir string, p LagParams, log func(string, ...
 	}
 	var rows []*LagRow
 	for _, rate := range p.SplitRates {
-		for _, occ := range []bool{true, false} {
-			log("lag: %d events/s, nats-server in its own process, occ %v", rate, occ)
-			row, err := lagAt(ctx, e, p, rate, occ, log)
-			if err != nil {
-				return nil, err
-			}
-			row.Split = true
-			rows = append(rows, row)
+		log("lag: %d events/s, nats-server in its own process, conditional and plain publishes alternating", rate)
+		pair, err := lagPair(ctx, e, p, rate, log)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range pair {
+			r.Split = true
+			rows = append(rows, r)
 		}
 	}
 	return rows, nil
@@ -277,36 +279,84 @@ func catchUp(ctx context.Context, e *Env, p LagParams) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
-// lagAt measures one rate. With occ, each event carries its thread's
-// version (the sequence of the thread's previous event, from its publish
-// ack) in Nats-Expected-Last-Subject-Sequence, as client.Append writes it;
-// at these rates a thread's previous ack is back long before its next
-// event is due (1,000 threads round robin), so the pacing is unchanged.
-func lagAt(ctx context.Context, e *Env, p LagParams, rate int, occ bool, log func(string, ...any)) (*LagRow, error) {
-	tn := fmt.Sprintf("lag%d", rate)
-	if !occ {
-		tn += "plain"
+// lagKind is one kind of publish of a lag run: its tenant, threads and
+// the OCC chaining of its events.
+type lagKind struct {
+	occ      bool
+	tn       string
+	threads  []string
+	subjects []string
+	acks     []jetstream.PubAckFuture
+	sent     int // events published, round robin over threads
+}
+
+// lagSlots records latencies by slot: slot j is window j%2 of round j/2,
+// of the kind of publish kindOf(j).
+type lagSlots struct {
+	mu   sync.Mutex
+	lags [][]time.Duration
+}
+
+func (s *lagSlots) add(slot int, d time.Duration) {
+	s.mu.Lock()
+	s.lags[slot] = append(s.lags[slot], d)
+	s.mu.Unlock()
+}
+
+// count is how many latencies were recorded in all slots.
+func (s *lagSlots) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, l := range s.lags {
+		n += len(l)
 	}
+	return n
+}
+
+// kindOf is which kind of publish (0 conditional, 1 plain) slot j of the
+// measured window holds: the two alternate slot by slot, and which comes
+// first alternates round by round, so that neither always follows the
+// other.
+func kindOf(j int) int { return (j % 2) ^ (j / 2 % 2) }
+
+// lagPair measures one rate, both kinds of publish at once: the measured
+// time p.For is split into p.Rounds rounds, each p.Warmup unmeasured, then
+// a window of conditional publishes and one of plain publishes at the same
+// rate (kindOf), then a wait until everything is projected; so both kinds
+// and the plain consumer they are judged against share the machine's load,
+// and each round starts without the previous one's backlog. Each round gives each kind the ratio of
+// its window's projection lag p99 to the plain consumer's p99 over the same
+// events; a row pools its kind's windows and summarizes those ratios.
+//
+// Conditional events carry their thread's version (the sequence of the
+// thread's previous event, from its publish ack) in
+// Nats-Expected-Last-Subject-Sequence, as client.Append writes it; at these
+// rates a thread's previous ack is back long before its next event is due
+// (1,000 threads round robin), so the pacing is unchanged.
+//
+// The figures that are not per event (garbage collections, allocations, KV
+// bytes written, drain, backlog) are of the whole run, both kinds, and are
+// the same in both rows.
+func lagPair(ctx context.Context, e *Env, p LagParams, rate int, log func(string, ...any)) ([2]*LagRow, error) {
 	var errs atomic.Int64
 	js, err := jetstream.New(e.NC, jetstream.WithPublishAsyncMaxPending(4096),
 		jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { errs.Add(1) }))
 	if err != nil {
-		return nil, err
+		return [2]*LagRow{}, err
 	}
-	threads := make([]string, p.Threads)
-	subjects := make([]string, p.Threads)
-	acks := make([]jetstream.PubAckFuture, p.Threads)
-	// send publishes m on thread i, conditionally on the thread's version
-	// when occ.
-	send := func(i int, m *nats.Msg) error {
-		if occ {
+	kinds := [2]*lagKind{{occ: true, tn: fmt.Sprintf("lag%d", rate)}, {tn: fmt.Sprintf("lag%dplain", rate)}}
+	// send publishes m on thread i of k, conditionally on the thread's
+	// version when k is conditional.
+	send := func(k *lagKind, i int, m *nats.Msg) error {
+		if k.occ {
 			var version uint64
-			if f := acks[i]; f != nil {
+			if f := k.acks[i]; f != nil {
 				select {
 				case ack := <-f.Ok():
 					version = ack.Sequence
 				case err := <-f.Err():
-					return fmt.Errorf("publish to %s: %w", subjects[i], err)
+					return fmt.Errorf("publish to %s: %w", k.subjects[i], err)
 				case <-ctx.Done():
 					return ctx.Err()
 				}
@@ -314,55 +364,62 @@ func lagAt(ctx context.Context, e *Env, p LagParams, rate int, occ bool, log fun
 			m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(version, 10))
 		}
 		f, err := publishAsyncF(ctx, js, m)
-		acks[i] = f
+		k.acks[i] = f
 		return err
 	}
-	for i := range threads {
-		threads[i] = events.NewID()
-		subjects[i] = "conv." + tn + "." + threads[i]
-		m, err := rawMsg(subjects[i], events.New(tn, threads[i], producer, events.ThreadCreated{Replies: events.RepliesOff}))
-		if err != nil {
-			return nil, err
-		}
-		if err := send(i, m); err != nil {
-			return nil, err
+	for _, k := range kinds {
+		k.threads, k.subjects, k.acks = make([]string, p.Threads), make([]string, p.Threads), make([]jetstream.PubAckFuture, p.Threads)
+		for i := range k.threads {
+			k.threads[i] = events.NewID()
+			k.subjects[i] = "conv." + k.tn + "." + k.threads[i]
+			m, err := rawMsg(k.subjects[i], events.New(k.tn, k.threads[i], producer, events.ThreadCreated{Replies: events.RepliesOff}))
+			if err != nil {
+				return [2]*LagRow{}, err
+			}
+			if err := send(k, i, m); err != nil {
+				return [2]*LagRow{}, err
+			}
 		}
 	}
 	if err := waitAsync(ctx, js); err != nil {
-		return nil, err
+		return [2]*LagRow{}, err
 	}
 	if err := e.WaitProjected(ctx); err != nil {
-		return nil, err
+		return [2]*LagRow{}, err
 	}
 
-	// The window's events, by id: OnApply reports each one's lag.
+	rounds := max(1, p.Rounds)
+	slots := 2 * rounds
+	slot := p.For / time.Duration(slots)
 	var (
-		window sync.Map // event id -> struct{}
-		mu     sync.Mutex
-		lags   []time.Duration
-		behind uint64
+		window sync.Map // event id -> its slot
+		proj   = &lagSlots{lags: make([][]time.Duration, slots)}
+		behind atomic.Uint64
 	)
 	e.SetOnApply(func(a projector.Applied) {
-		if a.Tenant != tn {
+		if a.Tenant != kinds[0].tn && a.Tenant != kinds[1].tn {
 			return
 		}
-		if _, ok := window.Load(a.EventID); !ok {
+		j, ok := window.Load(a.EventID)
+		if !ok {
 			return
 		}
-		mu.Lock()
-		lags = append(lags, a.Lag)
-		behind = max(behind, a.Behind)
-		mu.Unlock()
+		proj.add(j.(int), a.Lag)
+		for b := behind.Load(); a.Behind > b; b = behind.Load() {
+			if behind.CompareAndSwap(b, a.Behind) {
+				break
+			}
+		}
 	})
 	defer e.SetOnApply(nil)
-	cons, err := startLagConsumer(ctx, e, "conv."+tn+".*", &window)
+	cons, err := startLagConsumer(ctx, e, []string{"conv." + kinds[0].tn + ".*", "conv." + kinds[1].tn + ".*"}, &window, slots)
 	if err != nil {
-		return nil, err
+		return [2]*LagRow{}, err
 	}
 	defer cons.stop()
 	var steps, logSteps atomic.Int64
 	e.SetOnStep(func(st projector.Step) {
-		if st.Tenant != tn {
+		if st.Tenant != kinds[0].tn && st.Tenant != kinds[1].tn {
 			return
 		}
 		steps.Add(1)
@@ -380,64 +437,99 @@ func lagAt(ctx context.Context, e *Env, p LagParams, rate int, occ bool, log fun
 	// row's window: all clients and the server share this process.
 	runtime.GC()
 
-	// Pace: every millisecond, publish what the rate says should have been
-	// published by now (so a late tick catches up instead of lowering the
-	// rate).
-	gc0, gcCPU0 := gcSample()
-	allocs0 := heapObjects()
-	start := time.Now()
-	measureFrom, end := start.Add(p.Warmup), start.Add(p.Warmup+p.For)
-	sent, inWindow := 0, 0
-	kv0, eventBytes := e.ProjectorWritten(), uint64(0)
+	// Rounds: each publishes at the rate, paced every millisecond (what
+	// the rate says should have been published by now, so that a late
+	// tick catches up instead of lowering the rate), p.Warmup unmeasured,
+	// then its two windows; then it waits until everything is projected,
+	// so that a round does not inherit the previous one's backlog.
+	var (
+		gcCycles, sent int
+		gcCPU, drain   time.Duration
+		published      [2]int
+		eventBytes     uint64
+	)
+	allocs0, kv0 := heapObjects(), e.ProjectorWritten()
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
-	for now := start; now.Before(end); now = time.Now() {
-		target := int(float64(rate) * now.Sub(start).Seconds())
-		for ; sent < target; sent++ {
-			i := sent % p.Threads
-			ev := events.New(tn, threads[i], producer, message(0, p.Content))
-			m, err := rawMsg(subjects[i], ev)
-			if err != nil {
-				return nil, err
-			}
+	for r := range rounds {
+		gc0, gcCPU0 := gcSample()
+		start := time.Now()
+		measureFrom := start.Add(p.Warmup)
+		end, n := measureFrom.Add(2*slot), 0
+		for now := start; now.Before(end); now = time.Now() {
+			j := -1
+			kind := kindOf(2 * r)
 			if !now.Before(measureFrom) {
-				window.Store(ev.ID, struct{}{})
-				inWindow++
+				j = 2*r + min(int(now.Sub(measureFrom)/slot), 1)
+				kind = kindOf(j)
 			}
-			eventBytes += uint64(len(m.Data))
-			if err := send(i, m); err != nil {
-				return nil, err
+			k := kinds[kind]
+			for target := int(float64(rate) * now.Sub(start).Seconds()); n < target; n++ {
+				i := k.sent % p.Threads
+				k.sent++
+				ev := events.New(k.tn, k.threads[i], producer, message(0, p.Content))
+				m, err := rawMsg(k.subjects[i], ev)
+				if err != nil {
+					return [2]*LagRow{}, err
+				}
+				if j >= 0 {
+					window.Store(ev.ID, j)
+					published[kind]++
+				}
+				eventBytes += uint64(len(m.Data))
+				if err := send(k, i, m); err != nil {
+					return [2]*LagRow{}, err
+				}
+			}
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return [2]*LagRow{}, ctx.Err()
 			}
 		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		lastPublish := time.Now()
+		gc1, gcCPU1 := gcSample()
+		gcCycles, gcCPU, sent = gcCycles+int(gc1-gc0), gcCPU+gcCPU1-gcCPU0, sent+n
+		if err := waitAsync(ctx, js); err != nil {
+			return [2]*LagRow{}, err
 		}
+		if err := e.WaitProjected(ctx); err != nil {
+			return [2]*LagRow{}, err
+		}
+		drain = max(drain, time.Since(lastPublish))
 	}
-	published := time.Now()
-	gc1, gcCPU1 := gcSample()
-	if err := waitAsync(ctx, js); err != nil {
-		return nil, err
+	kv, allocs := e.ProjectorWritten().Sub(kv0), float64(heapObjects()-allocs0)/float64(max(1, sent))
+	if err := cons.wait(ctx, published[0]+published[1]); err != nil {
+		return [2]*LagRow{}, err
 	}
-	if err := e.WaitProjected(ctx); err != nil {
-		return nil, err
+	proj.mu.Lock()
+	defer proj.mu.Unlock()
+	cons.slots.mu.Lock()
+	defer cons.slots.mu.Unlock()
+	var rows [2]*LagRow
+	for kind, k := range kinds {
+		r := &LagRow{Rate: rate, OCC: k.occ, Published: published[kind], Drain: drain, Errors: int(errs.Load()),
+			EventBytes: eventBytes, KV: kv, GCCycles: uint64(gcCycles), GCCPU: gcCPU, Allocs: allocs,
+			MaxBehind: behind.Load(), Achieved: float64(published[kind]) / (float64(rounds) * slot.Seconds())}
+		var pl, cl []time.Duration
+		var ratios []float64
+		var p99s []time.Duration
+		for j := range slots {
+			if kindOf(j) != kind {
+				continue
+			}
+			pd, cd := distOf(proj.lags[j]), distOf(cons.slots.lags[j])
+			pl, cl = append(pl, proj.lags[j]...), append(cl, cons.slots.lags[j]...)
+			if pd.Measured() && cd.P99 > 0 {
+				ratios = append(ratios, float64(pd.P99)/float64(cd.P99))
+				p99s = append(p99s, pd.P99)
+			}
+		}
+		r.D, r.Consumer, r.Measured = distOf(pl), distOf(cl), len(pl)
+		r.Ratio, r.RoundP99 = spreadOf(ratios), medianDur(p99s)
+		rows[kind] = r
 	}
-	row := &LagRow{Rate: rate, OCC: occ, Published: inWindow, Drain: time.Since(published), Errors: int(errs.Load()),
-		EventBytes: eventBytes, KV: e.ProjectorWritten().Sub(kv0), GCCycles: gc1 - gc0, GCCPU: gcCPU1 - gcCPU0}
-	if sent > 0 {
-		row.Allocs = float64(heapObjects()-allocs0) / float64(sent)
-	}
-	if row.Consumer, err = cons.wait(ctx, inWindow); err != nil {
-		return nil, err
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	row.MaxBehind = behind
-	row.Measured = len(lags)
-	row.Achieved = float64(inWindow) / p.For.Seconds()
-	row.D = distOf(lags)
-	return row, nil
+	return rows, nil
 }
 
 // waitAsync waits for every async publish of js to be acknowledged.
@@ -462,47 +554,46 @@ func heapObjects() uint64 {
 	return ms[0].Value.Uint64()
 }
 
-// lagConsumer is a plain consumer of a lag row's events: the delivery lag
+// lagConsumer is a plain consumer of a lag run's events: the delivery lag
 // the projection lag is judged against.
 type lagConsumer struct {
-	nc   *nats.Conn
-	cc   jetstream.ConsumeContext
-	mu   sync.Mutex
-	lags []time.Duration
+	nc    *nats.Conn
+	cc    jetstream.ConsumeContext
+	slots *lagSlots
 }
 
 // startLagConsumer starts an ordered consumer of the new messages of
-// filter on a connection of its own; it records the delivery lag (stream
-// timestamp to receipt) of every message whose Nats-Msg-Id is in window.
-func startLagConsumer(ctx context.Context, e *Env, filter string, window *sync.Map) (*lagConsumer, error) {
+// filters on a connection of its own; it records the delivery lag (stream
+// timestamp to receipt) of every message whose Nats-Msg-Id is in window,
+// by the slot window maps it to (of slots).
+func startLagConsumer(ctx context.Context, e *Env, filters []string, window *sync.Map, slots int) (*lagConsumer, error) {
 	nc, err := nats.Connect(e.url, nats.Name("convlog-bench-lag-consumer"), e.auth)
 	if err != nil {
 		return nil, err
 	}
-	c := &lagConsumer{nc: nc}
+	c := &lagConsumer{nc: nc, slots: &lagSlots{lags: make([][]time.Duration, slots)}}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
 	cons, err := js.OrderedConsumer(ctx, provision.DefaultConfig().Stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverNewPolicy})
+		FilterSubjects: filters, DeliverPolicy: jetstream.DeliverNewPolicy})
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
 	c.cc, err = cons.Consume(func(m jetstream.Msg) {
 		now := time.Now()
-		if _, ok := window.Load(m.Headers().Get(jetstream.MsgIDHeader)); !ok {
+		j, ok := window.Load(m.Headers().Get(jetstream.MsgIDHeader))
+		if !ok {
 			return
 		}
 		md, err := m.Metadata()
 		if err != nil {
 			return
 		}
-		c.mu.Lock()
-		c.lags = append(c.lags, now.Sub(md.Timestamp))
-		c.mu.Unlock()
+		c.slots.add(j.(int), now.Sub(md.Timestamp))
 	})
 	if err != nil {
 		nc.Close()
@@ -512,28 +603,23 @@ func startLagConsumer(ctx context.Context, e *Env, filter string, window *sync.M
 }
 
 // wait polls until the consumer has received n of the window's events (or
-// a minute passed) and returns their delivery lags.
-func (c *lagConsumer) wait(ctx context.Context, n int) (Dist, error) {
+// a minute passed).
+func (c *lagConsumer) wait(ctx context.Context, n int) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
-		c.mu.Lock()
-		got := len(c.lags)
-		c.mu.Unlock()
+		got := c.slots.count()
 		if got >= n {
-			break
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return Dist{}, fmt.Errorf("lag consumer: %d of %d events received after a minute", got, n)
+			return fmt.Errorf("lag consumer: %d of %d events received after a minute", got, n)
 		}
 		select {
 		case <-ctx.Done():
-			return Dist{}, ctx.Err()
+			return ctx.Err()
 		case <-time.After(5 * time.Millisecond): // polling interval
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return distOf(c.lags), nil
 }
 
 // stop stops the consumer and closes its connection.

@@ -122,6 +122,19 @@ type Config struct {
 	// deltas it wrote, kept to join them into the open chunks unread).
 	// Default 4,096; -1 disables the cache.
 	CacheThreads int
+	// StepTimeout bounds one projection step's calls to the server (the
+	// head and event reads, the delta, chunk, head and index writes, the
+	// purges) together, when the context given to Run has no deadline:
+	// a step still waiting for the server after StepTimeout fails with
+	// context.DeadlineExceeded and is retried with backoff (FailureStep),
+	// as any failed step. When Run's context has a deadline, that bounds
+	// every step instead. Default 10 s (twice AckWait's default: a step
+	// that takes longer than AckWait is delivered again meanwhile, which
+	// costs an ack, nothing else). One context per step, instead of the
+	// one nats.go builds for each call whose context has no deadline (its
+	// default of 5 s per call), is a step's timer and a few heap objects
+	// instead of one per call.
+	StepTimeout time.Duration
 	// CacheBytes bounds the memory of those cached heads (estimated: their
 	// deltas' and tails' encoded bytes plus per-message overhead), least recently
 	// projected evicted first. Default 64 MiB. A cache smaller than the
@@ -232,6 +245,7 @@ func DefaultConfig() Config {
 		IndexBucket: p.IndexBucket, KeyBucket: p.KeyBucket, Durable: "convlog-projector",
 		ChunkBytes: 768 << 10, TailBytes: 32 << 10, Workers: 64, MaxBatch: 1000,
 		MaxAckPending: 50_000, MaxTriggerBytes: 96 << 20, AckWait: 5 * time.Second, CacheThreads: 4096, CacheBytes: 64 << 20,
+		StepTimeout: 10 * time.Second,
 	}
 }
 
@@ -266,6 +280,9 @@ func (c Config) withDefaults() Config {
 	seti(&c.CacheBytes, d.CacheBytes)
 	if c.AckWait == 0 {
 		c.AckWait = d.AckWait
+	}
+	if c.StepTimeout == 0 {
+		c.StepTimeout = d.StepTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -310,6 +327,9 @@ func (c Config) Validate() error {
 	}
 	if c.AckWait < time.Second {
 		bad("AckWait must be at least 1s, got %s", c.AckWait)
+	}
+	if c.StepTimeout < 0 {
+		bad("StepTimeout must be 0 (default) or more, got %s", c.StepTimeout)
 	}
 	if c.CacheBytes < 0 {
 		bad("CacheBytes must be 0 (default) or more, got %d", c.CacheBytes)

@@ -99,6 +99,8 @@ func (p *Projector) report(f Failure) {
 // themselves: one round trip less.
 func (p *Projector) step(ctx context.Context, ts *threadState, behind uint64, triggers []rawEvent) (version uint64, more bool, err error) {
 	start := time.Now()
+	ctx, cancel := p.stepContext(ctx)
+	defer cancel()
 	key := ts.key()
 	reads := 0 // reads of the event log
 	for conflicts := 0; ; conflicts++ {
@@ -157,6 +159,16 @@ func (p *Projector) step(ctx context.Context, ts *threadState, behind uint64, tr
 		}
 		return next.Version(), len(evs) >= p.cfg.MaxBatch, idxErr
 	}
+}
+
+// stepContext is ctx bounded by Config.StepTimeout when it has no deadline
+// of its own: the one budget of a step's calls to the server (nats.go
+// builds a timeout context for each call whose context has none).
+func (p *Projector) stepContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, p.cfg.StepTimeout)
 }
 
 // stepEvents returns the events a step folds onto cur: the chain of
