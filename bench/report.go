@@ -379,9 +379,12 @@ func ratioTargets(m *md, res *Results) {
 				how = "plain"
 			}
 			q := roundRatio(r.Ratio, float64(r.D.P99), float64(r.Consumer.P99))
+			// The 10 ms bound is of the p99 of every event of the rate
+			// (pooled), not of the median round's: a round's p99 leaves
+			// out the rounds whose tail was worst.
 			p99 := cmp.Or(r.RoundP99, r.D.P99)
 			name := fmt.Sprintf("projection lag p99 at 5,000 events/s, %s publishes, server in process: <= 3x a plain consumer's delivery lag p99 and <= 10 ms", how)
-			ok := q.Median <= 3 && p99 <= 10*time.Millisecond
+			ok := q.Median <= 3 && r.D.P99 <= 10*time.Millisecond
 			if r.Split {
 				name = fmt.Sprintf("projection lag p99 at 5,000 events/s, %s publishes, server in its own process: <= 3x a plain consumer's delivery lag p99", how)
 				ok = q.Median <= 3
