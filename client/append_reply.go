@@ -36,9 +36,10 @@ type replyInbox struct {
 	// subject is prefix+n, so an ack of an earlier request (an attempt
 	// given up on its deadline) is told apart and dropped.
 	n uint64
-	// connClosed is closed when the connection closes (replyInboxes'
-	// watch), which a channel subscription is not told of.
-	connClosed <-chan struct{}
+	// subClosed is closed when the subscription closes: when the
+	// connection closes (nats.go closes no channel of a channel
+	// subscription; it calls the subscription's closed handler).
+	subClosed <-chan struct{}
 }
 
 // replyInboxes are a client's idle inboxes. Safe for concurrent use.
@@ -47,26 +48,6 @@ type replyInboxes struct {
 	idle   []*replyInbox
 	made   int // inboxes subscribed and not yet unsubscribed
 	closed bool
-	// nc, status and connClosed watch the connection from the first
-	// inbox on: status is nats.go's listener of its CLOSED status, and
-	// connClosed is closed when that status comes (a goroutine waits for
-	// it until close removes the listener).
-	nc         *nats.Conn
-	status     chan nats.Status
-	connClosed chan struct{}
-}
-
-// watchLocked starts watching nc for its close, once; rs.mu is held.
-func (rs *replyInboxes) watchLocked(nc *nats.Conn) {
-	if rs.status != nil {
-		return
-	}
-	rs.nc, rs.status, rs.connClosed = nc, nc.StatusChanged(nats.CLOSED), make(chan struct{})
-	go func(status <-chan nats.Status, closed chan struct{}) {
-		if _, ok := <-status; ok { // not ok: the client closed, the listener removed
-			close(closed)
-		}
-	}(rs.status, rs.connClosed)
 }
 
 // take returns an idle inbox, or a new one, or nil when the client has
@@ -84,9 +65,9 @@ func (rs *replyInboxes) take(nc *nats.Conn) *replyInbox {
 		return nil
 	}
 	rs.made++
-	rs.watchLocked(nc)
-	r := &replyInbox{ch: make(chan *nats.Msg, replyInboxLen), connClosed: rs.connClosed}
 	rs.mu.Unlock()
+	closed := make(chan struct{})
+	r := &replyInbox{ch: make(chan *nats.Msg, replyInboxLen), subClosed: closed}
 	inbox := nc.NewInbox()
 	sub, err := nc.ChanSubscribe(inbox+".*", r.ch)
 	if err != nil {
@@ -95,6 +76,10 @@ func (rs *replyInboxes) take(nc *nats.Conn) *replyInbox {
 		rs.mu.Unlock()
 		return nil
 	}
+	// nats.go calls a channel subscription's closed handler when the
+	// connection closes (and when it is unsubscribed), once.
+	var once sync.Once
+	sub.SetClosedHandler(func(string) { once.Do(func() { close(closed) }) })
 	r.sub, r.prefix = sub, inbox+"."
 	return r
 }
@@ -120,10 +105,6 @@ func (rs *replyInboxes) close() {
 	idle := rs.idle
 	rs.idle, rs.closed = nil, true
 	rs.made -= len(idle)
-	if rs.status != nil {
-		rs.nc.RemoveStatusListener(rs.status)
-		rs.status = nil
-	}
 	rs.mu.Unlock()
 	for _, r := range idle {
 		_ = r.sub.Unsubscribe()
@@ -154,8 +135,11 @@ func (r *replyInbox) request(ctx context.Context, nc *nats.Conn, m *nats.Msg) (*
 				return nil, nats.ErrNoResponders
 			}
 			return resp, nil
-		case <-r.connClosed:
-			return nil, nats.ErrConnectionClosed
+		case <-r.subClosed:
+			if nc.IsClosed() {
+				return nil, nats.ErrConnectionClosed
+			}
+			return nil, nats.ErrBadSubscription
 		case <-ctx.Done():
 			if nc.IsClosed() {
 				return nil, nats.ErrConnectionClosed
