@@ -63,8 +63,9 @@ type LagRow struct {
 	D Dist
 	// Consumer is the limit D is judged against: the delivery lag (stream
 	// timestamp to receipt) of the same window's events to a plain
-	// consumer of the run's subjects (an ordered consumer on a connection
-	// of its own, nothing decoded), running beside the projector.
+	// consumer of the stream's new messages (an ordered consumer with no
+	// filter subject, as the projector's, on a connection of its own,
+	// nothing decoded), running beside the projector.
 	Consumer Dist
 	// Ratio is D's p99 over Consumer's p99, round by round: each round's
 	// window of this kind of publish gives one (lagPair). RoundP99 is the
