@@ -55,5 +55,8 @@
 // -json writes the raw results, -from renders the report and chart from
 // such a file again, -notes appends a hand-written analysis (bench/NOTES.md
 // by default) and -profile writes CPU profiles (this process, which holds
-// the embedded server, and one per memory-section child).
+// the embedded server, and one per memory-section child) and the heap and
+// goroutines of this process as the lag section starts. The lag section
+// logs what the sections before it left: the live heap, the goroutines,
+// and each stream's size and consumers.
 package main

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -60,8 +63,9 @@ type LagRow struct {
 	D Dist
 	// Consumer is the limit D is judged against: the delivery lag (stream
 	// timestamp to receipt) of the same window's events to a plain
-	// consumer of the run's subjects (an ordered consumer on a connection
-	// of its own, nothing decoded), running beside the projector.
+	// consumer of the stream's new messages (an ordered consumer with no
+	// filter subject, as the projector's, on a connection of its own,
+	// nothing decoded), running beside the projector.
 	Consumer Dist
 	// Ratio is D's p99 over Consumer's p99, round by round: each round's
 	// window of this kind of publish gives one (lagPair). RoundP99 is the
@@ -153,6 +157,9 @@ func RunLag(ctx context.Context, e *Env, p LagParams, log func(string, ...any)) 
 	defer restore()
 	res := &LagResults{Workers: projector.DefaultConfig().Workers}
 	res.GOGC, res.MemoryLimit = collectorSettings()
+	if err := lagState(ctx, e, log); err != nil {
+		return nil, err
+	}
 	// Both kinds of publish at one rate, interleaved (lagPair), before the
 	// next rate.
 	for _, rate := range p.Rates {
@@ -412,7 +419,7 @@ func lagPair(ctx context.Context, e *Env, p LagParams, rate int, log func(string
 		}
 	})
 	defer e.SetOnApply(nil)
-	cons, err := startLagConsumer(ctx, e, []string{"conv." + kinds[0].tn + ".*", "conv." + kinds[1].tn + ".*"}, &window, slots)
+	cons, err := startLagConsumer(ctx, e, &window, slots)
 	if err != nil {
 		return [2]*LagRow{}, err
 	}
@@ -562,11 +569,22 @@ type lagConsumer struct {
 	slots *lagSlots
 }
 
-// startLagConsumer starts an ordered consumer of the new messages of
-// filters on a connection of its own; it records the delivery lag (stream
+// startLagConsumer starts an ordered consumer of the stream's new
+// messages on a connection of its own; it records the delivery lag (stream
 // timestamp to receipt) of every message whose Nats-Msg-Id is in window,
 // by the slot window maps it to (of slots).
-func startLagConsumer(ctx context.Context, e *Env, filters []string, window *sync.Map, slots int) (*lagConsumer, error) {
+//
+// The consumer has no filter subject, as the projector's consumer has
+// none: while a row runs, its events are the only ones published to the
+// stream, and others are left out by window. With the row's two tenants
+// as filters, nats-server 2.15 looks for each next message of a consumer
+// that is behind by more than a message block's subjects by intersecting
+// all the subjects of that block with the filters
+// (msgBlock.firstMatchingMulti): after a stall the consumer fell further
+// behind with every delivery, its own delivery lag grew to seconds, and it
+// took the CPU of the process the projector runs in (bench/NOTES.md,
+// "Projection lag").
+func startLagConsumer(ctx context.Context, e *Env, window *sync.Map, slots int) (*lagConsumer, error) {
 	nc, err := nats.Connect(e.url, nats.Name("convlog-bench-lag-consumer"), e.auth)
 	if err != nil {
 		return nil, err
@@ -578,7 +596,7 @@ func startLagConsumer(ctx context.Context, e *Env, filters []string, window *syn
 		return nil, err
 	}
 	cons, err := js.OrderedConsumer(ctx, provision.DefaultConfig().Stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: filters, DeliverPolicy: jetstream.DeliverNewPolicy})
+		DeliverPolicy: jetstream.DeliverNewPolicy})
 	if err != nil {
 		nc.Close()
 		return nil, err
@@ -626,4 +644,48 @@ func (c *lagConsumer) wait(ctx context.Context, n int) error {
 func (c *lagConsumer) stop() {
 	c.cc.Stop()
 	c.nc.Close()
+}
+
+// lagState logs what the section starts from, as the sections before it
+// left the process and the server: the live heap after a collection, the
+// goroutines, and each stream's messages, subjects, bytes and
+// consumers; with -profile it writes the heap and goroutine profiles
+// (lag.heap.pprof, lag.goroutine.pprof).
+func lagState(ctx context.Context, e *Env, log func(string, ...any)) error {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	log("lag: starting from a live heap of %d MB, %d goroutines", ms.HeapAlloc>>20, runtime.NumGoroutine())
+	names := e.JS.StreamNames(ctx)
+	for name := range names.Name() {
+		s, err := e.JS.Stream(ctx, name)
+		if err != nil {
+			return err
+		}
+		st := s.CachedInfo().State
+		log("lag: stream %s: %d messages, %d subjects, %d MB, %d consumers", name, st.Msgs, st.NumSubjects, st.Bytes>>20, st.Consumers)
+		consumers := s.ListConsumers(ctx)
+		for ci := range consumers.Info() {
+			log("lag:   consumer %s (durable %q, filters %q %q): %d pending, %d waiting pulls, inactive threshold %s",
+				ci.Name, ci.Config.Durable, ci.Config.FilterSubject, ci.Config.FilterSubjects, ci.NumPending, ci.NumWaiting, ci.Config.InactiveThreshold)
+		}
+		if err := consumers.Err(); err != nil {
+			return fmt.Errorf("consumers of %s: %w", name, err)
+		}
+	}
+	if err := names.Err(); err != nil {
+		return fmt.Errorf("stream names: %w", err)
+	}
+	if dir := os.Getenv(profileEnv); dir != "" {
+		if err := writeHeapProfile(filepath.Join(dir, "lag.heap.pprof")); err != nil {
+			return err
+		}
+		f, err := os.Create(filepath.Join(dir, "lag.goroutine.pprof"))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return pprof.Lookup("goroutine").WriteTo(f, 0)
+	}
+	return nil
 }

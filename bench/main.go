@@ -204,6 +204,11 @@ func Run(ctx context.Context, cfg RunConfig) (*Results, error) {
 					return nil, fmt.Errorf("replay: %w", err)
 				}
 			}
+			// The longest thread's raw log (100,000 messages with their
+			// headers in full mode, hundreds of MB) is the replay's input
+			// only: res.Get keeps g, and the live heap the later sections'
+			// collections mark would otherwise include it.
+			g.longest = nil
 		}
 		if want("lag") {
 			mark("lag")
@@ -282,7 +287,7 @@ func benchMain() int {
 		sections = flag.String("sections", strings.Join(defaultSections, ","), "sections to run, of "+strings.Join(allSections, ","))
 		merge    = flag.String("merge", "", "a -json file of an earlier run whose sections this run did not measure are added to the report (the scale and soak sections, run on their own)")
 		command  = flag.String("cmd", "", "the command line to print as the way to reproduce (run.sh sets it)")
-		profile  = flag.String("profile", "", "directory to write CPU and allocation profiles to (bench.cpu.pprof and bench.allocs.pprof, and one of each per memory-section child) and each child's heap profile at every memory sample (<role>.heap.<n>.pprof)")
+		profile  = flag.String("profile", "", "directory to write CPU and allocation profiles to (bench.cpu.pprof and bench.allocs.pprof, and one of each per memory-section child), each child's heap profile at every memory sample (<role>.heap.<n>.pprof), and this process's heap and goroutines at the lag section's start (lag.heap.pprof, lag.goroutine.pprof)")
 		jsonOut  = flag.String("json", "", "also write the raw results as JSON to this file")
 		from     = flag.String("from", "", "render the report and chart from a -json file instead of measuring")
 		notes    = flag.String("notes", "bench/NOTES.md", "hand-written analysis appended to the report when the file exists")
