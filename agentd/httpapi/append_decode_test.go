@@ -73,7 +73,7 @@ func TestAppendBodyProblems(t *testing.T) {
 		{"a blob size below zero is invalid", ok(`{"id": "c1", "checkpoint": {"type": "json", "json": null}, "metadata": {"type": "bytes", "blob": "b", "size": -1}}`),
 			"422 urn:convlog:problem:invalid-request events[0].payload.metadata.size: events[0].payload.metadata.size: minimum: got -1, want 0"},
 		{"a checkpoint without id is invalid", ok(`{"checkpoint": {"type": "json", "json": {"id": 5, "extra": [null]}}}`),
-			"422 urn:convlog:problem:invalid-request events[0].payload.: events[0].payload.: missing property 'id'"},
+			"422 urn:convlog:problem:invalid-request events[0].payload: events[0].payload: missing property 'id'"},
 		{"opaque JSON values are taken as they are", ok(`{"id": "c1", "checkpoint": {"type": "json", "json": {"type": 1, "json": "x", "blob": "", "size": -1}}, "metadata": {"type": "json", "json": null}, "channels": {"m": {"type": "json", "json": [{"extra": true, "size": -2}]}, "n": {"type": "json", "json": "s", "other": {"x": 1}}}}`),
 			"201"},
 		{"a write without idx is invalid", `{"events": [{"type": "checkpoint.writes", "payload": {"checkpoint": "c1", "task": "t", "writes": [{"channel": "a", "value": {"type": "json", "json": 1}}]}}]}`,

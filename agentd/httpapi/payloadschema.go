@@ -208,7 +208,9 @@ func schemaProblem(s *jsonschema.Schema, inst any) (path, msg string) {
 	}
 	path = fieldPath(best.InstanceLocation)
 	if ap, ok := best.ErrorKind.(*kind.AdditionalProperties); ok && len(ap.Properties) > 0 {
-		return joinPath(path, ap.Properties[0]), "unknown field"
+		// Of several unknown members, the first in sorted order: the
+		// validator lists them in a map's order.
+		return joinPath(path, slices.Min(ap.Properties)), "unknown field"
 	}
 	return path, best.ErrorKind.LocalizedString(schemaPrinter)
 }
@@ -216,16 +218,38 @@ func schemaProblem(s *jsonschema.Schema, inst any) (path, msg string) {
 // schemaPrinter renders the validator's messages in English.
 var schemaPrinter = message.NewPrinter(language.English)
 
-// deepest returns the leaf cause of ve with the longest instance location
-// (the first of equals).
+// deepest returns the leaf cause of ve with the longest instance location;
+// of equals, the one whose location sorts first, then whose schema keyword
+// location does. The validator gathers an object's causes from a map, so
+// their order differs from one call to the next: without the tie-break, a
+// payload with several faults at one depth would be refused naming a
+// different one each time.
 func deepest(ve *jsonschema.ValidationError) *jsonschema.ValidationError {
 	best := ve
 	for _, c := range ve.Causes {
-		if d := deepest(c); len(d.InstanceLocation) > len(best.InstanceLocation) || len(best.Causes) > 0 && len(d.Causes) == 0 && len(d.InstanceLocation) == len(best.InstanceLocation) {
+		if d := deepest(c); deeper(d, best) {
 			best = d
 		}
 	}
 	return best
+}
+
+// deeper reports whether cause a is the one to name before b (see
+// deepest).
+func deeper(a, b *jsonschema.ValidationError) bool {
+	if la, lb := len(a.InstanceLocation), len(b.InstanceLocation); la != lb {
+		return la > lb
+	}
+	if leafA, leafB := len(a.Causes) == 0, len(b.Causes) == 0; leafA != leafB {
+		return leafA
+	}
+	if c := slices.Compare(a.InstanceLocation, b.InstanceLocation); c != 0 {
+		return c < 0
+	}
+	if a.SchemaURL != b.SchemaURL {
+		return a.SchemaURL < b.SchemaURL
+	}
+	return strings.Join(a.ErrorKind.KeywordPath(), "/") < strings.Join(b.ErrorKind.KeywordPath(), "/")
 }
 
 // fieldPath renders a JSON pointer's tokens as a field path:
@@ -248,6 +272,9 @@ func fieldPath(tokens []string) string {
 func joinPath(a, b string) string {
 	if a == "" {
 		return b
+	}
+	if b == "" {
+		return a
 	}
 	return a + "." + b
 }
