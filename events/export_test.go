@@ -38,3 +38,13 @@ func MarshalReflect(e Event) ([]byte, error) {
 	}
 	return encodeMsgpack(wireMsgpack{wire: e.wire(), Payload: pb})
 }
+
+// TypedTextValid exposes typedTextValid.
+var TypedTextValid = typedTextValid
+
+// ValidatePayload is validatePayload with the default limits.
+func ValidatePayload(p Payload) error {
+	return validatePayload(p, DefaultLimits(), func(field, format string, args ...any) error {
+		return &ValidationError{Field: field, Reason: format}
+	})
+}
