@@ -71,7 +71,7 @@ func (p *prepared) result(seqs []uint64, stored []*RawEvent, dup bool) AppendRes
 // its payload.
 func (c *Client) complete(e *events.Event, tenant, thread string, now time.Time) (newID bool) {
 	if e.ID == "" {
-		e.ID, newID = c.ids.NewID(), true
+		e.ID, newID = events.NewID(), true
 	}
 	if e.Time.IsZero() {
 		e.Time = now

@@ -42,9 +42,6 @@ type Client struct {
 	// Config.NoQuotas).
 	quotas *quota.Checker
 	closed atomic.Bool
-	// ids makes the ids of the events appended without one (a buffered
-	// random source of this client's own).
-	ids events.IDSource
 	// replies are the inboxes appends wait for their publish acks on
 	// (append_reply.go).
 	replies replyInboxes

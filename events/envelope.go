@@ -1,10 +1,6 @@
 package events
 
 import (
-	"bufio"
-	"crypto/rand"
-	"io"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -61,39 +57,6 @@ func New(tenant, thread, producer string, p Payload) Event {
 // NewID returns a new UUIDv7 in canonical form. It panics only if the
 // system's random source fails, as uuid.Must does.
 func NewID() string { return uuid.Must(uuid.NewV7()).String() }
-
-// IDSource makes ids as [NewID] does (UUIDv7, canonical form) from random
-// bytes read from crypto/rand a block at a time (idBlock bytes, 16 per id)
-// rather than one read per id, as uuid.EnableRandPool does for the whole
-// process; an IDSource is the pool of its owner alone. Ids are not
-// secrets: the unused random bytes of the block stay in memory. The zero
-// value is ready to use; safe for concurrent use. An IDSource must not be
-// copied after first use.
-type IDSource struct {
-	r lockedReader
-}
-
-// idBlock is how many random bytes an IDSource reads at once: 256 ids.
-const idBlock = 16 * 256
-
-// NewID returns a new UUIDv7 in canonical form. It panics only if the
-// system's random source fails, as uuid.Must does.
-func (s *IDSource) NewID() string { return uuid.Must(uuid.NewV7FromReader(&s.r)).String() }
-
-// lockedReader reads crypto/rand through a buffer, under a mutex.
-type lockedReader struct {
-	mu sync.Mutex
-	b  *bufio.Reader
-}
-
-func (l *lockedReader) Read(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.b == nil {
-		l.b = bufio.NewReaderSize(rand.Reader, idBlock)
-	}
-	return io.ReadFull(l.b, p)
-}
 
 // Stored is an event as read back from the log: the event, the stream
 // sequence JetStream assigned it, and the server's store time.
