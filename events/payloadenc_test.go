@@ -66,8 +66,13 @@ func TestPayloadEncodersMatchReflection(t *testing.T) {
 		events.AssistantMessage{ToolCalls: []events.ToolCall{}},
 		events.StateSet{}, events.StateSet{Value: json.RawMessage{}}, events.StateSet{Key: long, Value: json.RawMessage(long)},
 		events.StateDeleted{}, &events.UserMessage{Content: events.Text("by pointer")})
+	seen := map[events.Type]bool{}
 	for i, p := range payloads {
 		requireReflectionBytes(t, eventfixtures.Event(1, "p", p), "payload %d (%T): %+v", i, p, p)
+		seen[p.EventType()] = true
+	}
+	for _, ti := range events.Registry() {
+		require.True(t, seen[ti.Type], "no payload of type %s was compared", ti.Type)
 	}
 }
 
