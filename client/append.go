@@ -150,6 +150,7 @@ func (c *Client) Append(ctx context.Context, tenant, thread string, evs []events
 	if err != nil {
 		return AppendResult{}, err
 	}
+	defer p.release()
 	run := &appendRun{c: c, p: p, o: o}
 	for attempt := 1; ; attempt++ {
 		if res, done, err := run.attempt(ctx, attempt); done {

@@ -32,6 +32,9 @@ type prepared struct {
 	// keyDestroyed: the thread's data key was destroyed (it was erased);
 	// the events are not sealed and must not be published.
 	keyDestroyed bool
+	// header is the pooled header of the message of a one-event append
+	// (eventHeader), returned by release.
+	header *singleHeader
 	// one holds the slices' arrays, the message and the sequence of an
 	// append of one event, so that it allocates none of them apart.
 	one struct {
@@ -129,7 +132,7 @@ func (c *Client) prepare(ctx context.Context, tenant, thread, subject string, ev
 		if len(evs) > 1 {
 			m = new(nats.Msg)
 		}
-		m.Subject, m.Data, m.Header = subject, data, eventHeader(e, len(evs) == 1)
+		m.Subject, m.Data, m.Header = subject, data, p.eventHeader(e, len(evs) == 1)
 		p.events[i], p.msgs[i], p.ids[i] = e, m, e.ID
 	}
 	return p, nil
@@ -180,28 +183,83 @@ const maxPooledClear = 64 << 10
 // eventHeader returns the NATS headers of e (events.Headers: type, schema
 // version, Nats-Msg-Id), with room for the OCC and stream headers. When
 // single (an append of one event) and e is of the current schema, the
-// expected last sequence and stream headers are there too, empty, with
-// their values in the same array as the others', for publishOnce to fill
-// in place.
-func eventHeader(e events.Event, single bool) nats.Header {
-	h := make(nats.Header, 5)
+// header is a pooled singleHeader (returned by prepared.release), with the
+// expected last sequence and stream headers there too, empty, for
+// publishOnce to fill in place.
+func (p *prepared) eventHeader(e events.Event, single bool) nats.Header {
 	if e.SchemaVersion == events.SchemaVersion && e.ID != "" {
-		// The common case, without the map events.Headers builds.
-		// One backing array for the values (one allocation).
-		v := &[5]string{string(e.Type), schemaHeader, e.ID}
+		if single {
+			sh := singleHeaders.Get().(*singleHeader)
+			sh.v = [5]string{string(e.Type), schemaHeader, e.ID}
+			p.header = sh
+			return sh.h
+		}
+		// Without the map events.Headers builds; one backing array for
+		// the values (one allocation).
+		h := make(nats.Header, 5)
+		v := &[3]string{string(e.Type), schemaHeader, e.ID}
 		h[events.HeaderType] = v[0:1:1]
 		h[events.HeaderSchema] = v[1:2:2]
 		h[events.HeaderMsgID] = v[2:3:3]
-		if single {
-			h[jetstream.ExpectedLastSubjSeqHeader] = v[3:4:4]
-			h[jetstream.ExpectedStreamHeader] = v[4:5:5]
-		}
 		return h
 	}
+	h := make(nats.Header, 5)
 	for k, v := range events.Headers(e) {
 		h[k] = []string{v}
 	}
 	return h
+}
+
+// singleHeader is the header of an append of one event of the current
+// schema: h holds the five keys, each value the one-element slice of an
+// element of v, so that setting v sets the header without touching the
+// map. Pooled, so that an append allocates neither the map nor its values.
+type singleHeader struct {
+	h nats.Header
+	v [5]string
+}
+
+// singleKeys are singleHeader's keys, in the order of its values.
+var singleKeys = [5]string{events.HeaderType, events.HeaderSchema, events.HeaderMsgID,
+	jetstream.ExpectedLastSubjSeqHeader, jetstream.ExpectedStreamHeader}
+
+var singleHeaders = sync.Pool{New: func() any {
+	sh := &singleHeader{h: make(nats.Header, len(singleKeys))}
+	for i, k := range singleKeys {
+		sh.h[k] = sh.v[i : i+1 : i+1]
+	}
+	return sh
+}}
+
+// release returns p's pooled header, if it has one, once p's append has
+// ended: nothing reads the message's header after that (nats.go copies it
+// into the connection's buffer when it publishes). A header whose map was
+// changed otherwise than through its values is dropped.
+func (p *prepared) release() {
+	sh := p.header
+	if sh == nil {
+		return
+	}
+	p.header = nil
+	p.one.msg.Header = nil
+	sh.v = [5]string{}
+	if sh.intact() {
+		singleHeaders.Put(sh)
+	}
+}
+
+// intact reports whether sh's map still holds exactly its keys, each
+// naming its element of v.
+func (sh *singleHeader) intact() bool {
+	if len(sh.h) != len(singleKeys) {
+		return false
+	}
+	for i, k := range singleKeys {
+		if vs := sh.h[k]; len(vs) != 1 || &vs[0] != &sh.v[i] {
+			return false
+		}
+	}
+	return true
 }
 
 var schemaHeader = strconv.Itoa(events.SchemaVersion)

@@ -116,16 +116,13 @@ func MarshalAppend(dst []byte, e Event) ([]byte, error) {
 	if e.Payload == nil {
 		return dst, fmt.Errorf("events: marshal event %s: nil payload", e.ID)
 	}
-	var body any = e.Payload
-	if f, ok := e.Payload.(Forked); ok {
-		body = forkedWireOf(f)
-	}
 	w := getWriter()
 	defer putWriter(w)
 	// The envelope is written by hand, field for field as msgpack encodes
 	// wireMsgpack (a map, fields in declaration order, omitempty ones left
 	// out; the golden vectors check it), then the payload straight after its
-	// key: one pass, no intermediate copy.
+	// key (encodePayload: the common types without reflection): one pass, no
+	// intermediate copy.
 	enc := w.enc
 	n := 8
 	if e.CausationID != "" {
@@ -155,7 +152,7 @@ func MarshalAppend(dst []byte, e Event) ([]byte, error) {
 	_ = enc.EncodeString("v")
 	_ = enc.EncodeInt(int64(e.SchemaVersion))
 	_ = enc.EncodeString("payload")
-	if err := enc.Encode(body); err != nil {
+	if err := encodePayload(enc, e.Payload); err != nil {
 		return dst, fmt.Errorf("events: marshal %s payload of event %s: %w", e.Type, e.ID, err)
 	}
 	return append(dst, w.buf.Bytes()...), nil

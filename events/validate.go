@@ -89,12 +89,54 @@ func (e Event) ValidateLimits(l Limits) error {
 	if err := validatePayload(e.Payload, l, pbad); err != nil {
 		return err
 	}
-	pv := reflect.ValueOf(e.Payload)
-	if textValid(pv) {
+	if ok, typed := typedTextValid(e.Payload); ok || !typed && textValid(reflect.ValueOf(e.Payload)) {
 		return nil
 	}
 	// Find the field to name in the error.
-	return validateText(pv, "", pbad)
+	return validateText(reflect.ValueOf(e.Payload), "", pbad)
+}
+
+// typedTextValid is textValid for the payload types appended most often,
+// without reflection, once validatePayload has accepted p: it checks the
+// strings validatePayload does not (a message's text content and raw JSON
+// values were checked there). typed is false for the other types, which
+// textValid checks.
+func typedTextValid(p Payload) (ok, typed bool) {
+	switch v := p.(type) {
+	case UserMessage:
+		return partsTextValid(&v.Content) && utf8.ValidString(v.Name), true
+	case AssistantMessage:
+		ok = partsTextValid(&v.Content) && utf8.ValidString(v.Reasoning) && utf8.ValidString(v.Agent) &&
+			utf8.ValidString(v.Model) && utf8.ValidString(v.Name) && utf8.ValidString(v.ReplyTo)
+		for i := 0; ok && i < len(v.ToolCalls); i++ {
+			ok = utf8.ValidString(v.ToolCalls[i].ID) && utf8.ValidString(v.ToolCalls[i].Name)
+		}
+		return ok, true
+	case ToolResult:
+		return partsTextValid(&v.Content) && utf8.ValidString(v.ToolCallID) && utf8.ValidString(v.Name), true
+	case StateSet, StateDeleted:
+		// The key's UTF-8 and the value's were checked by validateKey and validateJSON.
+		return true, true
+	}
+	return false, false
+}
+
+// partsTextValid reports whether c's text (when c is not text content) and
+// every string of its parts are valid UTF-8: validateContent checks text
+// content and the text of text parts only.
+func partsTextValid(c *Content) bool {
+	if c.Kind != ContentText && !utf8.ValidString(c.Text) {
+		return false
+	}
+	for i := range c.Parts {
+		p := &c.Parts[i]
+		for _, s := range [...]string{string(p.Type), p.Text, p.URL, p.Data, p.MediaType, p.Detail, p.FileID, p.Filename} {
+			if !utf8.ValidString(s) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // canonicalUUID reports whether s is a UUID in canonical lower-case form
@@ -519,30 +561,34 @@ func validateCalls(calls []ToolCall, l Limits, field string, bad badFunc) error 
 	if len(calls) > l.MaxToolCalls {
 		return bad(field, "has %d tool calls, the limit is %d", len(calls), l.MaxToolCalls)
 	}
-	seen := make(map[string]bool, len(calls))
-	for i, c := range calls {
-		f := fmt.Sprintf("%s[%d]", field, i)
+	for i := range calls {
+		c := &calls[i]
+		// The call's path is formatted only for an error.
+		callBad := func(sub, format string, args ...any) error {
+			return bad(fmt.Sprintf("%s[%d].%s", field, i, sub), format, args...)
+		}
 		if c.ID == "" {
-			return bad(f+".id", "is required")
+			return callBad("id", "is required")
 		}
 		if len(c.ID) > l.MaxNameLen {
-			return bad(f+".id", "is %d bytes, the limit is %d", len(c.ID), l.MaxNameLen)
+			return callBad("id", "is %d bytes, the limit is %d", len(c.ID), l.MaxNameLen)
 		}
-		if seen[c.ID] {
-			return bad(f+".id", "%q is used twice in one message", c.ID)
+		// At most MaxToolCalls calls: comparing with the earlier ones
+		// costs less than a set.
+		if slices.ContainsFunc(calls[:i], func(o ToolCall) bool { return o.ID == c.ID }) {
+			return callBad("id", "%q is used twice in one message", c.ID)
 		}
-		seen[c.ID] = true
 		if c.Name == "" {
-			return bad(f+".name", "is required")
+			return callBad("name", "is required")
 		}
 		if len(c.Name) > l.MaxNameLen {
-			return bad(f+".name", "is %d bytes, the limit is %d", len(c.Name), l.MaxNameLen)
+			return callBad("name", "is %d bytes, the limit is %d", len(c.Name), l.MaxNameLen)
 		}
 		if !json.Valid([]byte(c.Arguments)) {
-			return bad(f+".arguments", "is not well-formed JSON: %.60q", c.Arguments)
+			return callBad("arguments", "is not well-formed JSON: %.60q", c.Arguments)
 		}
 		if !utf8.ValidString(c.Arguments) {
-			return bad(f+".arguments", "is not valid UTF-8")
+			return callBad("arguments", "is not valid UTF-8")
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package events_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"testing"
@@ -172,4 +173,50 @@ func FuzzCanonicalUUID(f *testing.F) {
 		u, err := uuid.Parse(s)
 		require.Equal(t, err == nil && u.String() == s, events.CanonicalUUID(s), "%q", s)
 	})
+}
+
+// The text check of the common payload types without reflection agrees
+// with the reflection walk wherever Validate uses it (after the payload's
+// own rules accepted it), on payloads with parts and every field set and
+// on every one-field corruption of them, so Validate returns the same
+// errors.
+func TestTypedTextCheckAgreesWithTheReflectionWalk(t *testing.T) {
+	parts := events.Parts(
+		events.Part{Type: events.PartText, Text: "a"},
+		events.Part{Type: events.PartImage, URL: "https://x/y.png", Detail: "low", Text: "t"},
+		events.Part{Type: events.PartImage, Data: "AAE=", MediaType: "image/png", Filename: "f"},
+		events.Part{Type: events.PartFile, FileID: "f-1", Filename: "a.pdf", MediaType: "application/pdf", URL: "u"})
+	payloads := []events.Payload{
+		events.UserMessage{Content: parts, Name: "n", Metadata: json.RawMessage(`{"a":"b"}`)},
+		events.AssistantMessage{Content: parts, Reasoning: "r", Agent: "a", Model: "m", Name: "n", ReplyTo: "x",
+			ToolCalls: []events.ToolCall{{ID: "c1", Name: "f", Arguments: `{"q":"x"}`}, {ID: "c2", Name: "g", Arguments: `1`}},
+			Usage:     &events.Usage{InputTokens: 1}, Metadata: json.RawMessage(`{}`)},
+		events.ToolResult{ToolCallID: "c1", Name: "f", Content: parts, IsError: true},
+		events.StateSet{Key: "k", Value: json.RawMessage(`"v"`)},
+		events.StateDeleted{Key: "k"},
+	}
+	for _, set := range []map[events.Type]events.Event{sampleEvents(), minimalEvents()} {
+		for _, e := range set {
+			payloads = append(payloads, e.Payload)
+		}
+	}
+	typed, checked := 0, 0
+	for _, p := range payloads {
+		ok, isTyped := events.TypedTextValid(p)
+		if isTyped {
+			typed++
+			require.True(t, ok, "%T: %+v", p, p)
+		}
+		for where, m := range mutations(p) {
+			ok, isTyped := events.TypedTextValid(m)
+			if !isTyped || events.ValidatePayload(m) != nil {
+				continue
+			}
+			checked++
+			require.Equal(t, events.TextValid(m), ok, "%T: %s", p, where)
+			require.False(t, ok, "%T: %s: the corruption must be caught", p, where)
+		}
+	}
+	require.Greater(t, typed, 10)
+	require.Greater(t, checked, 30, "the payloads must reach many strings")
 }
