@@ -2,6 +2,7 @@ package natstest
 
 import (
 	"context"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -11,7 +12,10 @@ import (
 // upTo or later, and returns how many messages it got. Nothing is
 // decoded: it is the limit a reader of the same events is measured
 // against (the client's BenchmarkReplay, the bench's replay section).
-// Errors are the consumer's (a ctx that ends, a failed pull).
+// Errors are the consumer's (a ctx that ends, a failed pull). The
+// consumer is deleted before it returns, as the client deletes its read's
+// consumer (nats.go's Stop leaves an ordered consumer on the server until
+// its inactivity threshold, 5 minutes).
 func ReadOrdered(ctx context.Context, js jetstream.JetStream, stream, subject string, upTo uint64) (int, error) {
 	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
 	if err != nil {
@@ -21,7 +25,12 @@ func ReadOrdered(ctx context.Context, js jetstream.JetStream, stream, subject st
 	if err != nil {
 		return 0, err
 	}
-	defer it.Stop()
+	defer func() {
+		it.Stop()
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = js.DeleteConsumer(dctx, stream, cons.CachedInfo().Name) // best effort: it expires anyway
+	}()
 	n := 0
 	for {
 		m, err := it.Next(jetstream.NextContext(ctx))
