@@ -178,6 +178,9 @@ func Run(ctx context.Context, cfg RunConfig) (*Results, error) {
 				return nil, fmt.Errorf("append: %w", err)
 			}
 		}
+		if err := e.DropAppendResources(ctx); err != nil {
+			return nil, err
+		}
 		if err := e.StartProjector(ctx); err != nil {
 			return nil, err
 		}
