@@ -74,7 +74,8 @@ type LagRow struct {
 	// nothing decoded), running beside the projector.
 	Consumer Dist
 	// Ratio is D's p99 over Consumer's p99, round by round: each round's
-	// window of this kind of publish gives one (lagPair). RoundP99 is the
+	// window of this kind of publish gives one (lagPair); the report judges
+	// their geometric mean (Spread.Geomean). RoundP99 is the
 	// median over those windows of D's p99. Both are zero in the results
 	// of runs before rounds.
 	Ratio    Spread
