@@ -284,7 +284,8 @@ func TestWhileRecoveringRetriesOnlyTimeouts(t *testing.T) {
 func TestSpreadOf(t *testing.T) {
 	t.Run("the median of the rounds with a ratio, with the lowest and highest", func(t *testing.T) {
 		s := spreadOf([]float64{2, 0, 1, 4})
-		assert.Equal(t, Spread{Rounds: []float64{2, 1, 4}, Median: 2, Min: 1, Max: 4}, s)
+		assert.Equal(t, Spread{Rounds: []float64{2, 1, 4}, Median: 2, Min: 1, Max: 4, Geomean: s.Geomean}, s)
+		assert.InDelta(t, 2, s.Geomean, 1e-9, "the geometric mean of 2, 1 and 4")
 		assert.Equal(t, "2.00x (1.00-4.00x over 3 rounds)", fmtSpread(s))
 	})
 	t.Run("no round with a ratio is not measured", func(t *testing.T) {
@@ -296,4 +297,12 @@ func TestSpreadOf(t *testing.T) {
 		s := p50Ratios([][]time.Duration{{2 * ms, 2 * ms, 9 * ms}, {3 * ms}}, [][]time.Duration{{ms, ms, ms}, {ms}})
 		assert.Equal(t, []float64{2, 3}, s.Rounds)
 	})
+}
+
+func TestLagRoundsByRate(t *testing.T) {
+	p := LagParams{For: 4 * time.Second, Rounds: 4, RoundsAt: map[int]int{5_000: 16}}
+	require.Equal(t, 16, p.rounds(5_000), "a rate RoundsAt names runs its rounds")
+	require.Equal(t, 4, p.rounds(1_000), "the others run Rounds")
+	require.Equal(t, 500*time.Millisecond, p.window(), "every round's windows are Rounds' windows")
+	require.Equal(t, 1, LagParams{}.rounds(1_000), "at least one round")
 }

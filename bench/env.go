@@ -67,7 +67,8 @@ type Env struct {
 	// each of its whole-thread Gets reads every byte from KV.
 	Client         *client.Client
 	UncachedClient *client.Client
-	// AppendClient is a client of the same connection on appendResources.
+	// AppendClient is a client of the same connection on appendResources;
+	// nil after DropAppendResources.
 	AppendClient *client.Client
 	// LocalClient is a client with the default configuration on an
 	// in-process connection to the embedded server, as agentd serve's
@@ -292,6 +293,31 @@ func (e *Env) StopProjector() error {
 	e.projNC.Close()
 	e.proj = nil
 	return e.projErr
+}
+
+// DropAppendResources closes AppendClient and deletes what only the append
+// section uses: the raw baseline stream (rawStream) and AppendClient's
+// stream and buckets (appendResources), hundreds of MB in a full run. A
+// deployment has neither, and the sections after the append section
+// would otherwise run beside them: their messages' files, the server's
+// per-subject state and its duplicate-window ids. The raw KV bucket stays
+// (the get section's baseline). Errors are the server's.
+func (e *Env) DropAppendResources(ctx context.Context) error {
+	if e.AppendClient != nil {
+		e.AppendClient.Close()
+		e.AppendClient = nil
+	}
+	for _, s := range []string{rawStream, appendResources.Stream} {
+		if err := e.JS.DeleteStream(ctx, s); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("delete stream %s: %w", s, err)
+		}
+	}
+	for _, b := range []string{appendResources.SnapshotBucket, appendResources.IndexBucket} {
+		if err := e.JS.DeleteKeyValue(ctx, b); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+			return fmt.Errorf("delete bucket %s: %w", b, err)
+		}
+	}
+	return nil
 }
 
 // Close stops everything and removes nothing (the caller owns Dir).

@@ -30,11 +30,17 @@ type LagParams struct {
 	Rates []int // events/s
 	// For is the measured time per rate, both kinds of publish together:
 	// Rounds rounds, each a window of each kind (lagPair).
-	For     time.Duration
-	Rounds  int           // rounds of For (0 means 1)
-	Warmup  time.Duration // paced but not measured, before each round's windows
-	Threads int           // threads the events are spread over, round robin
-	Content int
+	For    time.Duration
+	Rounds int // rounds of For (0 means 1)
+	// RoundsAt are rounds of the rates it names (p.Rates and SplitRates)
+	// in place of Rounds, each window as long as Rounds' windows
+	// (For / (2·Rounds)): more rounds where a window's p99 moves most,
+	// since a window's p99 is its 1% worst events and one stall decides
+	// it, so that the median over the rounds holds still between runs.
+	RoundsAt map[int]int
+	Warmup   time.Duration // paced but not measured, before each round's windows
+	Threads  int           // threads the events are spread over, round robin
+	Content  int
 	// Backlog is how many events are published, round robin over Threads
 	// new threads, while the projector is stopped, to time its catch-up.
 	Backlog int
@@ -68,7 +74,8 @@ type LagRow struct {
 	// nothing decoded), running beside the projector.
 	Consumer Dist
 	// Ratio is D's p99 over Consumer's p99, round by round: each round's
-	// window of this kind of publish gives one (lagPair). RoundP99 is the
+	// window of this kind of publish gives one (lagPair); the report judges
+	// their geometric mean (Spread.Geomean). RoundP99 is the
 	// median over those windows of D's p99. Both are zero in the results
 	// of runs before rounds.
 	Ratio    Spread
@@ -163,8 +170,8 @@ func RunLag(ctx context.Context, e *Env, p LagParams, log func(string, ...any)) 
 	// Both kinds of publish at one rate, interleaved (lagPair), before the
 	// next rate.
 	for _, rate := range p.Rates {
-		log("lag: %d events/s for %s (+%s warm-up) over %d threads per kind, conditional and plain publishes alternating over %d rounds",
-			rate, p.For, p.Warmup, p.Threads, max(1, p.Rounds))
+		log("lag: %d events/s, %d rounds of a %s warm-up and a %s window of each kind, over %d threads per kind, conditional and plain publishes alternating",
+			rate, p.rounds(rate), p.Warmup, p.window(), p.Threads)
 		rows, err := lagPair(ctx, e, p, rate, log)
 		if err != nil {
 			return nil, err
@@ -189,6 +196,17 @@ func RunLag(ctx context.Context, e *Env, p LagParams, log func(string, ...any)) 
 	return res, nil
 }
 
+// rounds is how many rounds rate runs (RoundsAt, else Rounds, at least 1).
+func (p LagParams) rounds(rate int) int {
+	if n, ok := p.RoundsAt[rate]; ok {
+		return max(1, n)
+	}
+	return max(1, p.Rounds)
+}
+
+// window is how long each kind of publish is measured in a round.
+func (p LagParams) window() time.Duration { return p.For / time.Duration(2*max(1, p.Rounds)) }
+
 // collectorSettings reads this process's GOGC and soft memory limit in
 // bytes (runtime/metrics).
 func collectorSettings() (int, int64) {
@@ -211,7 +229,7 @@ func lagSplit(ctx context.Context, dir string, p LagParams, log func(string, ...
 	}
 	var rows []*LagRow
 	for _, rate := range p.SplitRates {
-		log("lag: %d events/s, nats-server in its own process, conditional and plain publishes alternating", rate)
+		log("lag: %d events/s, nats-server in its own process, %d rounds, conditional and plain publishes alternating", rate, p.rounds(rate))
 		pair, err := lagPair(ctx, e, p, rate, log)
 		if err != nil {
 			return nil, err
@@ -327,14 +345,16 @@ func (s *lagSlots) count() int {
 // other.
 func kindOf(j int) int { return (j % 2) ^ (j / 2 % 2) }
 
-// lagPair measures one rate, both kinds of publish at once: the measured
-// time p.For is split into p.Rounds rounds, each p.Warmup unmeasured, then
-// a window of conditional publishes and one of plain publishes at the same
-// rate (kindOf), then a wait until everything is projected; so both kinds
-// and the plain consumer they are judged against share the machine's load,
-// and each round starts without the previous one's backlog. Each round gives each kind the ratio of
-// its window's projection lag p99 to the plain consumer's p99 over the same
-// events; a row pools its kind's windows and summarizes those ratios.
+// lagPair measures one rate, both kinds of publish at once: p.rounds(rate)
+// rounds, each p.Warmup unmeasured, then a window (p.window()) of
+// conditional publishes and one of plain publishes at the same rate
+// (kindOf), then a wait until everything is projected; so both kinds and
+// the plain consumer they are judged against share the machine's load, and
+// each round starts without the previous one's backlog. Each round gives
+// each kind the ratio of its window's projection lag p99 to the plain
+// consumer's p99 over the same events; a row pools its kind's windows and
+// summarizes those ratios. Each window's figures and the collections
+// during it are logged.
 //
 // Conditional events carry their thread's version (the sequence of the
 // thread's previous event, from its publish ack) in
@@ -395,9 +415,9 @@ func lagPair(ctx context.Context, e *Env, p LagParams, rate int, log func(string
 		return [2]*LagRow{}, err
 	}
 
-	rounds := max(1, p.Rounds)
+	rounds := p.rounds(rate)
 	slots := 2 * rounds
-	slot := p.For / time.Duration(slots)
+	slot := p.window()
 	var (
 		window sync.Map // event id -> its slot
 		proj   = &lagSlots{lags: make([][]time.Duration, slots)}
@@ -456,10 +476,15 @@ func lagPair(ctx context.Context, e *Env, p LagParams, rate int, log func(string
 		eventBytes     uint64
 	)
 	allocs0, kv0 := heapObjects(), e.ProjectorWritten()
+	// winGC[j] counts the collections from window j's start to the next
+	// window's start, or for a round's second window to the end of the
+	// round's drain (its events are still being projected then).
+	winGC, winDrain := make([]uint64, slots), make([]time.Duration, rounds)
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for r := range rounds {
 		gc0, gcCPU0 := gcSample()
+		prevJ, gcMark := -1, uint64(0)
 		start := time.Now()
 		measureFrom := start.Add(p.Warmup)
 		end, n := measureFrom.Add(2*slot), 0
@@ -469,6 +494,13 @@ func lagPair(ctx context.Context, e *Env, p LagParams, rate int, log func(string
 			if !now.Before(measureFrom) {
 				j = 2*r + min(int(now.Sub(measureFrom)/slot), 1)
 				kind = kindOf(j)
+				if j != prevJ {
+					c, _ := gcSample()
+					if prevJ >= 0 {
+						winGC[prevJ] = c - gcMark
+					}
+					prevJ, gcMark = j, c
+				}
 			}
 			k := kinds[kind]
 			for target := int(float64(rate) * now.Sub(start).Seconds()); n < target; n++ {
@@ -503,7 +535,11 @@ func lagPair(ctx context.Context, e *Env, p LagParams, rate int, log func(string
 		if err := e.WaitProjected(ctx); err != nil {
 			return [2]*LagRow{}, err
 		}
-		drain = max(drain, time.Since(lastPublish))
+		winDrain[r] = time.Since(lastPublish)
+		drain = max(drain, winDrain[r])
+		if c, _ := gcSample(); prevJ >= 0 {
+			winGC[prevJ] = c - gcMark
+		}
 	}
 	kv, allocs := e.ProjectorWritten().Sub(kv0), float64(heapObjects()-allocs0)/float64(max(1, sent))
 	if err := cons.wait(ctx, published[0]+published[1]); err != nil {
@@ -518,6 +554,10 @@ func lagPair(ctx context.Context, e *Env, p LagParams, rate int, log func(string
 		r := &LagRow{Rate: rate, OCC: k.occ, Published: published[kind], Drain: drain, Errors: int(errs.Load()),
 			EventBytes: eventBytes, KV: kv, GCCycles: uint64(gcCycles), GCCPU: gcCPU, Allocs: allocs,
 			MaxBehind: behind.Load(), Achieved: float64(published[kind]) / (float64(rounds) * slot.Seconds())}
+		how := "plain"
+		if k.occ {
+			how = "conditional"
+		}
 		var pl, cl []time.Duration
 		var ratios []float64
 		var p99s []time.Duration
@@ -526,6 +566,9 @@ func lagPair(ctx context.Context, e *Env, p LagParams, rate int, log func(string
 				continue
 			}
 			pd, cd := distOf(proj.lags[j]), distOf(cons.slots.lags[j])
+			log("lag: %d/s %s round %d: projection p50 %s p99 %s, consumer p50 %s p99 %s, ratio %s; %d GC; round drained in %s",
+				rate, how, j/2, fmtDur(pd.P50), fmtDur(pd.P99), fmtDur(cd.P50), fmtDur(cd.P99),
+				durRatio(pd.P99, cd.P99), winGC[j], fmtDur(winDrain[j/2]))
 			pl, cl = append(pl, proj.lags[j]...), append(cl, cons.slots.lags[j]...)
 			if pd.Measured() && cd.P99 > 0 {
 				ratios = append(ratios, float64(pd.P99)/float64(cd.P99))

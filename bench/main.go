@@ -38,7 +38,7 @@ func fullParams() Params {
 		Append: AppendParams{Rounds: 5, SeqOps: 400, Warmup: 50, Writers: 32, Threads: 1000, ConcFor: 3 * time.Second, ConcSlice: 500 * time.Millisecond},
 		Get: GetParams{Sizes: []int{100, 1_000, 10_000, 100_000}, Content: 512, NextEvent: 60, CollectFrom: 10_000, Rounds: 5,
 			Iters: func(n int) int { return min(300, max(7, 300_000/n)) }},
-		Lag:        LagParams{Rates: []int{1_000, 5_000}, For: 16 * time.Second, Rounds: 16, Warmup: 500 * time.Millisecond, Threads: 1_000, Content: 512, Backlog: 300_000, SplitRates: []int{5_000}},
+		Lag:        LagParams{Rates: []int{1_000, 5_000}, For: 16 * time.Second, Rounds: 16, RoundsAt: map[int]int{5_000: 32}, Warmup: 500 * time.Millisecond, Threads: 1_000, Content: 512, Backlog: 300_000, SplitRates: []int{5_000}},
 		ReplayReps: 3,
 		Turn:       TurnParams{Samples: 100, PerThread: 10},
 		Mem:        MemParams{Threads: 100_000, Messages: 20, Content: 256, WorkerTurns: 5_000},
@@ -60,7 +60,7 @@ func quickParams() Params {
 				}
 				return max(5, 50_000/n)
 			}},
-		Lag:        LagParams{Rates: []int{1_000, 5_000}, For: 8 * time.Second, Rounds: 8, Warmup: 250 * time.Millisecond, Threads: 1_000, Content: 512, Backlog: 5_000, SplitRates: []int{5_000}},
+		Lag:        LagParams{Rates: []int{1_000, 5_000}, For: 4 * time.Second, Rounds: 4, RoundsAt: map[int]int{5_000: 16}, Warmup: 150 * time.Millisecond, Threads: 1_000, Content: 512, Backlog: 5_000, SplitRates: []int{5_000}},
 		ReplayReps: 9, // the replay of 10,000 events takes about 0.1 s: one burst of load moves a run
 		Turn:       TurnParams{Samples: 20, PerThread: 10},
 		Mem:        MemParams{Threads: 10_000, Messages: 20, Content: 256, WorkerTurns: 500},
@@ -177,6 +177,9 @@ func Run(ctx context.Context, cfg RunConfig) (*Results, error) {
 			if res.Append, err = RunAppend(ctx, e, b, cfg.Append, log); err != nil {
 				return nil, fmt.Errorf("append: %w", err)
 			}
+		}
+		if err := e.DropAppendResources(ctx); err != nil {
+			return nil, err
 		}
 		if err := e.StartProjector(ctx); err != nil {
 			return nil, err

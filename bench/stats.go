@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -147,13 +149,16 @@ func fmtInt[T ~int | ~int64 | ~uint64](n T) string {
 }
 
 // Spread is a ratio measured once per round (rounds interleave the systems
-// it compares): the median over the rounds, the lowest and the highest.
-// The zero value means "not measured".
+// it compares): the median over the rounds, the lowest and the highest,
+// and the geometric mean (the exponential of the mean logarithm: every
+// round counts, one far round by its share). The zero value means "not
+// measured"; Geomean is 0 in the results of runs before it was recorded.
 type Spread struct {
-	Rounds []float64 `json:"rounds"`
-	Median float64   `json:"median"`
-	Min    float64   `json:"min"`
-	Max    float64   `json:"max"`
+	Rounds  []float64 `json:"rounds"`
+	Median  float64   `json:"median"`
+	Min     float64   `json:"min"`
+	Max     float64   `json:"max"`
+	Geomean float64   `json:"geomean,omitempty"`
 }
 
 // Measured reports whether s holds at least one round.
@@ -171,7 +176,27 @@ func spreadOf(xs []float64) Spread {
 		return Spread{}
 	}
 	s.Median, s.Min, s.Max = median(s.Rounds), slices.Min(s.Rounds), slices.Max(s.Rounds)
+	var logs float64
+	for _, x := range s.Rounds {
+		logs += math.Log(x)
+	}
+	s.Geomean = math.Exp(logs / float64(len(s.Rounds)))
 	return s
+}
+
+// typical is s's geometric mean, or its median in the results of runs
+// before the geometric mean was recorded.
+func (s Spread) typical() float64 { return cmp.Or(s.Geomean, s.Median) }
+
+// fmtGeoSpread formats s as "1.23x (geometric mean; median 1.20x,
+// 1.10-1.40x over 5 rounds)", or as fmtSpread does when s holds one round
+// or no geometric mean.
+func fmtGeoSpread(s Spread) string {
+	if !s.Measured() || len(s.Rounds) == 1 || s.Geomean == 0 {
+		return fmtSpread(s)
+	}
+	return fmt.Sprintf("%s (geometric mean; median %s, %s-%s over %d rounds)", ratio(s.Geomean, 1), ratio(s.Median, 1),
+		strings.TrimSuffix(ratio(s.Min, 1), "x"), ratio(s.Max, 1), len(s.Rounds))
 }
 
 // p50Ratios returns the spread of the ratio of a's p50 to b's, round by

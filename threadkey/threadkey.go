@@ -185,12 +185,17 @@ type threadKey struct {
 	macs sync.Pool
 	// prev are retired keys still kept (a rotation in progress), table
 	// the keys and replacements of events sealed with destroyed keys
-	// (rotate.go); fetched is when the record was read (cache TTL).
+	// (rotate.go); fetched is when the record was last read, in Unix
+	// nanoseconds (cache TTL): a re-read that finds the same revision
+	// moves it while other goroutines use the key.
 	prev        []*threadKey
 	table       map[string]tableEntry
 	sealedTable []byte
-	fetched     time.Time
+	fetched     atomic.Int64
 }
+
+// fetchedAt is when tk's record was last read.
+func (tk *threadKey) fetchedAt() time.Time { return time.Unix(0, tk.fetched.Load()) }
 
 // New returns a Keys on the KV bucket kv (provisioned by
 // provision.Ensure with deny_delete off). cacheThreads bounds the key
@@ -247,10 +252,24 @@ func (k *Keys) fresh(name threadName, maxAge time.Duration) *threadKey {
 	if k.cache == nil || maxAge <= 0 {
 		return nil
 	}
-	if l := k.last.Load(); l != nil && l.name == name && time.Since(l.tk.fetched) < maxAge {
+	if l := k.last.Load(); l != nil && l.name == name && time.Since(l.tk.fetchedAt()) < maxAge {
 		return l.tk
 	}
-	if tk, ok := k.cache.Get(name); ok && time.Since(tk.fetched) < maxAge {
+	if tk, ok := k.cache.Get(name); ok && time.Since(tk.fetchedAt()) < maxAge {
+		return tk
+	}
+	return nil
+}
+
+// cachedAny returns the cached key of the thread name of any age, or nil.
+func (k *Keys) cachedAny(name threadName) *threadKey {
+	if k.cache == nil {
+		return nil
+	}
+	if l := k.last.Load(); l != nil && l.name == name {
+		return l.tk
+	}
+	if tk, ok := k.cache.Get(name); ok {
 		return tk
 	}
 	return nil
@@ -258,7 +277,8 @@ func (k *Keys) fresh(name threadName, maxAge time.Duration) *threadKey {
 
 // get returns the thread's key, creating it when create is set and there
 // is none. A cached record is used when it was read less than maxAge ago
-// (0: read it again in any case). Errors: [ErrNoKey] (not create), or
+// (0: read it again in any case); one read again and found unchanged keeps
+// its parsed key. Errors: [ErrNoKey] (not create), or
 // NATS errors.
 func (k *Keys) get(ctx context.Context, tenant, thread string, create bool, maxAge time.Duration) (*threadKey, error) {
 	cached := threadName{tenant, thread}
@@ -276,6 +296,14 @@ func (k *Keys) get(ctx context.Context, tenant, thread string, create bool, maxA
 			return nil, fmt.Errorf("%w: %s/%s", ErrDestroyed, tenant, thread)
 		}
 		if err == nil {
+			if old := k.cachedAny(cached); old != nil && old.rev == e.Revision() {
+				// The same revision is the same record (a KV revision is
+				// the stream sequence of one write): keep the key parsed
+				// from it, its ciphers and table, instead of deriving
+				// them again, and count it as read now.
+				old.fetched.Store(time.Now().UnixNano())
+				return old, nil
+			}
 			tk, err := parseRecord(e.Value(), e.Revision())
 			if err == nil {
 				err = tk.openTable(name)
@@ -317,7 +345,7 @@ func (k *Keys) get(ctx context.Context, tenant, thread string, create bool, maxA
 }
 
 func (k *Keys) remember(name threadName, tk *threadKey) {
-	tk.fetched = time.Now()
+	tk.fetched.Store(time.Now().UnixNano())
 	if k.cache != nil {
 		k.cache.Put(name, tk, tk.cost())
 		k.last.Store(&namedKey{name, tk})
