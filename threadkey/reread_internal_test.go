@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/convlog/convlog/internal/natstest"
@@ -57,4 +58,35 @@ func BenchmarkKeyReread(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// A record read again at the revision of the cached one but with other
+// bytes (the bucket deleted and created again, whose revisions start over)
+// is parsed again: the cached key is kept only for the very same record.
+func TestRereadOfAnotherRecordAtTheSameRevisionParsesIt(t *testing.T) {
+	s, r := natstest.Provisioned(t, provision.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	k, err := New(ctx, s.JS, r.Keys, 0)
+	require.NoError(t, err)
+	first, err := k.get(ctx, "acme", "t", true, KeyTTL)
+	require.NoError(t, err)
+
+	st, err := r.Keys.Status(ctx)
+	require.NoError(t, err)
+	cfg := st.(*jetstream.KeyValueBucketStatus).Config()
+	require.NoError(t, s.JS.DeleteKeyValue(ctx, cfg.Bucket))
+	kv, err := s.JS.CreateKeyValue(ctx, cfg)
+	require.NoError(t, err)
+	var rec [recordLen]byte
+	rec[0] = recordVersion
+	rec[1], rec[len(rec)-1] = 1, 2
+	rev, err := kv.Create(ctx, Key("acme", "t"), rec[:])
+	require.NoError(t, err)
+	require.Equal(t, first.rev, rev, "the new bucket's record has the old one's revision")
+
+	again, err := k.get(ctx, "acme", "t", false, 0)
+	require.NoError(t, err)
+	require.NotSame(t, first, again)
+	require.Equal(t, rec[1:1+idLen], again.id[:], "the record read is the new one")
 }

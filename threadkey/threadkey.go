@@ -192,6 +192,9 @@ type threadKey struct {
 	table       map[string]tableEntry
 	sealedTable []byte
 	fetched     atomic.Int64
+	// record is the key record's bytes as read (not copied: nothing
+	// writes them), to tell a re-read of the same record.
+	record []byte
 }
 
 // fetchedAt is when tk's record was last read.
@@ -296,11 +299,12 @@ func (k *Keys) get(ctx context.Context, tenant, thread string, create bool, maxA
 			return nil, fmt.Errorf("%w: %s/%s", ErrDestroyed, tenant, thread)
 		}
 		if err == nil {
-			if old := k.cachedAny(cached); old != nil && old.rev == e.Revision() {
-				// The same revision is the same record (a KV revision is
-				// the stream sequence of one write): keep the key parsed
-				// from it, its ciphers and table, instead of deriving
-				// them again, and count it as read now.
+			if old := k.cachedAny(cached); old != nil && old.rev == e.Revision() && bytes.Equal(old.record, e.Value()) {
+				// The same record (a KV revision is the stream sequence of
+				// one write; the bytes tell a bucket made again, whose
+				// revisions start over): keep the key parsed from it, its
+				// ciphers and table, instead of deriving them again, and
+				// count it as read now.
 				old.fetched.Store(time.Now().UnixNano())
 				return old, nil
 			}
@@ -354,7 +358,7 @@ func (k *Keys) remember(name threadName, tk *threadKey) {
 
 // cost estimates the memory of a cached key in bytes (see CacheBytes).
 func (tk *threadKey) cost() int64 {
-	n := 1024 + len(tk.sealedTable)
+	n := 1024 + len(tk.sealedTable) + len(tk.record)
 	for id, e := range tk.table {
 		n += 64 + len(id) + len(e.key) + len(e.replacement)
 	}
@@ -372,6 +376,16 @@ func isTombstone(b []byte) bool { return len(b) == 1 && b[0] == 0 }
 // parseRecord decodes a stored key record (version 1, or 2 from a
 // rotation: rotate.go).
 func parseRecord(b []byte, rev uint64) (*threadKey, error) {
+	tk, err := parseRecordOf(b, rev)
+	if err != nil {
+		return nil, err
+	}
+	tk.record = b
+	return tk, nil
+}
+
+// parseRecordOf is parseRecord without keeping b.
+func parseRecordOf(b []byte, rev uint64) (*threadKey, error) {
 	if len(b) > 0 && b[0] == recordVersion2 {
 		return parseRecord2(b, rev)
 	}
