@@ -152,12 +152,12 @@ func (c *Client) encode(ctx context.Context, e events.Event, p *prepared) ([]byt
 			clearBuffers.Put(buf)
 		}
 	}()
-	clear, err := events.MarshalAppend((*buf)[:0], e)
+	clear, pm, err := events.MarshalAppendLocated((*buf)[:0], e)
 	*buf = clear
 	if err != nil {
 		return nil, err
 	}
-	sealed, err := c.keys.SealEvent(ctx, clear)
+	sealed, err := c.keys.SealLocated(ctx, clear, pm)
 	switch {
 	case errors.Is(err, threadkey.ErrDestroyed):
 		// Erased: the append fails as it would have (a conflict, or the

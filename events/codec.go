@@ -113,8 +113,34 @@ func Marshal(e Event) ([]byte, error) { return MarshalAppend(nil, e) }
 // as Marshal's; dst is then returned unchanged. Safe for concurrent use
 // (on different dst).
 func MarshalAppend(dst []byte, e Event) ([]byte, error) {
+	out, _, err := marshalAppend(dst, e)
+	return out, err
+}
+
+// MarshalAppendLocated is [MarshalAppend] that also returns the payload
+// member of the encoding it appended, as [LocatePayloadNoCopy] of
+// out[len(dst):] returns it, with Start and End offsets into out (not into
+// the appended part): so a caller that seals the event at once
+// (threadkey's Keys.SealLocated) need not walk the envelope again. The
+// envelope's strings are e's own (Payload nil), Value aliases out. Errors
+// as Marshal's; dst is then returned unchanged with a zero PayloadMember.
+// Safe for concurrent use (on different dst).
+func MarshalAppendLocated(dst []byte, e Event) (out []byte, pm PayloadMember, err error) {
+	out, start, err := marshalAppend(dst, e)
+	if err != nil {
+		return out, pm, err
+	}
+	pm.Envelope = Event{ID: e.ID, Type: e.Type, Tenant: e.Tenant, Thread: e.Thread}
+	pm.Start, pm.End = start, len(out)
+	pm.Value = out[start+1+len(payloadKey) : len(out) : len(out)]
+	return out, pm, nil
+}
+
+// marshalAppend is MarshalAppend; start is the offset in out of the
+// member "payload" (its key), the encoding's last member.
+func marshalAppend(dst []byte, e Event) (out []byte, start int, err error) {
 	if e.Payload == nil {
-		return dst, fmt.Errorf("events: marshal event %s: nil payload", e.ID)
+		return dst, 0, fmt.Errorf("events: marshal event %s: nil payload", e.ID)
 	}
 	w := getWriter()
 	defer putWriter(w)
@@ -151,11 +177,12 @@ func MarshalAppend(dst []byte, e Event) ([]byte, error) {
 	}
 	_ = enc.EncodeString("v")
 	_ = enc.EncodeInt(int64(e.SchemaVersion))
-	_ = enc.EncodeString("payload")
+	start = len(dst) + w.buf.Len()
+	_ = enc.EncodeString(payloadKey)
 	if err := encodePayload(enc, e.Payload); err != nil {
-		return dst, fmt.Errorf("events: marshal %s payload of event %s: %w", e.Type, e.ID, err)
+		return dst, 0, fmt.Errorf("events: marshal %s payload of event %s: %w", e.Type, e.ID, err)
 	}
-	return append(dst, w.buf.Bytes()...), nil
+	return append(dst, w.buf.Bytes()...), start, nil
 }
 
 // Unmarshal decodes msgpack bytes written by [Marshal]. b must hold exactly

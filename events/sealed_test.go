@@ -2,6 +2,8 @@ package events_test
 
 import (
 	"bytes"
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -41,4 +43,32 @@ func TestLocatePayloadOnAnyBytes(t *testing.T) {
 	}
 	_, err := events.LocatePayload([]byte{0x91, 0x01})
 	require.ErrorIs(t, err, events.ErrDecode, "not a map")
+}
+
+// MarshalAppendLocated reports the payload member LocatePayload finds in
+// the bytes it appended (offsets into the whole result), for every event
+// type, rich and minimal, after an empty and a non-empty dst, and appends
+// MarshalAppend's bytes.
+func TestMarshalAppendLocatedReportsThePayloadLocatePayloadFinds(t *testing.T) {
+	evs := slices.Collect(maps.Values(sampleEvents()))
+	evs = append(evs, slices.Collect(maps.Values(minimalEvents()))...)
+	for _, ev := range evs {
+		for _, prefix := range [][]byte{nil, []byte("some bytes before")} {
+			want, err := events.MarshalAppend(bytes.Clone(prefix), ev)
+			require.NoError(t, err)
+			got, pm, err := events.MarshalAppendLocated(bytes.Clone(prefix), ev)
+			require.NoError(t, err)
+			require.Equal(t, want, got, "%s: the same bytes as MarshalAppend", ev.Type)
+
+			loc, err := events.LocatePayloadNoCopy(got[len(prefix):])
+			require.NoError(t, err)
+			loc.Start += len(prefix)
+			loc.End += len(prefix)
+			require.Equal(t, loc, pm, "%s after %d bytes", ev.Type, len(prefix))
+			require.Same(t, &got[pm.End-1], &pm.Value[len(pm.Value)-1], "Value aliases the result")
+		}
+	}
+	_, pm, err := events.MarshalAppendLocated([]byte("kept"), events.Event{ID: "x"})
+	require.Error(t, err, "a nil payload")
+	require.Zero(t, pm)
 }

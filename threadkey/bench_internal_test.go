@@ -41,7 +41,9 @@ func benchEvent(b *testing.B) (*threadKey, []byte, events.PayloadMember) {
 // bytes. The "ratios" sub-benchmark times a block of each back to back
 // per round and reports the medians over rounds of open-v2/aead-open,
 // seal-v2/aead-seal (our overhead above the limit measured in the same
-// run), of the same against AES-GCM, of open-v2-in-place/aead-open
+// run), of seal-v2-located/aead-seal (the payload member given, as
+// Keys.SealLocated takes it), of the same against AES-GCM, of
+// open-v2-in-place/aead-open
 // (Keys.OpenStoredInPlace's way, without the result's allocation), and of
 // each operation's time (ns/open-v2 ...), which hold on a busy machine.
 //
@@ -62,6 +64,7 @@ func BenchmarkOpenEvent(b *testing.B) {
 		b.ReportMetric(ratio(times, "open-v2", "aead-open"), "open-v2/aead")
 		b.ReportMetric(ratio(times, "open-v2-in-place", "aead-open"), "open-in-place/aead")
 		b.ReportMetric(ratio(times, "seal-v2", "aead-seal"), "seal-v2/aead")
+		b.ReportMetric(ratio(times, "seal-v2-located", "aead-seal"), "seal-located/aead")
 		b.ReportMetric(ratio(times, "open-v2", "gcm-open"), "open-v2/gcm")
 		b.ReportMetric(ratio(times, "seal-v2", "gcm-seal"), "seal-v2/gcm")
 		for _, op := range ops {
@@ -106,6 +109,13 @@ func openEventOps(b *testing.B) []benchOp {
 			}
 		}})
 	}
+	// Sealing with the payload member known from the encoding
+	// (Keys.SealLocated's way, as an appending client seals).
+	ops = append(ops, benchOp{"seal-v2-located", func() {
+		if _, err := sealEvent(tk, clear, pm); err != nil {
+			b.Fatal(err)
+		}
+	}})
 	// Opening in place (OpenStoredInPlace) over a copy of the sealed
 	// event made in a buffer kept across calls: the copy (about 30 ns) is
 	// the benchmark's, a reader's message is its own.

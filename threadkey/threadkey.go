@@ -499,6 +499,39 @@ func (k *Keys) SealEvent(ctx context.Context, data []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return k.sealLocated(ctx, data, pm)
+}
+
+// SealLocated is [Keys.SealEvent] of data whose payload member pm the
+// caller has from encoding it (events.MarshalAppendLocated), so that the
+// envelope is not read again: the same result, the same errors. pm must
+// be what events.LocatePayload(data) returns (the envelope's ID, Type,
+// Tenant and Thread, the member's place and value); a pm that plainly does
+// not fit data (no member key at pm.Start, or Value not ending at pm.End in
+// data's memory) is an error wrapping events.ErrDecode.
+func (k *Keys) SealLocated(ctx context.Context, data []byte, pm events.PayloadMember) ([]byte, error) {
+	if !placed(data, pm) {
+		return nil, fmt.Errorf("%w: payload member [%d, %d) of event %s is not in its %d bytes", events.ErrDecode, pm.Start, pm.End, pm.Envelope.ID, len(data))
+	}
+	return k.sealLocated(ctx, data, pm)
+}
+
+// placed reports whether pm's member lies in data: a member "payload" (or
+// "payload_sealed" when pm.Sealed) at pm.Start, its value ending at pm.End.
+func placed(data []byte, pm events.PayloadMember) bool {
+	key := payloadMember
+	if pm.Sealed {
+		key = sealedMember
+	}
+	if pm.Start < 0 || pm.End > len(data) || pm.End-pm.Start < len(key)+len(pm.Value) ||
+		string(data[pm.Start:pm.Start+len(key)]) != key || len(pm.Value) == 0 {
+		return false
+	}
+	return &data[pm.End-1] == &pm.Value[len(pm.Value)-1]
+}
+
+// sealLocated is SealLocated without the check of pm.
+func (k *Keys) sealLocated(ctx context.Context, data []byte, pm events.PayloadMember) ([]byte, error) {
 	env := pm.Envelope
 	if pm.Sealed || !Sealable(env.Type) {
 		return data, nil
@@ -545,8 +578,12 @@ func sealEvent(tk *threadKey, data []byte, pm events.PayloadMember) ([]byte, err
 	return append(out, data[pm.End:]...), nil
 }
 
-// sealedMember is the msgpack fixstr "payload_sealed" (events.LocatePayload).
-const sealedMember = "\xaepayload_sealed"
+// sealedMember is the msgpack fixstr "payload_sealed" (events.LocatePayload),
+// payloadMember the fixstr "payload".
+const (
+	sealedMember  = "\xaepayload_sealed"
+	payloadMember = "\xa7payload"
+)
 
 // binHeaderLen is the length of the msgpack bin header of n bytes.
 func binHeaderLen(n int) int {
