@@ -250,21 +250,20 @@ func CheckNewRecord(rec []byte) error {
 func Key(tenant, thread string) string { return tenant + "." + thread }
 
 // fresh returns the cached key of the thread name read less than maxAge
-// ago (the last key taken first, then the cache), or nil.
+// ago, or nil.
 func (k *Keys) fresh(name threadName, maxAge time.Duration) *threadKey {
-	if k.cache == nil || maxAge <= 0 {
+	if maxAge <= 0 {
 		return nil
 	}
-	if l := k.last.Load(); l != nil && l.name == name && time.Since(l.tk.fetchedAt()) < maxAge {
-		return l.tk
-	}
-	if tk, ok := k.cache.Get(name); ok && time.Since(tk.fetchedAt()) < maxAge {
+	if tk := k.cachedAny(name); tk != nil && time.Since(tk.fetchedAt()) < maxAge {
 		return tk
 	}
 	return nil
 }
 
-// cachedAny returns the cached key of the thread name of any age, or nil.
+// cachedAny returns the cached key of the thread name of any age (the
+// last key taken first, then the cache), or nil. The last key is the one
+// remember put in the cache last, so the two agree on a name.
 func (k *Keys) cachedAny(name threadName) *threadKey {
 	if k.cache == nil {
 		return nil
