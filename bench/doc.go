@@ -3,7 +3,7 @@
 // BENCHMARKS.md and a chart of Get latency against thread length.
 //
 //	bench/run.sh            # full run, with PostgreSQL and Redis (started and stopped by the script)
-//	bench/run.sh -quick     # development run, under 2 minutes (prints the report; -out and -png to write it)
+//	bench/run.sh -quick     # development run, about 3 minutes (prints the report; -out and -png to write it)
 //	go run -C bench . -quick # convlog and raw JetStream only
 //
 // # What runs where

@@ -16,7 +16,7 @@ import (
 )
 
 // Params size every section. fullParams is the reference run, quickParams
-// the development run (under 2 minutes), tinyParams the test's.
+// the development run (about 3 minutes), tinyParams the test's.
 type Params struct {
 	Mode       string
 	Append     AppendParams
@@ -281,7 +281,7 @@ func toRepoRoot() {
 func benchMain() int {
 	toRepoRoot()
 	var (
-		quick    = flag.Bool("quick", false, "development run: smaller sizes, under 2 minutes")
+		quick    = flag.Bool("quick", false, "development run: smaller sizes, about 3 minutes")
 		out      = flag.String("out", "BENCHMARKS.md", "markdown report to write (empty: stdout only; -quick: empty unless set)")
 		png      = flag.String("png", "bench/get_latency.png", "Get latency chart to write (empty: none; -quick: empty unless set)")
 		pg       = flag.String("pg", "", "Postgres DSN of the baseline (empty: no Postgres)")

@@ -69,7 +69,7 @@ func Markdown(res *Results, out, notes string) string {
 	m.p("")
 	m.p("```sh")
 	m.p("bench/run.sh            # full run: installs PostgreSQL and Redis (Debian packages) if missing, starts them, runs, tears down")
-	m.p("bench/run.sh -quick     # development run, under 2 minutes; prints the report (-out, -png to write it)")
+	m.p("bench/run.sh -quick     # development run, about 3 minutes; prints the report (-out, -png to write it)")
 	m.p("go run -C bench . -quick # convlog and raw JetStream only, no PostgreSQL or Redis")
 	m.p("```")
 	m.p("")

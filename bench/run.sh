@@ -3,7 +3,7 @@
 # machine, and writes BENCHMARKS.md and bench/get_latency.png.
 #
 #   bench/run.sh            full run (about 10 minutes on 2 cores)
-#   bench/run.sh -quick     development run (under 2 minutes), report on stdout
+#   bench/run.sh -quick     development run (about 3 minutes), report on stdout
 #   bench/run.sh -merge FILE  full run, with the sections FILE (a -json of an
 #                           earlier run) has and this run does not: the long
 #                           scale and soak sections, run on their own with
